@@ -1,0 +1,76 @@
+"""The one interface every autoscaler implements.
+
+An autoscaler is pure logic: it reads a `MetricsSnapshot` (plus the history
+of earlier snapshots and applied actions) and returns a `ScalingDecision`, or
+None to keep things as they are. No I/O, no knowledge of the backend. Its
+parameters are a pydantic model whose defaults are the paper's, so a typo in
+an experiment file is an error, not a silently ignored key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.metrics.snapshot import MetricsSnapshot
+
+
+class AutoscalerConfig(BaseModel):
+    """Base of every autoscaler's typed parameters (unknown keys are errors)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ScalingDecision:
+    """Target per operator. Operators left out keep their current value."""
+
+    parallelism: dict[str, int] = field(default_factory=dict)
+    cpu_share: dict[str, float] = field(default_factory=dict)  # vertical scaling (MEAD, MPC)
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppliedAction:
+    """What the scale manager actually did (after its limits), as the autoscaler learns it."""
+
+    t: float
+    before: dict[str, int]
+    after: dict[str, int]
+    cpu_share_before: dict[str, float] = field(default_factory=dict)
+    cpu_share_after: dict[str, float] = field(default_factory=dict)
+    downtime_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class History:
+    """Earlier snapshots (oldest first, the current one excluded) and applied actions."""
+
+    snapshots: Sequence[MetricsSnapshot] = ()
+    actions: Sequence[AppliedAction] = ()
+
+    @property
+    def last_action(self) -> AppliedAction | None:
+        return self.actions[-1] if self.actions else None
+
+
+class Autoscaler(ABC):
+    """Analyse + plan of the MAPE loop."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[AutoscalerConfig]]
+
+    def __init__(self, config: AutoscalerConfig | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    @abstractmethod
+    def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:
+        """Return the wanted configuration, or None to leave the job as it is."""
+
+    def on_applied(self, action: AppliedAction) -> None:  # noqa: B027 - optional hook
+        """Learn what was really applied (after the scale manager's caps)."""

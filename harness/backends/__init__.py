@@ -1,0 +1,1 @@
+"""Backends run the system under test: `sim` (model), `local` (real processes), `k8s`."""

@@ -1,0 +1,1 @@
+"""The `k8s` backend: the same components on a Kubernetes cluster."""

@@ -1,0 +1,1 @@
+"""The `sim` backend: a deterministic model of Kafka + a Flink job."""

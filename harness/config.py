@@ -1,0 +1,346 @@
+"""Typed, validated experiment and matrix files (YAML in, clear errors out).
+
+An experiment is one run's recipe; a matrix is a cartesian product over any
+of its fields (dotted paths), with per-cell overrides and repetitions. Every
+error names the file, the field path and, where there is a closed set, the
+valid choices; `ConfigError` carries that message and the CLI exits with 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+import autoscalers
+from harness.backends.k8s.config import K8sConfig
+from harness.backends.local.config import LocalConfig
+from harness.backends.sim.config import SimConfig
+from harness.topology import available_queries, load_topology
+from workloads.patterns import PatternConfig
+
+
+class ConfigError(ValueError):
+    """A configuration file is wrong; the message says where and how."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoopConfig(_Strict):
+    """The MAPE loop, the same for every autoscaler (thesis ch. 6.6: fairness)."""
+
+    period_s: PositiveFloat = Field(15.0, description="seconds between decisions")
+    metrics_window_s: PositiveFloat = Field(15.0, description="metrics averaged over this window (3 x scrape)")
+    cooldown_s: NonNegativeFloat = Field(300.0, description="no decision for this long after an action")
+    warmup_s: NonNegativeFloat = Field(0.0, description="no decision before this time")
+
+
+class ScaleManagerConfig(_Strict):
+    """Limits on what an autoscaler may ask for (thesis ch. 6.6.4)."""
+
+    max_taskmanagers: PositiveInt = 80
+    max_increase_per_action: PositiveInt = 15
+    min_parallelism: PositiveInt = 1
+    overprovisioning: PositiveFloat = Field(1.0, description="extra factor on every scale-up target")
+
+
+class AutoscalerSpec(_Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        known = autoscalers.available()
+        if name not in known:
+            raise ValueError(f"unknown autoscaler {name!r}; valid choices: {', '.join(known)}")
+        return name
+
+    @model_validator(mode="after")
+    def _params(self) -> AutoscalerSpec:
+        cfg_cls = autoscalers.autoscaler_class(self.name).Config
+        try:
+            cfg_cls(**self.params)
+        except ValidationError as exc:
+            allowed = ", ".join(cfg_cls.model_fields) or "(none)"
+            raise ValueError(
+                f"bad parameter for autoscaler {self.name!r}: {_short_errors(exc, 'params')}; "
+                f"its parameters are: {allowed}"
+            ) from None
+        return self
+
+    def typed_params(self) -> autoscalers.AutoscalerConfig:
+        return autoscalers.autoscaler_class(self.name).Config(**self.params)
+
+
+class SLOConfig(_Strict):
+    """Service-level objectives for QoS-violation metrics (MPC's SASO, MEAD)."""
+
+    latency_s: PositiveFloat = 5.0
+    throughput_ratio: PositiveFloat = 0.95
+
+
+class Experiment(_Strict):
+    """One run: what to run, under which load, scaled by which autoscaler."""
+
+    name: str = Field(..., min_length=1)
+    backend: Literal["local", "sim", "k8s"] = "local"
+    query: str
+    pattern: PatternConfig
+    autoscaler: AutoscalerSpec
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    scale_manager: ScaleManagerConfig = Field(default_factory=ScaleManagerConfig)
+    initial_parallelism: PositiveInt | dict[str, PositiveInt] = 1
+    duration_s: PositiveFloat | None = Field(None, description="cut the run short (scaled seconds)")
+    seed: int = 1
+    repetitions: PositiveInt = 1
+    rescale_method: Literal["in_place", "savepoint", "reactive"] = "in_place"
+    slo: SLOConfig = Field(default_factory=SLOConfig)
+    sim: SimConfig = Field(default_factory=SimConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
+    k8s: K8sConfig = Field(default_factory=K8sConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, name: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.=+-]*", name):
+            raise ValueError("use letters, digits and _ . = + - only (it names a directory)")
+        return name
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, query: str) -> str:
+        known = available_queries()
+        if query not in known:
+            raise ValueError(f"unknown query {query!r}; valid choices: {', '.join(known)}")
+        return query
+
+    @model_validator(mode="after")
+    def _initial(self) -> Experiment:
+        if isinstance(self.initial_parallelism, dict):
+            ops = load_topology(self.query).names
+            unknown = sorted(set(self.initial_parallelism) - set(ops))
+            if unknown:
+                raise ValueError(
+                    f"initial_parallelism names operators {unknown} not in {self.query}; "
+                    f"valid choices: {', '.join(ops)}"
+                )
+        return self
+
+    def initial_parallelism_map(self) -> dict[str, int]:
+        ops = load_topology(self.query).names
+        if isinstance(self.initial_parallelism, int):
+            return {op: self.initial_parallelism for op in ops}
+        return {op: self.initial_parallelism.get(op, 1) for op in ops}
+
+
+# ---------------------------------------------------------------- matrices
+
+
+class Override(_Strict):
+    """Set fields on every cell whose values match (dotted paths on both sides)."""
+
+    match: dict[str, Any] = Field(default_factory=dict)
+    set: dict[str, Any]
+
+
+class Matrix(_Strict):
+    """A cartesian product of experiments (Theodolite-style), with repetitions."""
+
+    name: str
+    description: str = ""
+    base: dict[str, Any]
+    axes: dict[str, list[Any]] = Field(default_factory=dict)
+    overrides: list[Override] = Field(default_factory=list)
+    repetitions: PositiveInt = 1
+    seeds: list[int] | None = Field(None, description="one per repetition; default seed, seed+1, ...")
+
+    @field_validator("axes")
+    @classmethod
+    def _non_empty(cls, axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in axes.items():
+            if not values:
+                raise ValueError(f"axis {key!r} has no values")
+        return axes
+
+
+class Cell(BaseModel):
+    """One experiment of a matrix, with its repetition and seed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cell_id: str
+    repetition: int
+    experiment: Experiment
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.cell_id}-r{self.repetition}"
+
+
+def _get(d: dict[str, Any], path: str) -> Any:
+    cur: Any = d
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _set(d: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    cur = d
+    for part in parts[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {} if nxt is None else {"name": nxt}  # `autoscaler: ds2` shorthand
+            cur[part] = nxt
+        cur = nxt
+    if isinstance(value, dict) and isinstance(cur.get(parts[-1]), dict):
+        cur[parts[-1]] = {**cur[parts[-1]], **copy.deepcopy(value)}
+    else:
+        cur[parts[-1]] = copy.deepcopy(value)
+
+
+def _slug_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "+".join(_slug_value(v) for v in value.values())
+    text = str(value)
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text).strip("_") or "x"
+
+
+def _expand_shorthand(raw: dict[str, Any]) -> dict[str, Any]:
+    """`autoscaler: ds2` and `pattern: cosine` are accepted for `{name: ...}`."""
+    for key in ("autoscaler", "pattern"):
+        if isinstance(raw.get(key), str):
+            raw[key] = {"name": raw[key]}
+    return raw
+
+
+def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
+    """Expand a matrix into validated cells; the first bad cell raises ConfigError."""
+    keys = list(matrix.axes)
+    cells: list[Cell] = []
+    for combo in itertools.product(*(matrix.axes[k] for k in keys)) if keys else [()]:
+        raw = _expand_shorthand(copy.deepcopy(matrix.base))
+        for key, value in zip(keys, combo, strict=True):
+            _set(raw, key, value)
+        _expand_shorthand(raw)
+        for ov in matrix.overrides:
+            if all(_get(raw, k) == v or _slug_value(_get(raw, k)) == _slug_value(v) for k, v in ov.match.items()):
+                for k, v in ov.set.items():
+                    _set(raw, k, v)
+        cell_id = "_".join(_slug_value(v) for v in combo) or "default"
+        raw["name"] = f"{matrix.name}_{cell_id}" if keys else matrix.name
+        base_seed = int(raw.get("seed", 1))
+        for rep in range(matrix.repetitions):
+            seed = matrix.seeds[rep] if matrix.seeds else base_seed + rep
+            exp_raw = {**raw, "seed": seed}
+            where = f"{source}: cell {cell_id!r}"
+            experiment = _validate(Experiment, exp_raw, where)
+            cells.append(Cell(cell_id=cell_id, repetition=rep, experiment=experiment))
+    return cells
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _short_errors(exc: ValidationError, prefix: str = "") -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "literal_error":
+            msg = f"{msg} (got {err.get('input')!r})"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def _validate(model: type[BaseModel], raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping at the top level, got {type(raw).__name__}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                allowed = _allowed_fields(model, err["loc"][:-1])
+                msg = f"unknown field; valid fields: {allowed}" if allowed else "unknown field"
+            elif err["type"] == "literal_error":
+                msg = f"{msg} (got {err.get('input')!r})"
+            lines.append(f"{where}: {loc}: {msg}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    cur: Any = model
+    for part in loc:
+        field = getattr(cur, "model_fields", {}).get(part)
+        if field is None:
+            return ""
+        cur = field.annotation
+    fields = getattr(cur, "model_fields", None)
+    return ", ".join(fields) if fields else ""
+
+
+def read_yaml(path: Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file")
+    try:
+        with path.open() as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+
+
+def is_matrix(raw: Any) -> bool:
+    return isinstance(raw, dict) and "base" in raw
+
+
+def load_experiment(path: Path) -> Experiment:
+    raw = read_yaml(path)
+    if isinstance(raw, dict):
+        raw = _expand_shorthand(raw)
+    return _validate(Experiment, raw, str(path))
+
+
+def load_matrix(path: Path) -> tuple[Matrix, list[Cell]]:
+    raw = read_yaml(path)
+    matrix = _validate(Matrix, raw, str(path))
+    return matrix, matrix_cells(matrix, str(path))
+
+
+def load_any(path: Path) -> tuple[Matrix | None, list[Cell]]:
+    """An experiment file is a one-cell matrix (with its own repetitions)."""
+    raw = read_yaml(path)
+    if is_matrix(raw):
+        return load_matrix(path)
+    exp = load_experiment(path)
+    cells = [
+        Cell(cell_id=exp.name, repetition=r, experiment=exp.model_copy(update={"seed": exp.seed + r}))
+        for r in range(exp.repetitions)
+    ]
+    return None, cells

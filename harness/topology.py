@@ -1,0 +1,147 @@
+"""Operator graphs of the Nexmark queries and their cost profiles.
+
+One YAML file per query in `queries/topologies/` describes the job graph
+(operator names match the Flink job's operator uids) and a first-guess cost
+profile the simulator uses: records/s one subtask can process at a full CPU,
+output/input ratio (selectivity) and state growth per record. The `local`
+backend reads the same graph to map Flink job vertices to operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+QUERIES_DIR = Path(__file__).resolve().parent.parent / "queries"
+TOPOLOGIES_DIR = QUERIES_DIR / "topologies"
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """One job vertex: its place in the graph and its cost profile."""
+
+    name: str
+    upstream: tuple[str, ...] = ()
+    topic: str | None = None  # Kafka topic a source reads
+    capacity: float = 1.0e5  # records/s one subtask processes at CPU share 1.0
+    selectivity: float = 1.0  # records out per record in
+    state_bytes_per_record: float = 0.0  # state growth per processed record
+    state_ttl_s: float | None = None  # state older than this is dropped (windows, joins)
+    max_parallelism: int = 128  # Flink key groups
+
+    @property
+    def is_source(self) -> bool:
+        return not self.upstream
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A DAG of operators in topological order (sources first)."""
+
+    query: str
+    operators: tuple[OperatorSpec, ...]
+    partitions: int = 24  # Kafka partitions per topic
+    rescale_downtime: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for op in self.operators:
+            missing = [u for u in op.upstream if u not in seen]
+            if missing:
+                raise ValueError(
+                    f"topology {self.query}: operator {op.name!r} lists upstream {missing} "
+                    "that is unknown or not listed before it (operators must be in topological order)"
+                )
+            seen.add(op.name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(op.name for op in self.operators)
+
+    def op(self, name: str) -> OperatorSpec:
+        for op in self.operators:
+            if op.name == name:
+                return op
+        raise KeyError(f"operator {name!r} not in query {self.query} (has {list(self.names)})")
+
+    @property
+    def sources(self) -> tuple[OperatorSpec, ...]:
+        return tuple(op for op in self.operators if op.is_source)
+
+    @property
+    def sinks(self) -> tuple[OperatorSpec, ...]:
+        fed = {u for op in self.operators for u in op.upstream}
+        return tuple(op for op in self.operators if op.name not in fed)
+
+    def upstream(self, name: str) -> tuple[str, ...]:
+        return self.op(name).upstream
+
+    def downstream(self, name: str) -> tuple[str, ...]:
+        return tuple(op.name for op in self.operators if name in op.upstream)
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({op.topic for op in self.sources if op.topic}))
+
+    def paths(self) -> list[tuple[str, ...]]:
+        """Every source-to-sink path (MEAD evaluates response time per path)."""
+        out: list[tuple[str, ...]] = []
+
+        def walk(path: tuple[str, ...]) -> None:
+            nxt = self.downstream(path[-1])
+            if not nxt:
+                out.append(path)
+            for n in nxt:
+                walk(path + (n,))
+
+        for s in self.sources:
+            walk((s.name,))
+        return out
+
+
+def _parse(data: dict, where: str) -> Topology:
+    try:
+        ops = tuple(
+            OperatorSpec(
+                name=o["name"],
+                upstream=tuple(o.get("upstream", ())),
+                topic=o.get("topic"),
+                capacity=float(o.get("capacity", 1.0e5)),
+                selectivity=float(o.get("selectivity", 1.0)),
+                state_bytes_per_record=float(o.get("state_bytes_per_record", 0.0)),
+                state_ttl_s=(float(o["state_ttl_s"]) if o.get("state_ttl_s") is not None else None),
+                max_parallelism=int(o.get("max_parallelism", 128)),
+            )
+            for o in data["operators"]
+        )
+        return Topology(
+            query=str(data["query"]),
+            operators=ops,
+            partitions=int(data.get("partitions", 24)),
+            rescale_downtime={k: float(v) for k, v in (data.get("rescale_downtime") or {}).items()},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: invalid topology: {exc}") from exc
+
+
+def available_queries() -> list[str]:
+    return sorted(p.stem for p in TOPOLOGIES_DIR.glob("*.yaml"))
+
+
+@cache
+def load_topology(query: str, directory: Path | None = None) -> Topology:
+    """Read `queries/topologies/<query>.yaml`."""
+    path = (directory or TOPOLOGIES_DIR) / f"{query}.yaml"
+    if not path.exists():
+        raise ValueError(f"unknown query {query!r}; known: {', '.join(available_queries())}")
+    with path.open() as fh:
+        return _parse(yaml.safe_load(fh), str(path))
+
+
+def topology_from_ops(query: str, ops: Iterable[OperatorSpec], partitions: int = 24) -> Topology:
+    """Build a topology in code (tests, hand-made snapshots)."""
+    return Topology(query=query, operators=tuple(ops), partitions=partitions)

@@ -1,0 +1,1 @@
+"""Load patterns and the Nexmark data generator."""
