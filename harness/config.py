@@ -195,7 +195,7 @@ class Cell(BaseModel):
         return f"{self.cell_id}-r{self.repetition}"
 
 
-def _get(d: dict[str, Any], path: str) -> Any:
+def get_path(d: dict[str, Any], path: str) -> Any:
     cur: Any = d
     for part in path.split("."):
         if not isinstance(cur, dict) or part not in cur:
@@ -204,7 +204,7 @@ def _get(d: dict[str, Any], path: str) -> Any:
     return cur
 
 
-def _set(d: dict[str, Any], path: str, value: Any) -> None:
+def set_path(d: dict[str, Any], path: str, value: Any) -> None:
     parts = path.split(".")
     cur = d
     for part in parts[:-1]:
@@ -226,7 +226,7 @@ def _slug_value(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text).strip("_") or "x"
 
 
-def _expand_shorthand(raw: dict[str, Any]) -> dict[str, Any]:
+def expand_shorthand(raw: dict[str, Any]) -> dict[str, Any]:
     """`autoscaler: ds2` and `pattern: cosine` are accepted for `{name: ...}`."""
     for key in ("autoscaler", "pattern"):
         if isinstance(raw.get(key), str):
@@ -234,19 +234,26 @@ def _expand_shorthand(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def _matches(actual: Any, wanted: Any) -> bool:
+    """`match: {autoscaler: ds2}` matches the expanded `{name: ds2, params: ...}` too."""
+    if isinstance(actual, dict) and not isinstance(wanted, dict):
+        actual = actual.get("name")
+    return actual == wanted or _slug_value(actual) == _slug_value(wanted)
+
+
 def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
     """Expand a matrix into validated cells; the first bad cell raises ConfigError."""
     keys = list(matrix.axes)
     cells: list[Cell] = []
     for combo in itertools.product(*(matrix.axes[k] for k in keys)) if keys else [()]:
-        raw = _expand_shorthand(copy.deepcopy(matrix.base))
+        raw = expand_shorthand(copy.deepcopy(matrix.base))
         for key, value in zip(keys, combo, strict=True):
-            _set(raw, key, value)
-        _expand_shorthand(raw)
+            set_path(raw, key, value)
+        expand_shorthand(raw)
         for ov in matrix.overrides:
-            if all(_get(raw, k) == v or _slug_value(_get(raw, k)) == _slug_value(v) for k, v in ov.match.items()):
+            if all(_matches(get_path(raw, k), v) for k, v in ov.match.items()):
                 for k, v in ov.set.items():
-                    _set(raw, k, v)
+                    set_path(raw, k, v)
         cell_id = "_".join(_slug_value(v) for v in combo) or "default"
         raw["name"] = f"{matrix.name}_{cell_id}" if keys else matrix.name
         base_seed = int(raw.get("seed", 1))
@@ -254,7 +261,7 @@ def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
             seed = matrix.seeds[rep] if matrix.seeds else base_seed + rep
             exp_raw = {**raw, "seed": seed}
             where = f"{source}: cell {cell_id!r}"
-            experiment = _validate(Experiment, exp_raw, where)
+            experiment = validate_model(Experiment, exp_raw, where)
             cells.append(Cell(cell_id=cell_id, repetition=rep, experiment=experiment))
     return cells
 
@@ -275,7 +282,7 @@ def _short_errors(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts)
 
 
-def _validate(model: type[BaseModel], raw: Any, where: str) -> Any:
+def validate_model(model: type[BaseModel], raw: Any, where: str) -> Any:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping at the top level, got {type(raw).__name__}")
     try:
@@ -323,13 +330,13 @@ def is_matrix(raw: Any) -> bool:
 def load_experiment(path: Path) -> Experiment:
     raw = read_yaml(path)
     if isinstance(raw, dict):
-        raw = _expand_shorthand(raw)
-    return _validate(Experiment, raw, str(path))
+        raw = expand_shorthand(raw)
+    return validate_model(Experiment, raw, str(path))
 
 
 def load_matrix(path: Path) -> tuple[Matrix, list[Cell]]:
     raw = read_yaml(path)
-    matrix = _validate(Matrix, raw, str(path))
+    matrix = validate_model(Matrix, raw, str(path))
     return matrix, matrix_cells(matrix, str(path))
 
 

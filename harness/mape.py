@@ -1,0 +1,138 @@
+"""The MAPE loop, identical for every autoscaler and every backend.
+
+Monitor (backend snapshot over the metrics window) -> Analyse + Plan (the
+autoscaler's `decide`) -> Execute (scale manager limits, then the backend) ->
+wait one period. After an applied action no decision is taken for the
+cool-down, as in the thesis (ch. 6.6.4); snapshots are still collected so
+autoscalers that keep metric windows see every period.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from autoscalers.base import AppliedAction, Autoscaler, History
+from harness.backends.base import Backend
+from harness.config import LoopConfig
+from harness.metrics.snapshot import MetricsSnapshot
+from harness.record import EV_ACTION, EV_DECISION, EV_FAULT, EV_SKIPPED, EV_WARNING, EventLog
+from harness.scaling import ScaleManager
+
+HISTORY_LENGTH = 512  # snapshots kept for autoscalers (2 h at a 15 s period)
+
+
+@dataclass
+class LoopResult:
+    decisions: int = 0
+    actions: int = 0
+    iterations: int = 0
+
+
+class MapeLoop:
+    """Drives one run from t = 0 to `duration_s`."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        autoscaler: Autoscaler,
+        scale_manager: ScaleManager,
+        loop: LoopConfig,
+        events: EventLog,
+        on_tick: Callable[[float], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.autoscaler = autoscaler
+        self.scale_manager = scale_manager
+        self.loop = loop
+        self.events = events
+        self.on_tick = on_tick
+        self.snapshots: deque[MetricsSnapshot] = deque(maxlen=HISTORY_LENGTH)
+        self.actions: list[AppliedAction] = []
+        self.last_action_t = float("-inf")
+
+    def run(self, duration_s: float) -> LoopResult:
+        result = LoopResult()
+        t_next = max(self.loop.period_s, self.loop.warmup_s)
+        while True:
+            t_stop = min(t_next, duration_s)
+            self.backend.advance_to(t_stop)
+            self._record_backend_events()
+            if self.on_tick:
+                self.on_tick(t_stop)
+            if t_next > duration_s:
+                break
+            self.iterate(result)
+            t_next += self.loop.period_s
+        return result
+
+    def iterate(self, result: LoopResult) -> None:
+        result.iterations += 1
+        snap = self.backend.snapshot(self.loop.metrics_window_s)
+        if snap.missing:
+            self.events.add(snap.t, EV_WARNING, "metrics missing after widening the window", metrics=snap.missing)
+        if snap.t - self.last_action_t >= self.loop.cooldown_s:
+            self._decide_and_act(snap, result)
+        self.snapshots.append(snap)
+
+    def _decide_and_act(self, snap: MetricsSnapshot, result: LoopResult) -> None:
+        history = History(snapshots=tuple(self.snapshots), actions=tuple(self.actions))
+        started = time.perf_counter()
+        decision = self.autoscaler.decide(snap, history)
+        decide_ms = (time.perf_counter() - started) * 1000
+        if decision is None:
+            return
+        result.decisions += 1
+        current = snap.parallelism
+        self.events.add(
+            snap.t,
+            EV_DECISION,
+            decision.reason,
+            autoscaler=self.autoscaler.name,
+            current=current,
+            target=decision.parallelism,
+            cpu_share=decision.cpu_share,
+            details=decision.details,
+            decide_ms=decide_ms,
+        )
+        plan = self.scale_manager.plan(decision, current, snap.cpu_share)
+        if not plan.changed:
+            self.events.add(snap.t, EV_SKIPPED, "no change after the scale manager's limits", limits=plan.limits)
+            return
+        rescale = self.backend.rescale(plan.parallelism, plan.cpu_share)
+        t_after = self.backend.now()
+        if not rescale.ok:
+            self.events.add(t_after, EV_FAULT, f"rescale failed: {rescale.error}", target=plan.parallelism)
+            return
+        action = AppliedAction(
+            t=snap.t,
+            before=current,
+            after=rescale.parallelism,
+            cpu_share_before=snap.cpu_share,
+            cpu_share_after=rescale.cpu_share or plan.cpu_share,
+            downtime_s=rescale.downtime_s,
+        )
+        self.actions.append(action)
+        self.autoscaler.on_applied(action)
+        self.last_action_t = snap.t
+        result.actions += 1
+        self.events.add(
+            snap.t,
+            EV_ACTION,
+            decision.reason,
+            autoscaler=self.autoscaler.name,
+            before=current,
+            after=rescale.parallelism,
+            cpu_share_before=snap.cpu_share,
+            cpu_share_after=action.cpu_share_after,
+            limits=plan.limits,
+            downtime_s=rescale.downtime_s,
+            method=rescale.method,
+            finished_at=t_after,
+        )
+
+    def _record_backend_events(self) -> None:
+        for ev in self.backend.drain_events():
+            self.events.add(ev.t, ev.kind, ev.reason, **ev.data)

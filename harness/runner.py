@@ -1,0 +1,161 @@
+"""One experiment's lifecycle: build pattern and backend, run the loop, write the record.
+
+Whatever happens (crash, Ctrl-C) the backend is stopped and a run record is
+written with a `failed: ...` status, so a broken run is data, never a
+half-written directory that looks finished.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import autoscalers
+from harness import __version__
+from harness.backends.base import Backend
+from harness.config import Experiment
+from harness.mape import MapeLoop
+from harness.record import EV_FAULT, EV_PHASE, STATUS_COMPLETED, EventLog, host_facts, write_run_record
+from harness.scaling import ScaleManager
+from harness.topology import load_topology
+from workloads.patterns import LoadPattern, build_pattern
+
+
+def make_backend(experiment: Experiment) -> Backend:
+    """Import lazily: `sim` runs must not need the local stack's dependencies."""
+    if experiment.backend == "sim":
+        from harness.backends.sim.backend import SimBackend
+
+        return SimBackend()
+    if experiment.backend == "local":
+        from harness.backends.local.backend import LocalBackend
+
+        return LocalBackend()
+    if experiment.backend == "k8s":
+        from harness.backends.k8s.backend import K8sBackend
+
+        return K8sBackend()
+    raise ValueError(f"unknown backend {experiment.backend!r}")
+
+
+def run_duration(experiment: Experiment, pattern: LoadPattern) -> float:
+    return min(experiment.duration_s, pattern.duration_s) if experiment.duration_s else pattern.duration_s
+
+
+def _versions() -> dict[str, str]:
+    out = {"harness": __version__}
+    for pkg in ("numpy", "pandas", "pyarrow", "pydantic", "statsmodels", "networkx"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def run_experiment(
+    experiment: Experiment,
+    run_dir: Path,
+    on_progress: Callable[[float, float], None] | None = None,
+    backend: Backend | None = None,
+) -> Path:
+    """Run one experiment and write its record to `run_dir`; returns `run_dir`."""
+    topology = load_topology(experiment.query)
+    pattern = build_pattern(experiment.pattern, experiment.seed, experiment.query)
+    duration = run_duration(experiment, pattern)
+    backend = backend or make_backend(experiment)
+    scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params)
+    events = EventLog()
+    started = dt.datetime.now(dt.UTC)
+    status = "failed: did not start"
+    timeseries = pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
+    backend_facts: dict[str, Any] = {}
+    saved = False
+    try:
+        backend.start(experiment, pattern, topology)
+        events.add(0.0, EV_PHASE, "start", duration_s=duration)
+        for stage in pattern.stages:
+            events.add(stage.start_s, EV_PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
+                       end=stage.end_s)
+        loop = MapeLoop(
+            backend,
+            scaler,
+            ScaleManager(experiment.scale_manager),
+            experiment.loop,
+            events,
+            on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
+        )
+        loop.run(duration)
+        events.add(backend.now(), EV_PHASE, "end")
+        status = STATUS_COMPLETED
+    except KeyboardInterrupt:
+        status = "failed: interrupted"
+        raise
+    except Exception as exc:  # a failed run is data: record it
+        status = f"failed: {type(exc).__name__}: {exc}"
+        events.add(_safe_now(backend), EV_FAULT, status, traceback=traceback.format_exc(limit=8))
+    finally:
+        try:
+            timeseries = backend.timeseries()
+            backend_facts = backend.facts()
+        except Exception as exc:  # keep the record even if export fails
+            events.add(_safe_now(backend), EV_FAULT, f"timeseries export failed: {exc}")
+            if status == STATUS_COMPLETED:
+                status = f"failed: timeseries export: {exc}"
+        faults = len(events.of_kind(EV_FAULT))
+        run_yaml = {
+            "run_id": run_dir.name,
+            "experiment": experiment.name,
+            "status": status.split(":")[0],
+            "flagged": faults > 0,
+            "faults": faults,
+            "started_at": started.isoformat(),
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+            "duration_s": duration,
+            "seed": experiment.seed,
+            "config": experiment.model_dump(mode="json"),
+            "autoscaler_params": experiment.autoscaler.typed_params().model_dump(mode="json"),
+            "topology": {
+                "query": topology.query,
+                "operators": [
+                    {"name": o.name, "upstream": list(o.upstream), "topic": o.topic, "capacity": o.capacity,
+                     "selectivity": o.selectivity}
+                    for o in topology.operators
+                ],
+            },
+            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate},
+            "backend": backend_facts,
+            "versions": _versions(),
+            "host": host_facts(),
+        }
+        try:
+            write_run_record(
+                run_dir, run_yaml, timeseries, events, status, artifacts=lambda d: _artifacts(backend, d, events)
+            )
+            saved = True
+        finally:
+            backend.stop()
+    if not saved:
+        raise RuntimeError(f"run record {run_dir} was not written")
+    return run_dir
+
+
+def _artifacts(backend: Backend, tmp_dir: Path, events: EventLog) -> dict[str, Any]:
+    """Backend artifacts are a bonus: their failure is recorded, never loses the record."""
+    try:
+        return backend.save_artifacts(tmp_dir)
+    except Exception as exc:
+        events.add(_safe_now(backend), EV_FAULT, f"saving artifacts failed: {exc}")
+        return {"error": str(exc)}
+
+
+def _safe_now(backend: Backend) -> float:
+    try:
+        return backend.now()
+    except Exception:
+        return 0.0

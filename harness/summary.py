@@ -1,0 +1,78 @@
+"""The end-of-run table `bench run` prints (thesis ch. 5.3 metrics for one run).
+
+The PySpark analysis computes the same numbers over many runs; this module is
+the quick single-run view and reuses the analysis metric core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.record import EV_ACTION, INPUT_RATE, LATENCY, TASKMANAGERS, THROUGHPUT, RunRecord
+
+
+def time_weighted_mean(ts: np.ndarray, values: np.ndarray, end: float | None = None) -> float:
+    """Mean of a step function (each value holds until the next sample, the last until `end`)."""
+    if len(ts) == 0:
+        return float("nan")
+    order = np.argsort(ts)
+    ts, values = ts[order], values[order]
+    stop = end if end is not None and end > ts[-1] else ts[-1] + (np.median(np.diff(ts)) if len(ts) > 1 else 1.0)
+    widths = np.diff(np.append(ts, stop))
+    total = widths.sum()
+    return float((widths * values).sum() / total) if total > 0 else float(values.mean())
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    avg_tm: float
+    max_tm: float
+    latency_avg: float
+    latency_p50: float
+    latency_p95: float
+    latency_max: float
+    scale_count: int
+    input_rate: float
+    throughput: float
+    status: str
+    flagged: bool
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("status", self.status + (" (flagged: faults recorded)" if self.flagged else "")),
+            ("avg task managers", f"{self.avg_tm:.2f}"),
+            ("max task managers", f"{self.max_tm:.0f}"),
+            ("latency avg / p50 / p95 / max (s)",
+             f"{self.latency_avg:.2f} / {self.latency_p50:.2f} / {self.latency_p95:.2f} / {self.latency_max:.2f}"),
+            ("scale count", str(self.scale_count)),
+            ("input rate vs throughput (rec/s)", f"{self.input_rate:,.0f} vs {self.throughput:,.0f}"),
+        ]
+
+
+def summarise(record: RunRecord) -> RunSummary:
+    end = float(record.meta.get("duration_s") or 0) or None
+
+    def series(metric: str) -> tuple[np.ndarray, np.ndarray]:
+        s = record.series(metric)
+        return s.index.to_numpy(dtype=float), s.to_numpy(dtype=float)
+
+    tm_t, tm_v = series(TASKMANAGERS)
+    lat_t, lat_v = series(LATENCY)
+    _, in_v = series(INPUT_RATE)
+    _, thr_v = series(THROUGHPUT)
+    pct = (lambda q: float(np.percentile(lat_v, q))) if len(lat_v) else (lambda q: float("nan"))
+    return RunSummary(
+        avg_tm=time_weighted_mean(tm_t, tm_v, end),
+        max_tm=float(tm_v.max()) if len(tm_v) else float("nan"),
+        latency_avg=float(lat_v.mean()) if len(lat_v) else float("nan"),
+        latency_p50=pct(50),
+        latency_p95=pct(95),
+        latency_max=float(lat_v.max()) if len(lat_v) else float("nan"),
+        scale_count=len(record.events_of(EV_ACTION)),
+        input_rate=float(in_v.mean()) if len(in_v) else float("nan"),
+        throughput=float(thr_v.mean()) if len(thr_v) else float("nan"),
+        status=record.status,
+        flagged=bool(record.meta.get("flagged")),
+    )
