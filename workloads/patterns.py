@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from workloads.arrivals import ArrivalConfig
+
 PatternName = Literal["cosine", "random", "increasing", "decreasing", "convergence", "constant", "trace"]
 
 
@@ -130,6 +132,7 @@ class PatternConfig(BaseModel):
     scale: PositiveFloat = 1.0
     time_scale: PositiveFloat = 1.0
     spikes: SpikesConfig | None = None
+    arrivals: ArrivalConfig | None = Field(None, description="arrival process around the rate (sim)")
 
     @model_validator(mode="after")
     def _check_params(self) -> PatternConfig:
