@@ -22,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 LOCAL_DEFAULT_SCALE = 0.005  # thesis rates x 0.005: q1 cosine peaks near 11 k records/s
 LOCAL_DEFAULT_TIME_SCALE = 10.0  # 140 minutes play in 14

@@ -31,6 +31,7 @@ import autoscalers
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.local.config import LocalConfig
 from harness.backends.sim.config import SimConfig
+from harness.errors import nested_errors
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
 
@@ -79,11 +80,7 @@ class AutoscalerSpec(_Strict):
         try:
             cfg_cls(**self.params)
         except ValidationError as exc:
-            allowed = ", ".join(cfg_cls.model_fields) or "(none)"
-            raise ValueError(
-                f"bad parameter for autoscaler {self.name!r}: {_short_errors(exc, 'params')}; "
-                f"its parameters are: {allowed}"
-            ) from None
+            raise ValueError(f"autoscaler {self.name!r}: {nested_errors(exc, 'params', cfg_cls)}") from None
         return self
 
     def typed_params(self) -> autoscalers.AutoscalerConfig:
@@ -255,6 +252,8 @@ def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
                 for k, v in ov.set.items():
                     set_path(raw, k, v)
         cell_id = "_".join(_slug_value(v) for v in combo) or "default"
+        if any(c.cell_id == cell_id for c in cells):
+            raise ConfigError(f"{source}: two cells are both {cell_id!r}; axis values must differ")
         raw["name"] = f"{matrix.name}_{cell_id}" if keys else matrix.name
         base_seed = int(raw.get("seed", 1))
         for rep in range(matrix.repetitions):
@@ -267,19 +266,6 @@ def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
 
 
 # ---------------------------------------------------------------- loading
-
-
-def _short_errors(exc: ValidationError, prefix: str = "") -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "literal_error":
-            msg = f"{msg} (got {err.get('input')!r})"
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
 
 
 def validate_model(model: type[BaseModel], raw: Any, where: str) -> Any:

@@ -21,9 +21,11 @@ from pydantic import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    ValidationError,
     model_validator,
 )
 
+from harness.errors import nested_errors
 from workloads.arrivals import ArrivalConfig
 
 PatternName = Literal["cosine", "random", "increasing", "decreasing", "convergence", "constant", "trace"]
@@ -136,7 +138,11 @@ class PatternConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_params(self) -> PatternConfig:
-        PARAMS[self.name](**self.params)  # raises a ValidationError naming the bad field
+        model = PARAMS[self.name]
+        try:
+            model(**self.params)
+        except ValidationError as exc:
+            raise ValueError(f"pattern {self.name!r}: {nested_errors(exc, 'params', model)}") from None
         return self
 
     def typed_params(self, query: str | None = None) -> _Params:
