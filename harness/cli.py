@@ -21,7 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 LOCAL_DEFAULT_SCALE = 0.005  # thesis rates x 0.005: q1 cosine peaks near 11 k records/s
