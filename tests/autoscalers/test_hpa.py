@@ -16,9 +16,7 @@ NONE = History()
 
 
 def cpu_snap(t: float = 0.0, p: tuple[int, int, int] = (2, 2, 2), cpu: tuple[float, float, float] = (0.7,) * 3, **job):
-    return snapshot(TOPO, t=t, **job)(
-        src=op(p[0], cpu=cpu[0]), win=op(p[1], cpu=cpu[1]), sink=op(p[2], cpu=cpu[2])
-    )
+    return snapshot(TOPO, t=t, **job)(src=op(p[0], cpu=cpu[0]), win=op(p[1], cpu=cpu[1]), sink=op(p[2], cpu=cpu[2]))
 
 
 # --- HPA-CPU -----------------------------------------------------------------------------------
@@ -102,10 +100,7 @@ def test_window_length_is_a_parameter():
 
 def varga_snap(busy=(700, 700, 700), bp=(0, 0, 0), flags=(False, False, False), p=(2, 4, 2), **job):
     """busy + backpressured ms/s give utilisation 1 - idle/1000 = (busy + bp)/1000."""
-    ops = {
-        n: op(p[i], busy=busy[i], bp=bp[i], backpressured=flags[i])
-        for i, n in enumerate(("src", "win", "sink"))
-    }
+    ops = {n: op(p[i], busy=busy[i], bp=bp[i], backpressured=flags[i]) for i, n in enumerate(("src", "win", "sink"))}
     return snapshot(TOPO, **job)(**ops)
 
 
