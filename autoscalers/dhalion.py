@@ -16,7 +16,7 @@ Every iteration: symptoms -> diagnosis -> resolution.
    throughput)).
 3. Otherwise "healthy": every operator without lag is over-provisioned and is
    scaled down: new p = max(1, floor(p / scale_down_factor)). No lag means an
-   input-buffer usage below 0.2 (non-sources) or a total Kafka lag below
+   input-buffer usage below 0.2 (non-sources) or a Kafka lag below
    10,000 records (sources).
 
 Where the thesis text and the digest disagree, and what we chose:
@@ -27,8 +27,14 @@ Where the thesis text and the digest disagree, and what we chose:
 - Eq. 6.2 (source factor) is garbled in the text; we use 1 + lag_rate /
   throughput, the same "unprocessed over processed" reading of eq. 4.1. It
   uses a source's own lag rate and output rate when the backend reports them
-  per source, the job's `kafka_lag_rate` / `throughput` otherwise. With zero
-  throughput the factor is undefined and that source is left alone.
+  per source, the job's `kafka_lag_rate` / `throughput` otherwise. It is
+  capped like the backpressure factor (x10 at b = 0.9), as the thesis' code
+  (delftdata/espa-autoscaling) caps it at 10. With zero throughput (that code
+  then jumps to x10) we leave the source alone: a job that reads nothing is
+  restarting or broken, and more subtasks will not help.
+- Ch. 6.7.1 says a source has no lag when the job's total Kafka lag is below
+  the threshold; the thesis' code reads the source's own pending records. We
+  use the source's own lag when the backend reports it, the job's otherwise.
 - Ch. 4.2 quotes Dhalion's scale-down as x0.8; ch. 6.7.1 and table 6.1 use a
   factor of 1.2 that divides. We follow table 6.1 (floor(p / 1.2)).
 - If the job lag grows but per-source lag rates are known, only the sources
@@ -54,7 +60,9 @@ class DhalionConfig(AutoscalerConfig):
     lag_rate_backpressure_threshold: float = Field(1000.0, ge=0.0, description="records/s")
     buffer_usage_close_to_zero: float = Field(0.2, ge=0.0, le=1.0)
     kafka_lag_close_to_zero: float = Field(10_000.0, ge=0.0, description="records")
-    max_backpressure: float = Field(0.9, gt=0.0, lt=1.0, description="cap on b in 1 + b/(1-b)")
+    max_backpressure: float = Field(
+        0.9, gt=0.0, lt=1.0, description="cap on b in 1 + b/(1-b); also caps the source factor at 1/(1-b)"
+    )
 
 
 def _source_throughput(m: OperatorMetrics) -> float:
@@ -83,6 +91,8 @@ class Dhalion(Autoscaler):
         factor = 1.0 + b / (1.0 - b)
         p = ops[bottleneck].parallelism
         new_p = ceil_p(p * factor)
+        if new_p == p:  # flagged backpressured, but no backpressured time upstream
+            return None
         return ScalingDecision(
             parallelism={bottleneck: new_p},
             reason=f"bottleneck {bottleneck} backpressure b={b:.2f} -> x{factor:.2f} ({p}->{new_p})",
@@ -115,7 +125,7 @@ class Dhalion(Autoscaler):
             if throughput <= 0:
                 per_source[s] = {"lag_rate": lag_rate, "throughput": throughput, "skipped": "no throughput"}
                 continue
-            factor = 1.0 + max(0.0, lag_rate) / throughput
+            factor = min(1.0 + max(0.0, lag_rate) / throughput, self._max_factor)
             new_p = ceil_p(m.parallelism * factor)
             per_source[s] = {"lag_rate": lag_rate, "throughput": throughput, "factor": factor}
             if new_p != m.parallelism:
@@ -132,10 +142,16 @@ class Dhalion(Autoscaler):
             details={"symptom": "lag growing", "kafka_lag_rate": snapshot.kafka_lag_rate, "sources": per_source},
         )
 
+    @property
+    def _max_factor(self) -> float:
+        return 1.0 / (1.0 - self.config.max_backpressure)
+
     def _has_lag(self, snapshot: MetricsSnapshot, name: str) -> bool:
+        m = snapshot.operators[name]
         if snapshot.topology.op(name).is_source:
-            return snapshot.kafka_lag >= self.config.kafka_lag_close_to_zero
-        return snapshot.operators[name].input_buffer_usage >= self.config.buffer_usage_close_to_zero
+            lag = m.lag if m.lag is not None else snapshot.kafka_lag
+            return lag >= self.config.kafka_lag_close_to_zero
+        return m.input_buffer_usage >= self.config.buffer_usage_close_to_zero
 
     def _scale_down(self, snapshot: MetricsSnapshot) -> ScalingDecision | None:
         target: dict[str, int] = {}

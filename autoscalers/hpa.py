@@ -33,7 +33,10 @@ Choices where the thesis is silent:
 - An operator whose metric is reported missing gets no recommendation (and
   keeps its parallelism) rather than one computed from a zero.
 - The window lives in the autoscaler (decisions are not asked for during the
-  scale manager's cool-down, so it only holds decision-time values).
+  scale manager's cool-down, so it only holds decision-time values). An entry
+  exactly `scale_down_window_s` old still counts, as in the thesis' code
+  (delftdata/espa-autoscaling); that code had no tolerance, so
+  `tolerance: 0` reproduces it exactly.
 """
 
 from __future__ import annotations
@@ -109,8 +112,8 @@ class HPA(Autoscaler):
         return ceil_p(parallelism * ratio)
 
     def _stabilise(self, name: str, t: float, desired: int) -> int:
-        keep_after = t - self.config.scale_down_window_s
-        window = [(ts, d) for ts, d in self._window.get(name, []) if keep_after < ts <= t]
+        oldest = t - self.config.scale_down_window_s
+        window = [(ts, d) for ts, d in self._window.get(name, []) if oldest <= ts <= t]
         window.append((t, desired))
         self._window[name] = window
         return max(d for _, d in window)

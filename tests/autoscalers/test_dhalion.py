@@ -119,3 +119,24 @@ def test_scale_down_factor_is_a_parameter():
 def test_healthy_at_minimum_is_no_decision():
     snap = snapshot(TOPO)(src=op(1), win=op(1), sink=op(1))
     assert Dhalion().decide(snap, NONE) is None
+
+
+def test_source_factor_is_capped_and_zero_throughput_is_left_alone():
+    snap = snapshot(TOPO, kafka_lag_rate=1e6, throughput=1000.0)(src=op(1, busy=990), win=op(1), sink=op(1))
+    d = Dhalion().decide(snap, NONE)
+    assert d is not None and d.parallelism == {"src": 10}
+    stalled = snapshot(TOPO, kafka_lag_rate=5000.0, throughput=0.0)(src=op(1), win=op(1), sink=op(1))
+    assert Dhalion().decide(stalled, NONE) is None
+
+
+def test_source_uses_its_own_lag_for_the_no_lag_rule_when_reported():
+    snap = snapshot(TOPO, kafka_lag=50_000)(src=op(6, lag=5_000), win=op(1), sink=op(1))
+    d = Dhalion().decide(snap, NONE)
+    assert d is not None and d.parallelism == {"src": 5}
+    snap = snapshot(TOPO, kafka_lag=0)(src=op(6, lag=20_000), win=op(1), sink=op(1))
+    assert Dhalion().decide(snap, NONE) is None
+
+
+def test_backpressure_flag_without_backpressured_time_changes_nothing():
+    snap = snapshot(TOPO)(src=op(2, backpressured=True), win=op(2), sink=op(2))
+    assert Dhalion().decide(snap, NONE) is None

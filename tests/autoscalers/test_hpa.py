@@ -71,9 +71,9 @@ def test_stabilisation_window_keeps_max_of_last_300_s_then_forgets():
     up = hpa.decide(cpu_snap(t=0, p=(2, 4, 2), cpu=(0.7, 0.9, 0.7)), NONE)
     assert up is not None and up.parallelism == {"win": 6}  # ceil(4 * 0.9/0.7)
     # applied: now 6 subtasks with little load; the window still holds the 6 from t=0
-    for t in range(15, 300, 15):
+    for t in range(15, 301, 15):  # an entry exactly 300 s old still counts
         assert hpa.decide(cpu_snap(t=t, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE) is None
-    down = hpa.decide(cpu_snap(t=300, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE)
+    down = hpa.decide(cpu_snap(t=315, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE)
     assert down is not None and down.parallelism == {"win": math.ceil(6 * 0.2 / 0.7)}
 
 
@@ -81,10 +81,10 @@ def test_stabilisation_window_takes_the_max_of_what_remains():
     hpa = HPACPU()
     hpa.decide(cpu_snap(t=0, p=(2, 6, 2), cpu=(0.7, 0.9, 0.7)), NONE)  # desired 8 (not applied)
     hpa.decide(cpu_snap(t=150, p=(2, 6, 2), cpu=(0.7, 0.5, 0.7)), NONE)  # desired ceil(4.29) = 5
-    d = hpa.decide(cpu_snap(t=300, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE)  # desired 2, t=0 forgotten
+    d = hpa.decide(cpu_snap(t=301, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE)  # desired 2, t=0 forgotten
     assert d is not None and d.parallelism == {"win": 5}
     assert "max of last 300 s" in d.reason
-    d = hpa.decide(cpu_snap(t=450, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE)
+    d = hpa.decide(cpu_snap(t=451, p=(2, 6, 2), cpu=(0.7, 0.2, 0.7)), NONE)
     assert d is not None and d.parallelism == {"win": 2}
 
 
