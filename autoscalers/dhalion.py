@@ -83,7 +83,7 @@ class Dhalion(Autoscaler):
             return self._scale_sources(snapshot)
         return self._scale_down(snapshot)
 
-    def _scale_bottleneck(self, snapshot: MetricsSnapshot, bottleneck: str, start: str) -> ScalingDecision:
+    def _scale_bottleneck(self, snapshot: MetricsSnapshot, bottleneck: str, start: str) -> ScalingDecision | None:
         ops = snapshot.operators
         upstream = snapshot.topology.upstream(bottleneck) or (bottleneck,)
         b_raw = max(ops[u].backpressured_fraction for u in upstream)
