@@ -1,10 +1,46 @@
-"""Typed knobs of the local stack (recorded in run.yaml)."""
+"""Typed knobs of the local stack (recorded in run.yaml).
+
+Every version is pinned here so a run record names exactly what ran; every port is a
+default plus `port_offset`, so several stacks (tests, engineers, CI) can share one host.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The concrete ports of one stack (defaults + offset), all on 127.0.0.1."""
+
+    kafka: int
+    kafka_controller: int
+    flink_rest: int
+    flink_rpc: int
+    prometheus: int
+    reporter_first: int
+    reporter_last: int
+    kafka_jmx: int
+    generator_metrics: int
+
+    @property
+    def reporter_range(self) -> str:
+        return f"{self.reporter_first}-{self.reporter_last}"
+
+    def fixed(self) -> dict[str, int]:
+        """The ports a service binds exactly (the reporter range is probed, not bound up front)."""
+        return {
+            "kafka": self.kafka,
+            "kafka controller": self.kafka_controller,
+            "flink rest": self.flink_rest,
+            "flink rpc": self.flink_rpc,
+            "prometheus": self.prometheus,
+            "kafka jmx exporter": self.kafka_jmx,
+        }
 
 
 class LocalConfig(BaseModel):
@@ -15,3 +51,61 @@ class LocalConfig(BaseModel):
     taskmanager_cpu_quota: float = Field(
         0.25, gt=0, le=64, description="CPUs each task manager may use (cgroup quota); capacity grows with TMs"
     )
+    cpu_cgroups: Literal["auto", "required", "off"] = Field(
+        "auto", description="bound each task manager with a CPU cgroup: auto = when the host allows it"
+    )
+
+    # pinned versions (Maven Central coordinates; Flink must match the pip-installed distribution)
+    flink_version: str = Field("2.2.1", description="apache-flink + apache-flink-libraries (PyPI)")
+    kafka_version: str = Field("4.1.1", description="org.apache.kafka:kafka_2.13")
+    flink_kafka_connector_version: str = Field("5.0.0-2.2", description="org.apache.flink:flink-connector-kafka")
+    jmx_exporter_version: str = Field("1.0.1", description="io.prometheus.jmx:jmx_prometheus_javaagent")
+
+    # memory (a dozen task managers must fit on a laptop)
+    jobmanager_memory: str = Field("1024m", description="jobmanager.memory.process.size")
+    taskmanager_memory: str = Field("768m", description="taskmanager.memory.process.size")
+    kafka_heap: str = Field("512m", description="Kafka broker -Xmx")
+
+    # Flink behaviour
+    checkpoint_interval_s: float = Field(10.0, gt=0, description="execution.checkpointing.interval")
+    state_backend: str = Field("hashmap", pattern="^(hashmap|rocksdb)$")
+    restart_attempts: int = Field(1000, ge=0, description="fixed-delay restart strategy attempts")
+    restart_delay_s: float = Field(2.0, ge=0, description="fixed-delay restart strategy delay")
+    adaptive_cooldown_s: float = Field(
+        1.0, ge=0, description="jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling (default 30 s)"
+    )
+    adaptive_stabilization_s: float = Field(
+        1.0, ge=0, description="jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout (60 s)"
+    )
+    adaptive_max_delay_s: float = Field(
+        1.0, ge=0, description="jobmanager.adaptive-scheduler.rescale-trigger.max-delay (default: checkpoints)"
+    )
+    adaptive_submission_stabilization_s: float = Field(
+        2.0, ge=0, description="jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout"
+    )
+    adaptive_submission_wait_s: float = Field(
+        120.0, gt=0, description="jobmanager.adaptive-scheduler.submission.resource-wait-timeout"
+    )
+
+    # supervision
+    scrape_interval_s: float = Field(5.0, gt=0, description="Prometheus scrape interval")
+    startup_timeout_s: float = Field(120.0, gt=0, description="how long `up` waits for a service to be healthy")
+
+    def ports(self) -> Ports:
+        o = self.port_offset
+        return Ports(
+            kafka=9092 + o,
+            kafka_controller=9093 + o,
+            flink_rest=8081 + o,
+            flink_rpc=6123 + o,
+            prometheus=9090 + o,
+            reporter_first=9250 + o,
+            reporter_last=9299 + o,
+            kafka_jmx=9404 + o,
+            generator_metrics=9405 + o,
+        )
+
+    @property
+    def root(self) -> Path:
+        """The work directory as an absolute path (processes outlive the caller's cwd)."""
+        return self.workdir.expanduser().resolve()

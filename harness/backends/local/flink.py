@@ -1,0 +1,219 @@
+"""A Flink standalone session cluster: one job manager process and one process per task manager.
+
+The distribution comes from the pyflink wheels (FLINK_HOME); its own scripts start each process in the
+foreground (`jobmanager.sh` / `taskmanager.sh start-foreground` exec into java), so the pid we hold is
+the JVM's. One generated conf dir serves all processes; what differs per task manager (resource id,
+reporter port, log dir) is passed as dynamic properties and environment.
+
+Config choices and why:
+- one slot per task manager: with one slot-sharing group per operator, every task manager runs one
+  subtask, so "number of task managers" is the resource the autoscalers trade (thesis ch. 5);
+- adaptive scheduler with short cooldown/stabilisation: `PUT /jobs/:id/resource-requirements`
+  rescales in place within seconds instead of the ~18 s seen with the defaults;
+- checkpoints and savepoints on local disk, hashmap (or RocksDB) state backend: stop-with-savepoint
+  and restore work without any external storage;
+- every task manager gets an explicit Prometheus reporter port, so the file_sd target list names it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.backends.local.config import LocalConfig
+from harness.backends.local.errors import StackError
+from harness.backends.local.install import Installation
+from harness.backends.local.supervisor import Supervisor, port_in_use
+
+JOBMANAGER = "jobmanager"
+TM_PREFIX = "tm-"
+
+
+def _seconds(s: float) -> str:
+    return f"{int(round(s * 1000))}ms"
+
+
+class FlinkCluster:
+    """Generates the config and starts/stops the job manager and task managers."""
+
+    def __init__(self, cfg: LocalConfig, sup: Supervisor) -> None:
+        self.cfg = cfg
+        self.sup = sup
+        self.dir = cfg.root / "flink"
+        self.conf_dir = self.dir / "conf"
+        self.ports = cfg.ports()
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.flink_rest}"
+
+    # ---- configuration ------------------------------------------------------------------------
+    def settings(self, inst: Installation | None = None) -> dict[str, Any]:
+        """The generated config.yaml as flat keys (recorded in the run record)."""
+        c, p = self.cfg, self.ports
+        s: dict[str, Any] = {
+            "jobmanager.rpc.address": "127.0.0.1",
+            "jobmanager.rpc.port": p.flink_rpc,
+            "jobmanager.bind-host": "127.0.0.1",
+            "jobmanager.memory.process.size": c.jobmanager_memory,
+            "jobmanager.execution.failover-strategy": "region",
+            "taskmanager.host": "127.0.0.1",
+            "taskmanager.bind-host": "127.0.0.1",
+            "taskmanager.numberOfTaskSlots": 1,
+            "taskmanager.memory.process.size": c.taskmanager_memory,
+            # shrink the fixed JVM parts so a 768m task manager still has ~160m task heap
+            "taskmanager.memory.jvm-metaspace.size": "160m",
+            "taskmanager.memory.jvm-overhead.min": "128m",
+            "taskmanager.memory.framework.off-heap.size": "64m",
+            "taskmanager.memory.managed.size": "32m" if c.state_backend == "hashmap" else "128m",
+            "rest.address": "127.0.0.1",
+            "rest.bind-address": "127.0.0.1",
+            "rest.port": p.flink_rest,
+            "parallelism.default": 1,
+            "jobmanager.scheduler": "adaptive",
+            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": _seconds(c.adaptive_cooldown_s),
+            "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout":
+                _seconds(c.adaptive_stabilization_s),
+            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": _seconds(c.adaptive_max_delay_s),
+            "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout":
+                _seconds(c.adaptive_submission_stabilization_s),
+            "jobmanager.adaptive-scheduler.submission.resource-wait-timeout":
+                _seconds(c.adaptive_submission_wait_s),
+            "metrics.reporter.prom.factory.class":
+                "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+            "metrics.reporter.prom.port": p.reporter_range,
+            "state.backend.type": c.state_backend,
+            "execution.checkpointing.interval": _seconds(c.checkpoint_interval_s),
+            "execution.checkpointing.dir": (self.dir / "checkpoints").as_uri(),
+            "execution.checkpointing.savepoint-dir": (self.dir / "savepoints").as_uri(),
+            "execution.checkpointing.num-retained": 2,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": c.restart_attempts,
+            "restart-strategy.fixed-delay.delay": _seconds(c.restart_delay_s),
+            # notice a dead task manager in seconds, not the default 50 s
+            "heartbeat.interval": 2000,
+            "heartbeat.timeout": 15000,
+            "io.tmp.dirs": str(self.dir / "tmp"),
+            "web.upload.dir": str(self.dir / "uploads"),
+            "web.submit.enable": True,
+            "web.cancel.enable": True,
+        }
+        java_opts = self._distribution_java_opts(inst) if inst else ""
+        if java_opts:
+            s["env.java.opts.all"] = java_opts
+        return s
+
+    @staticmethod
+    def _distribution_java_opts(inst: Installation) -> str:
+        """Keep the distribution's --add-opens list (Flink needs it on Java 17)."""
+        try:
+            dist = yaml.safe_load((inst.flink_home / "conf" / "config.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return ""
+        opts = dist.get("env", {}).get("java", {}).get("opts", {}).get("all", "")
+        return str(opts or dist.get("env.java.opts.all", ""))
+
+    def write_config(self, inst: Installation) -> None:
+        src = inst.flink_home / "conf"
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        for f in src.iterdir():
+            if f.is_file() and f.name != "config.yaml":
+                shutil.copy(f, self.conf_dir / f.name)
+        (self.conf_dir / "config.yaml").write_text(
+            "# generated by harness.backends.local.flink\n" + yaml.safe_dump(self.settings(inst), sort_keys=True)
+        )
+        for d in ("checkpoints", "savepoints", "tmp", "uploads"):
+            (self.dir / d).mkdir(parents=True, exist_ok=True)
+
+    # ---- processes ----------------------------------------------------------------------------
+    def _env(self, inst: Installation, log_dir: Path) -> dict[str, str]:
+        return {
+            "JAVA_HOME": str(inst.java_home),
+            "FLINK_CONF_DIR": str(self.conf_dir),
+            "FLINK_LOG_DIR": str(log_dir),
+            "FLINK_PID_DIR": str(log_dir),
+        }
+
+    @staticmethod
+    def _script(inst: Installation, name: str) -> str:
+        return str(inst.flink_home / "bin" / name)
+
+    def reporter_port(self, index: int) -> int:
+        """Job manager: first port of the range; task manager k: first + k (free ones only)."""
+        first, last = self.ports.reporter_first, self.ports.reporter_last
+        taken = self.reporter_ports_in_use()
+        for port in range(first + index, last + 1):
+            if port not in taken and not port_in_use(port):
+                return port
+        raise StackError(f"ports {self.ports.reporter_range}", "no free Flink metrics reporter port left")
+
+    def reporter_ports_in_use(self) -> set[int]:
+        ports = set()
+        for name in self.sup.names():
+            f = self.dir / "run" / f"{name}.reporter"
+            if f.exists() and self.sup.alive(name):
+                ports.add(int(f.read_text()))
+        return ports
+
+    def reporter_port_of(self, name: str) -> int | None:
+        f = self.dir / "run" / f"{name}.reporter"
+        return int(f.read_text()) if f.exists() else None
+
+    def _remember_reporter(self, name: str, port: int) -> None:
+        f = self.dir / "run" / f"{name}.reporter"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(str(port))
+
+    def start_jobmanager(self, inst: Installation) -> None:
+        if self.sup.alive(JOBMANAGER):
+            return
+        self.write_config(inst)
+        port = self.reporter_port(0)
+        self._remember_reporter(JOBMANAGER, port)
+        log_dir = self.dir / "log" / JOBMANAGER
+        self.sup.start(
+            JOBMANAGER,
+            ["bash", self._script(inst, "jobmanager.sh"), "start-foreground",
+             "-D", f"metrics.reporter.prom.port={port}"],
+            log_dir / "stdout.log",
+            env=self._env(inst, log_dir),
+        )
+
+    def next_taskmanager_id(self) -> str:
+        """Monotonic ids (tm-1, tm-2, ...): a restarted stack never reuses a live or recent id."""
+        counter = self.dir / "run" / "tm-counter"
+        counter.parent.mkdir(parents=True, exist_ok=True)
+        n = int(counter.read_text()) + 1 if counter.exists() else 1
+        counter.write_text(str(n))
+        return f"{TM_PREFIX}{n}"
+
+    def start_taskmanager(self, inst: Installation, tm_id: str, cgroup_procs: Path | None) -> None:
+        index = int(tm_id.removeprefix(TM_PREFIX))
+        port = self.reporter_port(1 + (index - 1) % (self.ports.reporter_last - self.ports.reporter_first))
+        self._remember_reporter(tm_id, port)
+        log_dir = self.dir / "log" / tm_id
+        self.sup.start(
+            tm_id,
+            ["bash", self._script(inst, "taskmanager.sh"), "start-foreground",
+             "-D", f"taskmanager.resource-id={tm_id}",
+             "-D", f"metrics.reporter.prom.port={port}"],
+            log_dir / "stdout.log",
+            env=self._env(inst, log_dir),
+            cgroup_procs=cgroup_procs,
+        )
+
+    def stop_taskmanager(self, tm_id: str) -> None:
+        self.sup.stop(tm_id)
+        (self.dir / "run" / f"{tm_id}.reporter").unlink(missing_ok=True)
+
+    def stop_jobmanager(self) -> None:
+        self.sup.stop(JOBMANAGER)
+        (self.dir / "run" / f"{JOBMANAGER}.reporter").unlink(missing_ok=True)
+
+    def taskmanager_ids(self) -> list[str]:
+        """Live task managers by id, in start order."""
+        ids = [n for n in self.sup.names(TM_PREFIX) if self.sup.alive(n)]
+        return sorted(ids, key=lambda n: int(n.removeprefix(TM_PREFIX)))

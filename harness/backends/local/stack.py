@@ -1,0 +1,311 @@
+"""`LocalStack`: the one facade the CLI, the runner and the executors use for the local stack.
+
+It holds no state of its own beyond the work directory: pidfiles, generated configs and the task
+manager counter live there, so `bench up`, `bench status` and `bench down` can run as separate
+processes (and a crashed harness can still clean up).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.backends.local import kafka as kafka_mod
+from harness.backends.local import prometheus as prom_mod
+from harness.backends.local.cgroups import CpuCgroups
+from harness.backends.local.config import LocalConfig
+from harness.backends.local.errors import StackError
+from harness.backends.local.flink import JOBMANAGER, FlinkCluster
+from harness.backends.local.flink_rest import FlinkRest
+from harness.backends.local.install import Installation, Installer
+from harness.backends.local.kafka import KafkaService
+from harness.backends.local.prometheus import FlinkTarget, PrometheusService
+from harness.backends.local.supervisor import Supervisor, check_ports_free
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    running: bool
+    pid: int | None
+    port: int | None
+    healthy: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    services: list[ServiceStatus] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.services) and all(s.healthy for s in self.services)
+
+    @property
+    def running(self) -> list[ServiceStatus]:
+        return [s for s in self.services if s.running]
+
+    def get(self, name: str) -> ServiceStatus | None:
+        return next((s for s in self.services if s.name == name), None)
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalStack:
+    def __init__(self, cfg: LocalConfig) -> None:
+        self.cfg = cfg
+        self.root = cfg.root
+        self.ports = cfg.ports()
+        self.sup = Supervisor(self.root)
+        self.kafka = KafkaService(cfg, self.sup)
+        self.flink = FlinkCluster(cfg, self.sup)
+        self.prometheus = PrometheusService(cfg, self.sup)
+        self.cgroups = CpuCgroups(self.root)
+        self.rest = FlinkRest(self.flink.rest_url)
+        self._inst: Installation | None = None
+
+    # ---- install ------------------------------------------------------------------------------
+    def ensure_installed(self, progress: Progress | None = None) -> Installation:
+        """Install every missing piece (idempotent; seconds when all is there)."""
+        if self._inst is None:
+            self._inst = Installer(self.cfg, progress).ensure()
+        return self._inst
+
+    # ---- properties ---------------------------------------------------------------------------
+    @property
+    def rest_url(self) -> str:
+        return self.flink.rest_url
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.prometheus.url
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    @property
+    def generator_metrics_port(self) -> int:
+        return self.ports.generator_metrics
+
+    @property
+    def flink_home(self) -> Path:
+        return self.ensure_installed().flink_home
+
+    @property
+    def java_home(self) -> Path:
+        return self.ensure_installed().java_home
+
+    @property
+    def savepoint_dir(self) -> Path:
+        return self.flink.dir / "savepoints"
+
+    def versions(self) -> dict[str, str]:
+        return dict(self.ensure_installed().versions)
+
+    def facts(self) -> dict[str, Any]:
+        """What to record in run.yaml: versions, ports, CPU bounds and the generated Flink config."""
+        return {
+            "versions": self.versions(),
+            "workdir": str(self.root),
+            "ports": dict(self.ports.__dict__),
+            "taskmanager_cpu_quota": self.cfg.taskmanager_cpu_quota,
+            "cpu_cgroup_version": self.cgroups.version if self._cgroups_on() else None,
+            "taskmanager_cpus": {tm: self.taskmanager_cpu(tm) for tm in self.taskmanager_ids()},
+            "flink_config": self.flink.settings(),
+        }
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def up(self, taskmanagers: int = 1, progress: Progress | None = None) -> None:
+        """Start Kafka, the job manager, `taskmanagers` task managers and Prometheus; wait until all are
+        healthy. Services already running are kept (so `up` is idempotent). On failure everything is
+        stopped again and a StackError names the service and shows its log tail."""
+        say = progress or (lambda _: None)
+        inst = self.ensure_installed(progress)
+        self._check_cgroups()
+        needed: dict[str, int] = {}
+        if not self.sup.alive(kafka_mod.NAME):
+            needed.update({"kafka": self.ports.kafka, "kafka controller": self.ports.kafka_controller,
+                           "kafka jmx exporter": self.ports.kafka_jmx})
+        if not self.sup.alive(JOBMANAGER):
+            needed.update({"flink rest": self.ports.flink_rest, "flink rpc": self.ports.flink_rpc})
+        if not self.sup.alive(prom_mod.NAME):
+            needed["prometheus"] = self.ports.prometheus
+        check_ports_free(needed)
+        try:
+            say("starting kafka, jobmanager, prometheus")
+            self.kafka.start(inst)
+            self.flink.start_jobmanager(inst)
+            self.prometheus.start(inst)
+            missing = max(0, taskmanagers - len(self.taskmanager_ids()))
+            for _ in range(missing):
+                self._spawn_taskmanager(inst)
+            self._write_targets()
+            say(f"waiting for {taskmanagers} task manager(s) and all services to be healthy")
+            self._wait_healthy(taskmanagers)
+        except BaseException:
+            self.down()
+            raise
+
+    def _wait_healthy(self, taskmanagers: int) -> None:
+        checks: list[tuple[str, Callable[[], bool], Path]] = [
+            (kafka_mod.NAME, self.kafka.healthy, self.kafka.dir / "logs"),
+            (JOBMANAGER, lambda: self.rest.overview() is not None, self.flink.dir / "log" / JOBMANAGER),
+            (prom_mod.NAME, self.prometheus.healthy, self.prometheus.dir / "prometheus.log"),
+            ("taskmanagers", lambda: len(set(self.rest.taskmanager_ids()) & set(self.taskmanager_ids()))
+             >= taskmanagers, self.flink.dir / "log"),
+        ]
+        deadline = time.monotonic() + self.cfg.startup_timeout_s
+        pending = list(checks)
+        while pending:
+            for item in list(pending):
+                name, check, log = item
+                self._fail_if_dead(name, log)
+                if check():
+                    pending.remove(item)
+            if pending and time.monotonic() > deadline:
+                name, _, log = pending[0]
+                raise StackError(name, f"not healthy after {self.cfg.startup_timeout_s:.0f} s; "
+                                       f"log tail of {log}:\n{_tail(self._log_file(log))}")
+            if pending:
+                time.sleep(0.5)
+
+    def _log_file(self, log: Path) -> Path:
+        if log.is_file():
+            return log
+        files = sorted(log.rglob("*.log"), key=lambda p: p.stat().st_mtime) if log.exists() else []
+        return files[-1] if files else log
+
+    def _fail_if_dead(self, name: str, log: Path) -> None:
+        names = self.sup.names("tm-") if name == "taskmanagers" else [name]
+        for n in names:
+            if self.sup.get(n) is None:
+                raise StackError(n, f"process exited during start-up; log tail of {log}:\n"
+                                    f"{_tail(self._log_file(log))}")
+
+    def down(self) -> None:
+        """Stop every process of this stack (pidfiles, process groups, then a sweep) and remove cgroups."""
+        for tm in self.sup.names("tm-"):
+            self.flink.stop_taskmanager(tm)
+        self.flink.stop_jobmanager()
+        self.prometheus.stop()
+        self.kafka.stop()
+        for name in self.sup.names():
+            self.sup.stop(name)
+        self.sup.sweep()
+        self.cgroups.cleanup()
+        if self.prometheus.targets_file.parent.exists():
+            self.prometheus.set_flink_targets([])
+
+    def status(self) -> StackStatus:
+        out: list[ServiceStatus] = []
+        k = self.sup.get(kafka_mod.NAME)
+        out.append(ServiceStatus(kafka_mod.NAME, k is not None, k.pid if k else None, self.ports.kafka,
+                                 k is not None and self.kafka.healthy()))
+        jm = self.sup.get(JOBMANAGER)
+        overview = self.rest.overview() if jm else None
+        detail = ""
+        if overview:
+            detail = f"{overview.get('taskmanagers', 0)} TMs, {overview.get('jobs-running', 0)} jobs running"
+        out.append(ServiceStatus(JOBMANAGER, jm is not None, jm.pid if jm else None, self.ports.flink_rest,
+                                 overview is not None, detail))
+        registered = set(self.rest.taskmanager_ids()) if jm else set()
+        for tm in self.sup.names("tm-"):
+            p = self.sup.get(tm)
+            cpus = self.taskmanager_cpu(tm)
+            out.append(ServiceStatus(tm, p is not None, p.pid if p else None, self.flink.reporter_port_of(tm),
+                                     p is not None and tm in registered,
+                                     f"cpu quota {cpus:g}" if cpus is not None else "cpu unbounded"))
+        p = self.sup.get(prom_mod.NAME)
+        out.append(ServiceStatus(prom_mod.NAME, p is not None, p.pid if p else None, self.ports.prometheus,
+                                 p is not None and self.prometheus.healthy()))
+        return StackStatus(out)
+
+    # ---- task managers ------------------------------------------------------------------------
+    def _cgroups_on(self) -> bool:
+        return self.cfg.cpu_cgroups != "off" and self.cgroups.available
+
+    def _check_cgroups(self) -> None:
+        if self.cfg.cpu_cgroups == "required" and not self.cgroups.available:
+            raise StackError("cgroup", self.cgroups.why_unavailable())
+
+    def _spawn_taskmanager(self, inst: Installation) -> str:
+        tm_id = self.flink.next_taskmanager_id()
+        procs = None
+        if self._cgroups_on():
+            procs = self.cgroups.create(tm_id, self.cfg.taskmanager_cpu_quota).procs
+        self.flink.start_taskmanager(inst, tm_id, procs)
+        return tm_id
+
+    def start_taskmanager(self, wait: bool = True) -> str:
+        """Start one more task manager (in its own CPU cgroup); by default wait until it registered."""
+        inst = self.ensure_installed()
+        self._check_cgroups()
+        tm_id = self._spawn_taskmanager(inst)
+        self._write_targets()
+        if wait:
+            deadline = time.monotonic() + self.cfg.startup_timeout_s
+            while tm_id not in self.rest.taskmanager_ids():
+                self._fail_if_dead(tm_id, self.flink.dir / "log" / tm_id)
+                if time.monotonic() > deadline:
+                    raise StackError(tm_id, "did not register with the job manager in time")
+                time.sleep(0.25)
+        return tm_id
+
+    def stop_taskmanager(self, tm_id: str) -> None:
+        self.flink.stop_taskmanager(tm_id)
+        self.cgroups.remove(tm_id)
+        self._write_targets()
+
+    def taskmanager_ids(self) -> list[str]:
+        return self.flink.taskmanager_ids()
+
+    def set_taskmanager_cpu(self, tm_id: str, cpus: float) -> None:
+        """Change a task manager's CPU quota at run time (vertical scaling)."""
+        if not self._cgroups_on():
+            raise StackError("cgroup", f"cannot bound {tm_id}: {self.cgroups.why_unavailable()}")
+        g = self.cgroups.group(tm_id)
+        if not g.exists():
+            raise StackError(tm_id, "has no CPU cgroup (not running?)")
+        g.set_cpus(cpus)
+
+    def taskmanager_cpu(self, tm_id: str) -> float | None:
+        """The CPU quota of a task manager (None = unbounded)."""
+        if self.cgroups.base is None:
+            return None
+        g = self.cgroups.group(tm_id)
+        return g.cpus() if g.exists() else None
+
+    def taskmanager_pid(self, tm_id: str) -> int | None:
+        p = self.sup.get(tm_id)
+        return p.pid if p else None
+
+    def _write_targets(self) -> None:
+        targets = []
+        for name in [JOBMANAGER, *self.taskmanager_ids()]:
+            port = self.flink.reporter_port_of(name)
+            if port is not None and self.sup.alive(name):
+                targets.append(FlinkTarget(name, port))
+        self.prometheus.set_flink_targets(targets)
+
+    # ---- Kafka and jobs -----------------------------------------------------------------------
+    def ensure_topics(self, topics: list[str], partitions: int) -> None:
+        self.kafka.ensure_topics(topics, partitions)
+
+    def submit_job(self, jar: Path, main_class: str, args: list[str], savepoint: str | None = None) -> str:
+        """Upload `jar` and run it (optionally from a savepoint); returns the Flink job id."""
+        jar_id = self.rest.upload_jar(jar)
+        return self.rest.run_jar(jar_id, main_class, args, savepoint=savepoint)
+
+    def tsdb_snapshot(self) -> Path:
+        return self.prometheus.tsdb_snapshot()
