@@ -63,7 +63,7 @@ base:
   autoscaler: ds2
 axes:
   query: [q1, q11]
-  autoscaler: [static, {name: ds2, params: {overprovisioning: 1.4}}]
+  autoscaler: [static, {name: ds2, params: {overprovisioning_factor: 1.4}}]
 overrides:
   - match: {query: q11}
     set: {initial_parallelism: 10}
