@@ -98,7 +98,12 @@ def arrival_counts(
 
 
 def interarrival_sample(
-    counts: np.ndarray, cfg: ArrivalConfig, rng: np.random.Generator, size: int = 5000, step_s: float = 1.0
+    counts: np.ndarray,
+    cfg: ArrivalConfig,
+    rng: np.random.Generator,
+    size: int = 5000,
+    step_s: float = 1.0,
+    unit_draws: np.ndarray | None = None,
 ) -> np.ndarray:
     """Inter-arrival times (s) representative of the records that arrived in `counts`' steps.
 
@@ -109,17 +114,23 @@ def interarrival_sample(
     multiplied by q so their mean is the true mean gap. Within a step the rate is
     constant, so the gaps of step k are Exp(1) / rate_k (deterministic: 1 / rate_k);
     steps contribute in proportion to their counts, in time order.
+    `unit_draws` (>= size standard exponentials) lets a caller that samples
+    often reuse pre-drawn variates instead of drawing new ones.
     """
     counts = np.asarray(counts, dtype=float)
     total = float(counts.sum())
     if size <= 0 or total <= 0:
         return np.zeros(0)
-    per_step = np.floor(counts * min(1.0, size / total)).astype(np.int64)
+    # Proportional allocation by cumulative rounding: no step is starved by flooring.
+    kept = np.floor(np.cumsum(counts) * min(1.0, size / total) + 1e-9)
+    per_step = np.diff(kept, prepend=0.0).astype(np.int64)
     rates = np.repeat(counts / step_s, per_step)
     if len(rates) == 0:
         return np.zeros(0)
     if cfg.kind == "deterministic":
         return 1.0 / rates
+    if unit_draws is not None and len(unit_draws) >= len(rates):
+        return unit_draws[: len(rates)] / rates
     return rng.standard_exponential(len(rates)) / rates
 
 

@@ -1,0 +1,195 @@
+"""`SimBackend`: the Backend protocol over the simulator core.
+
+Glue only: builds the per-source arrivals from the pattern (topic shares x
+arrival process), owns the model's clock, prices rescales with the query's
+downtime profile and hands out snapshots and the timeseries. The model and
+the readout are pure; this class does no I/O either (no artifacts to save).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from harness.backends.base import BackendEvent, RescaleResult
+from harness.backends.sim import readout
+from harness.backends.sim.config import SimConfig
+from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
+from harness.metrics.snapshot import MetricsSnapshot
+from harness.topology import Topology
+from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
+
+if TYPE_CHECKING:
+    from harness.config import Experiment
+    from workloads.patterns import LoadPattern
+
+_SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
+
+
+def rescale_downtime(topology: Topology, method: str, state_bytes: float) -> float:
+    """Seconds without processing for one restart (query profile `rescale_downtime`).
+
+    savepoint: base + state GB x s_per_gb (stop-with-savepoint writes and restores all
+    state); in_place and reactive: the adaptive scheduler restarts from the last
+    checkpoint in place, a short fixed downtime.
+    """
+    d = topology.rescale_downtime
+    if method == "savepoint":
+        return d.get("savepoint_base_s", 12.0) + state_bytes / 1e9 * d.get("savepoint_s_per_gb", 20.0)
+    return d.get("in_place_base_s", 6.0)
+
+
+def build_arrivals(
+    topology: Topology,
+    pattern: LoadPattern,
+    n_steps: int,
+    step_s: float,
+    arrivals: ArrivalConfig,
+    seed: int,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Total records per step (the arrival process around the pattern) and each source's share."""
+    expected = expected_per_step(pattern.step_rates, pattern.step_s, n_steps, step_s)
+    total = arrival_counts(expected, arrivals, np.random.default_rng([seed, _SEED_SALT]), step_s)
+    shares = topic_shares(topology)
+    per_source = {op.name: total * shares.get(op.topic or "", 0.0) for op in topology.sources}
+    return total, per_source
+
+
+class SimBackend:
+    """Deterministic Kafka + Flink model advanced in fixed steps."""
+
+    name = "sim"
+
+    def __init__(self) -> None:
+        self.model: SimModel | None = None
+        self.cfg = SimConfig()
+        self.method = "in_place"
+        self.arrival_cfg = ArrivalConfig()
+        self._job_arrivals = np.zeros(0)
+        self._rng = np.random.default_rng(0)
+        self._unit_pool = np.zeros(0)
+        self._seed = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, experiment: Experiment, pattern: LoadPattern, topology: Topology) -> None:
+        self.start_with(
+            topology,
+            pattern,
+            experiment.sim,
+            experiment.initial_parallelism_map(),
+            seed=experiment.seed,
+            method=experiment.rescale_method,
+            arrivals=experiment.pattern.arrivals,
+            duration_s=experiment.duration_s,
+        )
+
+    def start_with(
+        self,
+        topology: Topology,
+        pattern: LoadPattern,
+        cfg: SimConfig | None = None,
+        parallelism: dict[str, int] | int = 1,
+        *,
+        seed: int = 1,
+        method: str = "in_place",
+        arrivals: ArrivalConfig | None = None,
+        duration_s: float | None = None,
+        cpu_share: dict[str, float] | None = None,
+    ) -> None:
+        """Start without an Experiment (tests, benchmarks)."""
+        self.cfg = cfg or SimConfig()
+        self.method = method
+        self.arrival_cfg = arrivals or ArrivalConfig()
+        self._seed = seed
+        self._rng = np.random.default_rng([seed, _SEED_SALT, 1])
+        self._unit_pool = np.zeros(0)
+        span = max(pattern.duration_s, duration_s or 0.0)
+        n_steps = int(np.ceil(span / self.cfg.step_s - 1e-9))
+        self._job_arrivals, per_source = build_arrivals(
+            topology, pattern, n_steps, self.cfg.step_s, self.arrival_cfg, seed
+        )
+        par = parallelism if isinstance(parallelism, dict) else {n: parallelism for n in topology.names}
+        self.model = SimModel(topology, per_source, self.cfg, par, cpu_share)
+
+    def _m(self) -> SimModel:
+        if self.model is None:
+            raise RuntimeError("sim backend not started")
+        return self.model
+
+    def now(self) -> float:
+        return self._m().now
+
+    def advance_to(self, t: float) -> None:
+        self._m().run_until(t)
+
+    # ------------------------------------------------------------------ monitor
+
+    def snapshot(self, window_s: float) -> MetricsSnapshot:
+        m = self._m()
+        return readout.snapshot(m, window_s, self._interarrivals())
+
+    def _interarrivals(self) -> np.ndarray | None:
+        size = self.cfg.interarrival_sample
+        m = self._m()
+        if size <= 0 or m.k == 0:
+            return None
+        n = max(1, int(round(self.cfg.interarrival_window_s / m.dt)))
+        counts = self._job_arrivals[max(0, m.k - n) : m.k]
+        # A rotating window into one pool of pre-drawn Exp(1) variates: deterministic and
+        # cheap enough to sample at every loop period.
+        pool = self._unit_pool
+        if len(pool) < 2 * size:
+            pool = self._unit_pool = self._rng.standard_exponential(max(4 * size, 65536))
+        off = (m.k * 7919) % (len(pool) - size)
+        return interarrival_sample(counts, self.arrival_cfg, self._rng, size, m.dt, pool[off : off + size])
+
+    # ------------------------------------------------------------------ execute
+
+    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
+        m = self._m()
+        before_p, before_s = m.parallelism, m.cpu_share
+        target_p = {**before_p, **{k: int(v) for k, v in parallelism.items() if k in before_p}}
+        target_s = {**before_s, **{k: float(v) for k, v in (cpu_share or {}).items() if k in before_s}}
+        unknown = sorted(set(parallelism) - set(before_p))
+        if unknown:
+            return RescaleResult(before_p, before_s, ok=False, method=f"sim:{self.method}",
+                                 error=f"unknown operators {unknown}")
+        if target_p == before_p and target_s == before_s:
+            return RescaleResult(before_p, before_s, downtime_s=0.0, method="sim:none")
+        if target_p == before_p:  # vertical only: an in-place resize, no restart
+            downtime, method = self.cfg.vertical_downtime_s, "sim:vertical"
+        else:
+            downtime = rescale_downtime(m.topology, self.method, m.state_bytes)
+            method = f"sim:{self.method}"
+        m.reconfigure(target_p, target_s)
+        m.stop_for(downtime)
+        return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=method)
+
+    def drain_events(self) -> list[BackendEvent]:
+        return []  # the model has no faults of its own
+
+    # ------------------------------------------------------------------ record
+
+    def timeseries(self) -> pd.DataFrame:
+        return readout.timeseries(self._m())
+
+    def save_artifacts(self, run_dir: Path) -> dict[str, Any]:
+        return {}
+
+    def facts(self) -> dict[str, Any]:
+        m = self.model
+        return {
+            "backend": self.name,
+            "sim": self.cfg.model_dump(mode="json"),
+            "rescale_method": self.method,
+            "arrivals": self.arrival_cfg.model_dump(mode="json"),
+            "topic_shares": topic_shares(m.topology) if m else {},
+            "steps": m.k if m else 0,
+        }
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,349 @@
+"""The simulator core: Kafka topics feeding a Flink job graph, advanced in fixed steps.
+
+A fluid model, pure (no I/O, no clocks): records are real-valued amounts.
+Each step
+1. the arrivals of the step enter each source's Kafka queue (FIFO buckets);
+2. every operator wants to process min(capacity, available input), where
+   capacity = per-subtask records/s x CPU share x effective subtasks
+   (vertical scaling scales a subtask's speed: MEAD / MPC's frequency knob);
+3. in reverse topological order each operator processes what it wants, limited
+   by the free space of its downstream input buffers (credit-based flow
+   control); the shortfall is time blocked on output = backpressure. A slow
+   operator fills its input buffer, its upstream blocks, and eventually the
+   source reads less from Kafka, so the lag grows (thesis ch. 2.3);
+4. outputs (input x selectivity) land in downstream buffers, processed the
+   next step (one step of pipelining per hop).
+
+Effective subtasks: a source's Kafka partitions and a keyed operator's key
+groups are spread over the subtasks in whole units, so with U units the
+busiest subtask holds ceil(U / p) of them and caps the operator at
+U / ceil(U / p) subtasks' worth of capacity (e.g. 24 partitions on 5
+subtasks: 4.8). Stateless operators split evenly.
+
+A rescale stops all processing for a downtime (sources keep receiving),
+measured in seconds from the moment it is applied; a partly covered step
+processes for the uncovered fraction.
+
+Every step writes one row of `row_width` floats (job columns, then `OP_COLS`
+per operator) into a growing array; `harness.backends.sim.readout` turns rows into
+snapshots and the run's timeseries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.backends.sim.config import SimConfig
+from harness.backends.sim.kafka import FifoTopic
+from harness.topology import OperatorSpec, Topology
+
+# Nexmark generator proportions per 50 events (WORKLOADS-AND-QUERIES.md).
+NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids": 46 / 50}
+
+# Job columns of a row (amounts per step, not per second).
+J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED = range(8)
+JOB_COLS = 8
+# Per-operator columns, at offset JOB_COLS + i * OP_COLS.
+O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED = range(9)
+OP_COLS = 9
+
+
+def topic_shares(topology: Topology) -> dict[str, float]:
+    """Fraction of the pattern's (total event) rate that lands in each topic the job reads.
+
+    A bids-only query gets the whole rate; q3/q8 read persons and auctions at
+    their Nexmark share of the total.
+    """
+    topics = topology.topics
+    if topics == ("bids",):
+        return {"bids": 1.0}
+    return {t: NEXMARK_SHARES.get(t, 1.0 / len(topics)) for t in topics}
+
+
+def expected_per_step(step_rates: np.ndarray, pattern_step_s: float, n_steps: int, dt: float) -> np.ndarray:
+    """Records the pattern asks for in each model step (exact integral of the piecewise-constant rate)."""
+    rates = np.asarray(step_rates, dtype=float)
+    edges = np.arange(len(rates) + 1) * pattern_step_s
+    cum = np.concatenate([[0.0], np.cumsum(rates * pattern_step_s)])
+    t = np.arange(n_steps + 1) * dt
+    return np.diff(np.interp(t, edges, cum))
+
+
+def subtask_units(spec: OperatorSpec, partitions: int) -> int | None:
+    """Whole units spread over subtasks: Kafka partitions (sources), key groups (stateful), else none."""
+    if spec.is_source:
+        return partitions
+    if spec.state_bytes_per_record > 0 or spec.state_ttl_s is not None:
+        return spec.max_parallelism
+    return None
+
+
+def unit_shares(parallelism: int, units: int | None) -> tuple[float, ...]:
+    """Fraction of an operator's input each subtask gets (whole units, balanced as Flink does)."""
+    p = max(1, parallelism)
+    if units is None:
+        return (1.0 / p,) * p
+    base, extra = divmod(units, p)
+    return tuple((base + (1 if k < extra else 0)) / units for k in range(p))
+
+
+def effective_subtasks(parallelism: int, units: int | None) -> float:
+    """Capacity multiplier: the busiest subtask saturates first (see module docstring)."""
+    p = max(1, parallelism)
+    if units is None:
+        return float(p)
+    return units / math.ceil(units / p)
+
+
+@dataclass(frozen=True)
+class StepTotals:
+    """Cumulative counters (records), for conservation checks."""
+
+    produced: float
+    processed: float
+    lag: float
+
+
+class SimModel:
+    """Kafka + one Flink job; `step()` advances one `cfg.step_s`."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        arrivals: Mapping[str, np.ndarray],
+        cfg: SimConfig,
+        parallelism: Mapping[str, int],
+        cpu_share: Mapping[str, float] | None = None,
+    ) -> None:
+        """`arrivals[source_name]` = records arriving per step into that source's topic."""
+        self.topology = topology
+        self.cfg = cfg
+        self.dt = float(cfg.step_s)
+        ops = topology.operators
+        self.n = len(ops)
+        index = {o.name: i for i, o in enumerate(ops)}
+        self.names = tuple(o.name for o in ops)
+        self.is_src = [o.is_source for o in ops]
+        self.sel = [float(o.selectivity) for o in ops]
+        self.cap_sub = [float(o.capacity) for o in ops]
+        self.units = [subtask_units(o, topology.partitions) for o in ops]
+        self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
+        self.ups = [tuple(index[u] for u in o.upstream) for o in ops]
+        self.multi = [len(u) > 1 for u in self.ups]
+        self.queues = [FifoTopic() if o.is_source else None for o in ops]
+        self.arrivals = [
+            (i, [float(v) for v in np.asarray(arrivals.get(o.name, ()), dtype=float)])
+            for i, o in enumerate(ops)
+            if o.is_source
+        ]
+        self.bpr = [float(o.state_bytes_per_record) for o in ops]
+        self.ring: list[list[float] | None] = [
+            [0.0] * max(1, math.ceil(o.state_ttl_s / self.dt)) if o.state_ttl_s is not None and self.bpr[i] else None
+            for i, o in enumerate(ops)
+        ]
+        self.ring_pos = [0] * self.n
+        self.state = [0.0] * self.n
+        self.buf = [0.0] * self.n
+        self.par = [max(1, int(parallelism.get(nm, 1))) for nm in self.names]
+        share = cpu_share or {}
+        self.share = [float(share.get(nm, 1.0)) for nm in self.names]
+        self.cap = [0.0] * self.n  # records per step, whole operator
+        self.bufq = [0.0] * self.n  # queued part of the input buffer (records)
+        self.shares: list[tuple[float, ...]] = [()] * self.n
+        self.share_kinds: list[tuple[tuple[float, int], ...]] = [()] * self.n  # (share, subtasks)
+        self._configure()
+        self.k = 0  # steps done
+        self.down_until = 0.0  # seconds: processing resumes at this time
+        self.produced = 0.0
+        self.processed = 0.0
+        self.row_width = JOB_COLS + OP_COLS * self.n
+        longest = max((len(a) for _, a in self.arrivals), default=0)
+        self._rows = np.zeros((max(64, longest + 1), self.row_width))
+        self._order = tuple(reversed(range(self.n)))
+
+    # ------------------------------------------------------------------ config
+
+    def _configure(self) -> None:
+        for i in range(self.n):
+            per_s = self.cap_sub[i] * self.share[i] * effective_subtasks(self.par[i], self.units[i])
+            self.cap[i] = per_s * self.dt
+            self.bufq[i] = per_s * self.cfg.buffer_s
+            self.shares[i] = unit_shares(self.par[i], self.units[i])
+            kinds: dict[float, int] = {}
+            for sh in self.shares[i]:
+                kinds[sh] = kinds.get(sh, 0) + 1
+            self.share_kinds[i] = tuple(kinds.items())
+
+    def reconfigure(self, parallelism: Mapping[str, int], cpu_share: Mapping[str, float] | None) -> None:
+        """Apply a new configuration (buffers, state and Kafka queues are kept)."""
+        for i, nm in enumerate(self.names):
+            if nm in parallelism:
+                self.par[i] = max(1, int(parallelism[nm]))
+            if cpu_share and nm in cpu_share:
+                self.share[i] = float(cpu_share[nm])
+        self._configure()
+
+    def stop_for(self, downtime_s: float) -> None:
+        """No processing from now for `downtime_s` seconds (extends a running downtime)."""
+        self.down_until = max(self.down_until, self.now + max(0.0, downtime_s))
+
+    @property
+    def now(self) -> float:
+        return self.k * self.dt
+
+    @property
+    def parallelism(self) -> dict[str, int]:
+        return dict(zip(self.names, self.par, strict=True))
+
+    @property
+    def cpu_share(self) -> dict[str, float]:
+        return dict(zip(self.names, self.share, strict=True))
+
+    @property
+    def state_bytes(self) -> float:
+        return float(sum(self.state))
+
+    @property
+    def lag(self) -> float:
+        return float(sum(q.pending for q in self.queues if q is not None))
+
+    def totals(self) -> StepTotals:
+        return StepTotals(self.produced, self.processed, self.lag)
+
+    # ------------------------------------------------------------------ step
+
+    def step(self) -> None:
+        k = self.k
+        dt = self.dt
+        t0 = k * dt
+        if self.down_until <= t0:
+            f = 1.0
+        elif self.down_until >= t0 + dt:
+            f = 0.0
+        else:
+            f = (t0 + dt - self.down_until) / dt
+        n = self.n
+        queues = self.queues
+        buf = self.buf
+        cap = self.cap
+        sel = self.sel
+        arrived = [0.0] * n
+        arrived_total = 0.0
+        for i, arr in self.arrivals:
+            a = arr[k] if k < len(arr) else 0.0
+            if a > 0.0:
+                queues[i].produce(k, a)  # type: ignore[union-attr]
+                arrived[i] = a
+                arrived_total += a
+        self.produced += arrived_total
+
+        want = [0.0] * n
+        for i in range(n):
+            q = queues[i]
+            avail = q.pending if q is not None else buf[i]
+            c = cap[i] * f
+            want[i] = c if c < avail else avail
+
+        free = [0.0] * n
+        x = [0.0] * n
+        blocked = [0.0] * n
+        usage = [0.0] * n
+        taken_total = 0.0
+        age_sum = 0.0
+        max_age = 0.0
+        down = self.down
+        multi = self.multi
+        ups = self.ups
+        bufq = self.bufq
+        for i in self._order:
+            xi = want[i]
+            si = sel[i]
+            if si > 0.0 and xi > 0.0:
+                for j in down[i]:
+                    room = free[j]
+                    if multi[j]:  # siblings share j's free space in proportion to what they offer
+                        demand = sum(sel[u] * want[u] for u in ups[j])
+                        room = room * (si * want[i] / demand) if demand > 0.0 else 0.0
+                    if si * xi > room:
+                        xi = room / si if room > 0.0 else 0.0
+            q = queues[i]
+            if q is not None:
+                if xi > 0.0:
+                    xi, a_sum, a_max = q.consume(k, xi)
+                    taken_total += xi
+                    age_sum += a_sum
+                    if a_max > max_age:
+                        max_age = a_max
+            else:
+                b = buf[i] - xi
+                buf[i] = b if b > 0.0 else 0.0
+                usage[i] = buf[i] / bufq[i] if bufq[i] > 0.0 else 0.0
+                # in-flight (one step of capacity) + queued part
+                free[i] = cap[i] + bufq[i] - buf[i]
+            x[i] = xi
+            blocked[i] = want[i] - xi
+            if si > 0.0 and xi > 0.0:
+                out = si * xi
+                for j in down[i]:
+                    buf[j] += out
+            ring = self.ring[i]
+            if self.bpr[i]:
+                add = xi * self.bpr[i]
+                if ring is not None:
+                    pos = self.ring_pos[i]
+                    self.state[i] += add - ring[pos]
+                    ring[pos] = add
+                    self.ring_pos[i] = pos + 1 if pos + 1 < len(ring) else 0
+                else:
+                    self.state[i] += add
+        self.processed += taken_total
+
+        lag = 0.0
+        for q in queues:
+            if q is not None:
+                lag += q.pending
+        if taken_total > 0.0:
+            latency = age_sum / taken_total * dt
+            latency_max = max_age * dt
+        else:  # nothing emitted: the oldest pending record has waited this long already
+            heads = [q.buckets[0][0] for q in queues if q is not None and q.buckets]
+            latency = latency_max = (k - min(heads)) * dt if heads else 0.0
+        row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed]
+        par = self.par
+        share = self.share
+        state = self.state
+        for i in range(n):
+            q = queues[i]
+            row += (
+                par[i],
+                share[i],
+                x[i],
+                sel[i] * x[i],
+                blocked[i],
+                usage[i],
+                state[i],
+                q.pending if q is not None else 0.0,
+                arrived[i],
+            )
+        if k >= len(self._rows):
+            self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+        self._rows[k] = row
+        self.k = k + 1
+
+    def run_until(self, t: float) -> None:
+        """Step while the next step ends at or before `t`."""
+        limit = t + 1e-9 * max(1.0, abs(t))
+        while (self.k + 1) * self.dt <= limit:
+            self.step()
+
+    def rows_array(self, last: int | None = None) -> np.ndarray:
+        """Recorded rows as a (steps, row_width) view; `last` keeps only the newest ones."""
+        lo = 0 if last is None else max(0, self.k - last)
+        return self._rows[lo : self.k]
+
+    def op_col(self, i: int, col: int) -> int:
+        return JOB_COLS + i * OP_COLS + col

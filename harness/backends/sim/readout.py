@@ -1,0 +1,219 @@
+"""Turn the simulator's per-step rows into what autoscalers and the run record read.
+
+Flink's gauges are derived from the model's amounts (METRICS.md, AUTOSCALERS.md):
+- busyTimeMsPerSecond of subtask k = records it processed / its capacity x 1000
+  (a throttled CPU share makes a record take longer, so busy time grows);
+- backPressuredTimeMsPerSecond = records it could have processed but could not
+  hand downstream / its capacity x 1000; idle = the rest of the second;
+- TM CPU load = cpu_base + (cpu_max - cpu_base) x busy fraction: a task
+  manager's load tops out near 0.9 (thesis ch. 6.7.1 on HPA-CPU);
+- deriv(lag) is a least-squares slope over `lag_deriv_window_s`, like
+  Prometheus' deriv() that HPA-Varga uses (60 s).
+Pure functions over arrays; no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness import record as rec
+from harness.backends.sim.model import (
+    J_ARRIVED,
+    J_LAG,
+    J_LATENCY,
+    J_LATENCY_MAX,
+    J_PROCESSED,
+    J_PROCESSING,
+    J_PRODUCED,
+    J_TAKEN,
+    JOB_COLS,
+    O_ARRIVED,
+    O_BLOCKED,
+    O_BUFFER,
+    O_IN,
+    O_LAG,
+    O_OUT,
+    O_PAR,
+    O_SHARE,
+    O_STATE,
+    OP_COLS,
+    SimModel,
+)
+from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
+
+LATENCY_MAX = "latency_max"  # seconds, oldest record taken from Kafka in the interval
+BUFFER_USAGE = "buffer_usage"  # per operator, input-buffer usage 0..1
+
+
+def slope(y: np.ndarray, dt: float) -> float:
+    """Least-squares slope of equally spaced samples (records/s), 0 with fewer than 2."""
+    n = len(y)
+    if n < 2:
+        return 0.0
+    t = np.arange(n) - (n - 1) / 2.0
+    return float(t @ y) / (float(t @ t) * dt)
+
+
+def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None = None) -> MetricsSnapshot:
+    """Metrics averaged over the last `window_s` seconds, in the current configuration's subtasks."""
+    cfg = model.cfg
+    dt = model.dt
+    n_win = max(1, int(round(window_s / dt)))
+    n_der = max(2, int(round(cfg.lag_deriv_window_s / dt)))
+    rows = model.rows_array(max(n_win, n_der))
+    topo = model.topology
+    if len(rows) == 0:
+        ops = {nm: OperatorMetrics(parallelism=p, cpu_share=s) for nm, p, s in
+               zip(model.names, model.par, model.share, strict=True)}
+        return MetricsSnapshot(t=model.now, window_s=window_s, topology=topo, operators=ops,
+                               taskmanagers=sum(model.par), cpu_load=cfg.cpu_base)
+    win = rows[-n_win:]
+    der = rows[-n_der:]
+    mean = win.mean(axis=0).tolist()  # plain floats: scalar maths on numpy items is slow
+    final = rows[-1].tolist()
+    cpu_span = cfg.cpu_max - cfg.cpu_base
+    operators: dict[str, OperatorMetrics] = {}
+    cpu_sum = 0.0
+    for i, name in enumerate(model.names):
+        o = JOB_COLS + i * OP_COLS
+        p = model.par[i]
+        sub_cap = model.cap_sub[i] * model.share[i] * dt  # records per step of one subtask
+        rin = mean[o + O_IN] / dt
+        rout = mean[o + O_OUT] / dt
+        lag = final[o + O_LAG] if model.is_src[i] else None
+        buffer = mean[o + O_BUFFER]
+        # Subtasks holding the same number of units report the same values: build each kind once.
+        kinds: dict[float, SubtaskMetrics] = {}
+        busy_sum = bp_sum = cpu_sum_op = max_bp = 0.0
+        for share, count in model.share_kinds[i]:
+            busy = min(1000.0, mean[o + O_IN] * share / sub_cap * 1000.0)
+            bp = min(1000.0 - busy, mean[o + O_BLOCKED] * share / sub_cap * 1000.0)
+            cpu = cfg.cpu_base + cpu_span * busy / 1000.0
+            kinds[share] = SubtaskMetrics(
+                records_in_per_s=rin * share,
+                records_out_per_s=rout * share,
+                busy_ms_per_s=busy,
+                idle_ms_per_s=max(0.0, 1000.0 - busy - bp),
+                backpressured_ms_per_s=bp,
+                input_buffer_usage=buffer,
+                cpu_load=cpu,
+                lag=lag * share if lag is not None else None,
+            )
+            busy_sum += busy * count
+            bp_sum += bp * count
+            cpu_sum_op += cpu * count
+            max_bp = max(max_bp, bp)
+        subs = tuple([kinds[share] for share in model.shares[i]])
+        busy_op, bp_op, cpu_op = busy_sum / p, bp_sum / p, cpu_sum_op / p
+        cpu_sum += cpu_sum_op
+        operators[name] = OperatorMetrics(
+            parallelism=p,
+            records_in_per_s=rin,
+            records_out_per_s=rout,
+            busy_ms_per_s=busy_op,
+            idle_ms_per_s=max(0.0, 1000.0 - busy_op - bp_op),
+            backpressured_ms_per_s=bp_op,
+            is_backpressured=max_bp > cfg.backpressure_threshold * 1000.0,
+            input_buffer_usage=buffer,
+            cpu_load=cpu_op,
+            cpu_share=model.share[i],
+            subtasks=subs,
+            lag=lag,
+            lag_rate=slope(der[:, o + O_LAG], dt) if model.is_src[i] else None,
+            input_rate=mean[o + O_ARRIVED] / dt if model.is_src[i] else None,
+        )
+    tms = sum(model.par)
+    return MetricsSnapshot(
+        t=model.now,
+        window_s=window_s,
+        topology=topo,
+        operators=operators,
+        kafka_lag=final[J_LAG],
+        kafka_lag_rate=slope(der[:, J_LAG], dt),
+        input_rate=mean[J_ARRIVED] / dt,
+        throughput=mean[J_TAKEN] / dt,
+        latency_s=mean[J_LATENCY],
+        taskmanagers=tms,
+        cpu_load=cpu_sum / tms if tms else 0.0,
+        interarrival_s=interarrival,
+    )
+
+
+def timeseries(model: SimModel) -> pd.DataFrame:
+    """The run's series in the run record's long format, one point per `record_every_s`.
+
+    Rates, busy/backpressured time, CPU and latency are interval means (a scrape of
+    Flink's per-second meters); lag, totals, parallelism, CPU share and state are the
+    values at the interval's end; latency_max is the interval's max.
+    """
+    rows = model.rows_array()
+    cols = ["ts", "metric", "operator", "subtask", "value"]
+    if len(rows) == 0:
+        return pd.DataFrame(columns=cols)
+    dt = model.dt
+    cfg = model.cfg
+    g = max(1, int(round(cfg.record_every_s / dt)))
+    starts = np.arange(0, len(rows), g)
+    ends = np.minimum(starts + g, len(rows)) - 1
+    counts = (ends - starts + 1).astype(float)
+    ts = (ends + 1) * dt
+
+    def mean(col: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(col, starts) / counts
+
+    def last(col: np.ndarray) -> np.ndarray:
+        return col[ends]
+
+    cpu_span = cfg.cpu_max - cfg.cpu_base
+    parts: list[tuple[str, str, np.ndarray]] = [
+        (rec.INPUT_RATE, "", mean(rows[:, J_ARRIVED]) / dt),
+        (rec.THROUGHPUT, "", mean(rows[:, J_TAKEN]) / dt),
+        (rec.LAG, "", last(rows[:, J_LAG])),
+        (rec.LATENCY, "", mean(rows[:, J_LATENCY])),
+        (LATENCY_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
+        (rec.PROCESSING, "", mean(rows[:, J_PROCESSING])),
+        (rec.EVENTS_PRODUCED, "", last(rows[:, J_PRODUCED])),
+        (rec.EVENTS_PROCESSED, "", last(rows[:, J_PROCESSED])),
+    ]
+    tm_total = np.zeros(len(rows))
+    cpu_total = np.zeros(len(rows))
+    for i, name in enumerate(model.names):
+        o = JOB_COLS + i * OP_COLS
+        par = rows[:, o + O_PAR]
+        share = rows[:, o + O_SHARE]
+        # mean subtask busy fraction; the busiest subtask's extra load from skew is ignored here
+        sub_cap = model.cap_sub[i] * share * dt
+        busy = np.minimum(1.0, rows[:, o + O_IN] / (sub_cap * par))
+        bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / (sub_cap * par))
+        cpu = cfg.cpu_base + cpu_span * busy
+        tm_total += par
+        cpu_total += cpu * par
+        parts += [
+            (rec.PARALLELISM, name, last(par)),
+            (rec.CPU_SHARE, name, last(share)),
+            (rec.RECORDS_IN, name, mean(rows[:, o + O_IN]) / dt),
+            (rec.RECORDS_OUT, name, mean(rows[:, o + O_OUT]) / dt),
+            (rec.BUSY, name, mean(busy) * 1000.0),
+            (rec.BACKPRESSURED, name, mean(bp) * 1000.0),
+            (rec.CPU, name, mean(cpu)),
+            (BUFFER_USAGE, name, mean(rows[:, o + O_BUFFER])),
+            (rec.STATE_BYTES, name, last(rows[:, o + O_STATE])),
+        ]
+        if model.is_src[i]:
+            parts.append((rec.LAG, name, last(rows[:, o + O_LAG])))
+    parts += [
+        (rec.TASKMANAGERS, "", last(tm_total)),
+        (rec.CPU, "", mean(cpu_total / tm_total)),
+    ]
+    m = len(ts)
+    return pd.DataFrame(
+        {
+            "ts": np.tile(ts, len(parts)),
+            "metric": np.repeat([p[0] for p in parts], m),
+            "operator": np.repeat([p[1] for p in parts], m),
+            "subtask": np.full(m * len(parts), -1, dtype=np.int32),
+            "value": np.concatenate([p[2] for p in parts]).astype(float),
+        },
+        columns=cols,
+    )
