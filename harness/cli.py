@@ -109,7 +109,7 @@ def run(
         console=console,
         transient=False,
     ) as progress:
-        task = progress.add_task("running", total=None)
+        task = progress.add_task("running", total=1.0)
 
         def on_progress(t: float, total: float) -> None:
             progress.update(task, completed=t, total=total)
