@@ -1,0 +1,128 @@
+"""Flink-ER pinned rule by rule with hand-built snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscalers.base import History
+from autoscalers.flink_er import FlinkER, FlinkERConfig
+from harness.topology import OperatorSpec, topology_from_ops
+from tests.builders import chain, op, snapshot
+
+TOPO = chain("src", "map", "sink")
+NONE = History()
+LAGGING = 200_000.0  # 100,000 per source subtask = 50 s of the 2,000 rec/s it receives: above phi = 30 s
+
+
+def er(**params) -> FlinkER:
+    return FlinkER(FlinkERConfig(**({"period_s": 0} | params)))
+
+
+def pipeline(map_busy: float, *, lag: float = LAGGING, latency: float = 40.0, src_busy: float = 300.0, t=0.0):
+    """src (2) -> map (2) -> sink (1), 4,000 rec/s flowing; Kafka gets 4,000 rec/s."""
+    return snapshot(TOPO, t=t, latency_s=latency)(
+        src=op(2, rin=4000, busy=src_busy, lag=lag, input_rate=4000.0),
+        map=op(2, rin=4000, busy=map_busy),
+        sink=op(1, rin=4000, rout=0, busy=200),
+    )
+
+
+def test_saturated_middle_operator_gets_one_more_subtask():
+    d = er(latency_feedback=False).decide(pipeline(map_busy=1000), NONE)
+    assert d is not None and d.parallelism == {"map": 3}
+    # The min cut sits in front of map: 4,000 rec/s of capacity, all of it used.
+    assert d.details["cut_capacity"] == pytest.approx(4000)
+    assert d.details["cut_flow"] == pytest.approx(4000)
+
+
+def test_saturated_source_is_the_bottleneck_itself():
+    d = er(latency_feedback=False).decide(pipeline(map_busy=300, src_busy=1000), NONE)
+    assert d is not None and d.parallelism == {"src": 3}
+
+
+def test_nothing_happens_below_phi():
+    a = er(latency_feedback=False)
+    assert a.decide(pipeline(map_busy=1000, lag=100_000), NONE) is None  # 50,000 per subtask = 25 s < 30 s
+    assert er(latency_feedback=False, phi_s=20).decide(pipeline(map_busy=1000, lag=100_000), NONE) is not None
+    assert er(latency_feedback=False, phi_records=60_000).decide(pipeline(map_busy=1000, lag=100_000), NONE) is None
+
+
+def test_lambda_threshold_is_respected():
+    # map at 80 % busy: the min cut (map's 5,000 rec/s) carries 4,000 = 0.8 c < 0.85 c.
+    assert er(latency_feedback=False).decide(pipeline(map_busy=800), NONE) is None
+    d = er(latency_feedback=False, **{"lambda": 0.8}).decide(pipeline(map_busy=800), NONE)
+    assert d is not None and d.parallelism == {"map": 3}
+    assert d.details["utilisation"] == pytest.approx(0.8)
+    assert er(latency_feedback=False).decide(pipeline(map_busy=860), NONE) is not None
+
+
+def test_source_is_the_subtask_with_the_largest_partition_lag():
+    subs = [
+        {"records_in_per_s": 2000, "records_out_per_s": 2000, "busy_ms_per_s": 300, "lag": 1000.0},
+        {"records_in_per_s": 2000, "records_out_per_s": 2000, "busy_ms_per_s": 300, "lag": 90_000.0},
+    ]
+    snap = snapshot(TOPO)(
+        src=op(2, rin=4000, busy=300, lag=1.0, input_rate=4000.0, subtasks=subs),
+        map=op(2, rin=4000, busy=1000),
+        sink=op(1, rin=4000, rout=0, busy=200),
+    )
+    d = er(latency_feedback=False).decide(snap, NONE)
+    assert d is not None and d.details["source_subtask"] == "src#1"
+    assert d.details["source_lag_s"] == pytest.approx(90_000 / 2000)
+
+
+def test_join_capacity_used_by_the_other_input_counts_against_the_lagging_source():
+    topo = topology_from_ops("t", [
+        OperatorSpec("a", topic="bids"),
+        OperatorSpec("b", topic="persons"),
+        OperatorSpec("join", upstream=("a", "b")),
+        OperatorSpec("sink", upstream=("join",)),
+    ])  # fmt: skip
+
+    def snap(join_busy: float):
+        return snapshot(topo, latency_s=40.0)(
+            a=op(2, rin=4000, busy=300, lag=LAGGING, input_rate=4000.0),
+            b=op(1, rin=4000, busy=300, lag=0.0, input_rate=4000.0),
+            join=op(2, rin=8000, busy=join_busy),
+            sink=op(1, rin=8000, rout=0, busy=100),
+        )
+
+    # join processes 8,000 rec/s at 100 % busy: 4,000 of it is b's, 4,000 remain for a.
+    d = er(latency_feedback=False).decide(snap(1000), NONE)
+    assert d is not None and d.parallelism == {"join": 3}
+    assert "b" not in d.details["operator_capacity"]
+    assert d.details["operator_capacity"]["join"] == pytest.approx(4000)
+    # At 60 % busy the join could take 13,333 - 4,000 = 9,333 rec/s of a's data: no bottleneck.
+    assert er(latency_feedback=False).decide(snap(600), NONE) is None
+
+
+def test_latency_feedback_shifts_capacities():
+    # map at 80 % busy is below lambda ...
+    assert er(latency_feedback=False).decide(pipeline(map_busy=800, latency=10.0), NONE) is None
+    # ... but 10 s latency against a 5 s constraint means the capacities were over-estimated:
+    # eq. 14's relative step |1 - 10/5| = 1, capped at 0.5, halves them and map becomes the bottleneck.
+    a = er()
+    d = a.decide(pipeline(map_busy=800, latency=10.0), NONE)
+    assert d is not None and d.parallelism == {"map": 3}
+    assert a.capacity_factor["map"] == pytest.approx(0.5)
+    assert d.details["operator_capacity"]["map"] == pytest.approx(5000 * 0.5)
+    # Far below the constraint with map close to its capacity: capacities grow, no bottleneck.
+    b = er(phi_s=0.0)
+    assert b.decide(pipeline(map_busy=900, latency=1.0), NONE) is None
+    assert b.capacity_factor["map"] == pytest.approx(1 + min(0.5, 1 - 1.0 / 5))
+    assert "src" not in b.capacity_factor  # src at 30 % busy is not near its capacity
+    # A fixed step replaces eq. 14.
+    c = er(eta=0.1)
+    c.decide(pipeline(map_busy=800, latency=10.0), NONE)
+    assert c.capacity_factor["map"] == pytest.approx(0.9)
+
+
+def test_acts_at_most_once_per_period():
+    a = FlinkER(FlinkERConfig(latency_feedback=False))  # 60 s
+    assert a.decide(pipeline(map_busy=1000, t=0), NONE) is not None
+    assert a.decide(pipeline(map_busy=1000, t=30), NONE) is None
+    assert a.decide(pipeline(map_busy=1000, t=60), NONE) is not None
+
+
+def test_respects_the_maximum_parallelism():
+    assert er(latency_feedback=False, n_max=2).decide(pipeline(map_busy=1000), NONE) is None
