@@ -132,15 +132,6 @@ def vertex_operators(vertex_name: str) -> list[str]:
     return names
 
 
-def prom_label(value: str) -> str:
-    """How Flink's Prometheus reporter writes a label value (task_name, tm_id).
-
-    It replaces every character outside [a-zA-Z0-9:_] with '_' (e.g. 'Source: bids_source' ->
-    'Source:_bids_source'); we apply the same to REST names to join the two.
-    """
-    return re.sub(r"[^a-zA-Z0-9:_]", "_", value)
-
-
 def map_vertices(vertices: Iterable[Vertex], operators: Iterable[str]) -> dict[str, str]:
     """operator name -> vertex id. A vertex whose chain contains an operator maps to it.
 

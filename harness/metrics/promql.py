@@ -1,0 +1,152 @@
+"""The PromQL catalogue: every query the local/k8s monitor sends to Prometheus, in one place.
+
+Each entry names what it measures, why the autoscalers or the analysis need it (thesis ch. 6.3.2
+and 6.4.2 list the metrics), the labels its result is grouped by, and one or more alternative
+expressions tried in order (the first that returns data wins: metric names differ between Flink
+and connector versions, and the generator may be absent). Templates use `{job}` (Flink job id),
+`{w}` (range window, e.g. `15s`) and `{step}` (subquery resolution).
+
+Series names are those of Flink's Prometheus reporter (`flink_<scope>_<metric>`, labels
+`job_id`, `task_id` = job-vertex id, `task_name`, `subtask_index`, `tm_id`), of our Java load
+generator (`generator_records_produced_total{topic}`) and of the Kafka JMX exporter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Per-subtask results are grouped by vertex id and subtask index; averaging over attempts merges
+# the series of a subtask that was redeployed inside the window (new task_attempt_id, same index).
+SUBTASK = ("task_id", "subtask_index")
+VERTEX = ("task_id",)
+TM = ("tm_id",)
+JOB: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str  # key in the results and, if still empty after widening, in snapshot.missing
+    exprs: tuple[str, ...]  # alternatives, tried in order
+    by: tuple[str, ...]  # labels that identify one result series
+    unit: str
+    measures: str
+    why: str
+
+    def render(self, alt: int, job: str, window_s: float, step_s: float = 5.0) -> str:
+        # plain replacement, not str.format: PromQL is full of braces
+        return (
+            self.exprs[alt].replace("{job}", job).replace("{w}", _dur(window_s)).replace("{step}", _dur(step_s))
+        )
+
+
+def _dur(seconds: float) -> str:
+    return f"{max(1, round(seconds))}s"
+
+
+def _per_subtask(metric: str) -> str:
+    return f'avg by (task_id, subtask_index) (avg_over_time({metric}{{job_id="{{job}}"}}[{{w}}]))'
+
+
+T = "flink_taskmanager_job_task_"
+
+CATALOGUE: tuple[Query, ...] = (
+    # ---- per subtask (operator level is aggregated from these in harness.metrics.prometheus) ----
+    Query(
+        "records_in", (_per_subtask(T + "numRecordsInPerSecond"),), SUBTASK, "records/s",
+        "records a subtask reads from its input gates",
+        "DS2's observed rate and Dhalion's scale-up input; summed per operator"),
+    Query(
+        "records_out", (_per_subtask(T + "numRecordsOutPerSecond"),), SUBTASK, "records/s",
+        "records a subtask emits",
+        "selectivity for DS2; for sources it is the records taken from Kafka (source tasks report 0 in)"),
+    Query(
+        "busy", (_per_subtask(T + "busyTimeMsPerSecond"),), SUBTASK, "ms/s",
+        "time a subtask processes records",
+        "DS2 true processing rate = rate / busy fraction; HPA-Varga utilisation"),
+    Query(
+        "idle", (_per_subtask(T + "idleTimeMsPerSecond"),), SUBTASK, "ms/s",
+        "time a subtask waits for input", "over-provisioning signal (thesis ch. 2.5)"),
+    Query(
+        "backpressured", (_per_subtask(T + "backPressuredTimeMsPerSecond"),), SUBTASK, "ms/s",
+        "time a subtask waits for output buffers", "Dhalion's backpressure symptom; bottleneck walk"),
+    Query(
+        "is_backpressured", (_per_subtask(T + "isBackPressured"),), SUBTASK, "fraction of scrapes",
+        "share of the window the subtask was flagged back-pressured",
+        "the thesis' binary backpressure status (true when flagged for at least half the window)"),
+    Query(
+        "input_buffer",
+        (_per_subtask(T + "Shuffle_Netty_Input_Buffers_inPoolUsage"), _per_subtask(T + "buffers_inPoolUsage")),
+        SUBTASK, "0..1", "input buffer pool usage",
+        "Dhalion: an operator with full input buffers lags; near 0 means it keeps up"),
+    Query(
+        "subtask_tm",
+        (f'max by (task_id, subtask_index, tm_id) '
+         f'(last_over_time({T}busyTimeMsPerSecond{{job_id="{{job}}"}}[{{w}}]))',),
+        ("task_id", "subtask_index", "tm_id"), "-",
+        "which task manager hosts each subtask (label join only, value unused)",
+        "attributes task manager CPU to the operator running on it"),
+    # ---- per task manager ----
+    Query(
+        "tm_cpu_cores",
+        ('sum by (tm_id) (rate(flink_taskmanager_Status_JVM_CPU_Time[{w}])) / 1e9',),
+        TM, "cores", "CPU cores a task manager process used",
+        "divided by the task manager's cgroup quota this is the utilisation HPA-CPU targets"),
+    Query(
+        "tm_cpu_load",
+        ('avg by (tm_id) (avg_over_time(flink_taskmanager_Status_JVM_CPU_Load[{w}]))',),
+        TM, "0..1 of the host", "JVM-reported process CPU load (Status.JVM.CPU.Load)",
+        "fallback when CPU time is missing; it is relative to the whole host, not the quota"),
+    # ---- sources / Kafka ----
+    Query(
+        "pending_records",
+        (f'sum by (task_id) (avg by (task_id, subtask_index) '
+         f'(avg_over_time({T}operator_pendingRecords{{job_id="{{job}}"}}[{{w}}])))',),
+        VERTEX, "records", "records in Kafka not yet read by a source (KafkaSource pendingRecords)",
+        "the thesis' lag (ch. 6.4.2); DS2/Dhalion source decisions"),
+    Query(
+        "pending_records_deriv",
+        (f'sum by (task_id) (deriv((sum by (task_id, subtask_index) '
+         f'({T}operator_pendingRecords{{job_id="{{job}}"}}))[{{w}}:{{step}}]))',),
+        VERTEX, "records/s", "slope of the pending records over the window",
+        "Dhalion's kafka-lag-rate-to-be-backpressured and HPA-Varga's relative lag change"),
+    Query(
+        "event_time_lag",
+        (
+            _per_subtask(T + "operator_deserializer_recordLag"),
+            _per_subtask(T + "operator_KafkaSourceReader_deserializer_recordLag"),
+            _per_subtask(T + "operator_currentEmitEventTimeLag"),
+        ),
+        SUBTASK, "ms", "emit time minus event time of the records a source subtask emits",
+        "the thesis' latency: time a record spent in Kafka before Flink emitted it (ch. 5.3)"),
+    Query(
+        "input_rate",
+        (
+            'sum by (topic) (rate(generator_records_produced_total[{w}]))',
+            'sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesin_total{topic!=""}[{w}]))',
+            'sum by (topic) (rate(kafka_server_BrokerTopicMetrics_MessagesIn_total{topic!=""}[{w}]))',
+        ),
+        ("topic",), "records/s", "records produced into each Kafka topic",
+        "the input rate next to throughput; the generator's acked count, else Kafka's messages-in"),
+    # ---- job ----
+    Query(
+        "registered_taskmanagers",
+        ('max(last_over_time(flink_jobmanager_numRegisteredTaskManagers[{w}]))',),
+        JOB, "count", "task managers registered with the job manager",
+        "resources in use (avg/max TM); REST is the primary source, this is the recorded series"),
+)
+
+BY_NAME = {q.name: q for q in CATALOGUE}
+
+
+def query(name: str) -> Query:
+    return BY_NAME[name]
+
+
+# ---- range queries exported at the end of a run (run-record metric name -> PromQL) -------------
+# Job-level series over the whole run, at the scrape resolution; operator-level series are
+# exported through the per-subtask catalogue entries grouped by task_id and mapped to operators.
+EXPORT_JOB: dict[str, str] = {
+    "input_rate": 'sum(rate(generator_records_produced_total[{w}]))',
+    "taskmanagers": 'max(flink_jobmanager_numRegisteredTaskManagers)',
+    "lag": f'sum(avg by (task_id, subtask_index) ({T}operator_pendingRecords))',
+}
