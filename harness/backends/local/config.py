@@ -51,6 +51,9 @@ class LocalConfig(BaseModel):
     taskmanager_cpu_quota: float = Field(
         0.25, gt=0, le=64, description="CPUs each task manager may use (cgroup quota); capacity grows with TMs"
     )
+    taskmanager_startup_cpu: float = Field(
+        1.0, gt=0, le=64, description="CPU quota while a task manager JVM starts (dropped once registered)"
+    )
     cpu_cgroups: Literal["auto", "required", "off"] = Field(
         "auto", description="bound each task manager with a CPU cgroup: auto = when the host allows it"
     )

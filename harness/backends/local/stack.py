@@ -152,12 +152,13 @@ class LocalStack:
                 self._spawn_taskmanager(inst)
             self._write_targets()
             say(f"waiting for {taskmanagers} task manager(s) and all services to be healthy")
-            self._wait_healthy(taskmanagers)
+            self._wait_healthy(taskmanagers, say)
+            self._end_startup_boost()
         except BaseException:
             self.down()
             raise
 
-    def _wait_healthy(self, taskmanagers: int) -> None:
+    def _wait_healthy(self, taskmanagers: int, say: Progress) -> None:
         checks: list[tuple[str, Callable[[], bool], Path]] = [
             (kafka_mod.NAME, self.kafka.healthy, self.kafka.dir / "logs"),
             (JOBMANAGER, lambda: self.rest.overview() is not None, self.flink.dir / "log" / JOBMANAGER),
@@ -165,7 +166,8 @@ class LocalStack:
             ("taskmanagers", lambda: len(set(self.rest.taskmanager_ids()) & set(self.taskmanager_ids()))
              >= taskmanagers, self.flink.dir / "log"),
         ]
-        deadline = time.monotonic() + self.cfg.startup_timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + self.cfg.startup_timeout_s
         pending = list(checks)
         while pending:
             for item in list(pending):
@@ -173,6 +175,7 @@ class LocalStack:
                 self._fail_if_dead(name, log)
                 if check():
                     pending.remove(item)
+                    say(f"{name} healthy after {time.monotonic() - t0:.1f} s")
             if pending and time.monotonic() > deadline:
                 name, _, log = pending[0]
                 raise StackError(name, f"not healthy after {self.cfg.startup_timeout_s:.0f} s; "
@@ -243,7 +246,10 @@ class LocalStack:
         tm_id = self.flink.next_taskmanager_id()
         procs = None
         if self._cgroups_on():
-            procs = self.cgroups.create(tm_id, self.cfg.taskmanager_cpu_quota).procs
+            # a JVM starting under a 0.25-CPU quota takes many seconds; start with a boost and
+            # drop to the configured quota once it registered (no job runs on it before that)
+            cpus = max(self.cfg.taskmanager_cpu_quota, self.cfg.taskmanager_startup_cpu)
+            procs = self.cgroups.create(tm_id, cpus).procs
         self.flink.start_taskmanager(inst, tm_id, procs)
         return tm_id
 
@@ -260,7 +266,18 @@ class LocalStack:
                 if time.monotonic() > deadline:
                     raise StackError(tm_id, "did not register with the job manager in time")
                 time.sleep(0.25)
+        self._end_startup_boost(tm_id)
         return tm_id
+
+    def _end_startup_boost(self, tm_id: str | None = None) -> None:
+        """Set the configured quota on `tm_id` (or every task manager still above it)."""
+        if not self._cgroups_on():
+            return
+        for tm in [tm_id] if tm_id else self.taskmanager_ids():
+            g = self.cgroups.group(tm)
+            cpus = g.cpus()
+            if g.exists() and (cpus is None or cpus > self.cfg.taskmanager_cpu_quota):
+                g.set_cpus(self.cfg.taskmanager_cpu_quota)
 
     def stop_taskmanager(self, tm_id: str) -> None:
         self.flink.stop_taskmanager(tm_id)

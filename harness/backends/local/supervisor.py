@@ -173,7 +173,7 @@ class Supervisor:
 
         Only those two programs: a shell or editor that merely names the directory is left alone.
         Returns the pids killed."""
-        marker = str(self.workdir).encode()
+        marker = (str(self.workdir).rstrip("/") + "/").encode()  # /tmp/a must not match /tmp/ab
         me = os.getpid()
         killed = []
         for entry in Path("/proc").iterdir():

@@ -1,0 +1,118 @@
+"""`bench up`, `bench status`, `bench down`: the local stack from the command line.
+
+Exit codes: 0 ok; 1 the stack failed (a StackError names the missing piece: java, a port, a download,
+a service that did not become healthy); 3 `status` found a service down.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.backends.local.config import LocalConfig
+from harness.backends.local.errors import StackError
+from harness.backends.local.stack import LocalStack
+
+console = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+WorkdirOpt = Annotated[Path, typer.Option(help="work directory: installs, data, logs, pidfiles")]
+OffsetOpt = Annotated[int, typer.Option(help="added to every default port (run several stacks side by side)")]
+
+
+def _stack(workdir: Path, port_offset: int, **extra: object) -> LocalStack:
+    return LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, **extra))  # type: ignore[arg-type]
+
+
+def _die(exc: StackError) -> typer.Exit:
+    err.print(f"[bold red]error[/] [bold]{exc.piece}[/]: {exc.message}", highlight=False)
+    return typer.Exit(1)
+
+
+def status_table(stack: LocalStack) -> tuple[Table, bool]:
+    st = stack.status()
+    table = Table(title=f"local stack ({stack.root})")
+    for col in ("service", "state", "pid", "port", "healthy", "detail"):
+        table.add_column(col)
+    for s in st.services:
+        state = "[green]running[/]" if s.running else "[red]stopped[/]"
+        healthy = "[green]yes[/]" if s.healthy else "[red]no[/]"
+        table.add_row(s.name, state, str(s.pid or "-"), str(s.port or "-"), healthy, s.detail)
+    return table, st.healthy
+
+
+def submit_query(stack: LocalStack, query: str) -> str | None:
+    """Build the job jar and run `query` at parallelism 1 per operator, if the queries module exists."""
+    try:
+        jobjar = importlib.import_module("harness.backends.local.jobjar")
+    except ImportError:
+        err.print("[yellow]no job jar module (harness.backends.local.jobjar) yet: not submitting a job[/]")
+        return None
+    from harness.topology import load_topology
+
+    topo = load_topology(query)
+    parallelism = {name: 1 for name in topo.names}
+    stack.ensure_topics(list(topo.topics()), topo.partitions)
+    jar = jobjar.ensure_jar()
+    main_class, args = jobjar.job_command(query, stack.kafka_bootstrap, parallelism)
+    return stack.submit_job(Path(jar), main_class, list(args))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `up`, `status` and `down` to a Typer app (the main `bench` app mounts them)."""
+
+    @app.command()
+    def up(
+        taskmanagers: Annotated[int, typer.Option(min=0, help="task managers to start")] = 1,
+        workdir: WorkdirOpt = Path(".bench"),
+        port_offset: OffsetOpt = 0,
+        cpu: Annotated[float | None, typer.Option(help="CPU quota per task manager (cgroup)")] = None,
+        query: Annotated[str | None, typer.Option(help="also build the job jar and run this query")] = None,
+    ) -> None:
+        """Install what is missing, start Kafka, Flink, Prometheus (and a query job); wait until healthy."""
+        extra = {"taskmanager_cpu_quota": cpu} if cpu else {}
+        stack = _stack(workdir, port_offset, **extra)
+        needed = taskmanagers
+        if query:
+            from harness.topology import load_topology
+
+            # one slot per task manager and one slot-sharing group per operator: one TM per operator
+            needed = max(taskmanagers, len(load_topology(query).names))
+        try:
+            with console.status("bringing the local stack up") as spinner:
+                stack.up(needed, progress=lambda m: spinner.update(m))
+            if query:
+                with console.status(f"submitting {query}"):
+                    job = submit_query(stack, query)
+                if job:
+                    console.print(f"{query} running as job {job}")
+        except StackError as exc:
+            raise _die(exc) from exc
+        table, _ = status_table(stack)
+        console.print(table)
+        console.print(f"Flink {stack.rest_url}  Prometheus {stack.prometheus_url}  Kafka {stack.kafka_bootstrap}")
+
+    @app.command()
+    def status(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
+        """Show every service of the local stack: running, pid, port, healthy."""
+        table, healthy = status_table(_stack(workdir, port_offset))
+        console.print(table)
+        if not healthy:
+            raise typer.Exit(3)
+
+    @app.command()
+    def down(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
+        """Stop every process of the local stack; leaves none behind."""
+        stack = _stack(workdir, port_offset)
+        with console.status("stopping the local stack"):
+            stack.down()
+        left = stack.status().running
+        if left:
+            err.print(f"[red]still running:[/] {', '.join(s.name for s in left)}")
+            raise typer.Exit(1)
+        console.print("local stack stopped")
