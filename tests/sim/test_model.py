@@ -157,15 +157,27 @@ def test_cpu_load_saturates_below_one() -> None:
     assert all(0.0 <= m.cpu_load <= 0.9 for m in snap.operators.values())
 
 
-def test_partition_skew_limits_a_source() -> None:
-    # 24 partitions on 5 subtasks: the busiest reads 5 of them -> 4.8 subtasks' worth
-    b = start(pipeline(source_cap=1_000, mid_cap=1e6), constant(10_000, 200), {"src": 5, "mid": 1, "sink": 1})
-    b.advance_to(100)
+def test_uneven_partitions_lag_only_on_the_busiest_subtasks() -> None:
+    # 24 partitions on 5 subtasks: four read 5 partitions, one reads 4. At 5,000 rec/s a
+    # partition brings 208.3/s: the four need 1,041.7/s of 1,000 and lag, the fifth keeps up.
+    b = start(pipeline(source_cap=1_000, mid_cap=1e6), constant(5_000, 300), {"src": 5, "mid": 1, "sink": 1})
+    b.advance_to(200)
     snap = b.snapshot(30)
-    assert snap.throughput == pytest.approx(4_800, rel=0.01)
+    per_partition = 5_000 / 24
+    assert snap.throughput == pytest.approx(4 * 1_000 + 4 * per_partition, rel=1e-3)
+    assert snap.kafka_lag_rate == pytest.approx(4 * (5 * per_partition - 1_000), rel=0.02)
     src = snap.op("src")
-    assert len(src.subtasks) == 5 and src.max_busy_ms_per_s == pytest.approx(1000.0, rel=0.01)
-    assert src.busy_ms_per_s < src.max_busy_ms_per_s
+    assert len(src.subtasks) == 5
+    busy = sorted(s.busy_ms_per_s for s in src.subtasks)
+    assert busy[0] == pytest.approx(4 * per_partition, rel=1e-3)
+    assert busy[1:] == pytest.approx([1000.0] * 4)
+    lags = sorted(s.lag or 0.0 for s in src.subtasks)
+    assert lags[0] == pytest.approx(0.0, abs=1e-6) and lags[1] > 0
+    assert sum(lags) == pytest.approx(snap.kafka_lag)
+    # when every partition is backlogged, all five subtasks work flat out
+    full = start(pipeline(source_cap=1_000, mid_cap=1e6), constant(10_000, 300), {"src": 5, "mid": 1, "sink": 1})
+    full.advance_to(200)
+    assert full.snapshot(30).throughput == pytest.approx(5_000, rel=1e-3)
 
 
 def test_join_query_reads_its_topics_at_nexmark_shares() -> None:

@@ -61,3 +61,28 @@ class FifoTopic:
             taken = self.pending  # absorb rounding: an empty queue has nothing pending
             self.pending = 0.0
         return taken, age_sum, max_age
+
+
+def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
+    """Pool the pending records of `queues` and split them into new queues by `weights`.
+
+    Used when a source is rescaled and Kafka partitions move between subtasks:
+    the backlog is assumed to spread over the new partition groups in
+    proportion to their partitions (an approximation at the moment of a
+    rescale; between rescales every group's queue is exact).
+    """
+    pooled: dict[float, float] = {}
+    for q in queues:
+        for step, count in q.buckets:
+            pooled[step] = pooled.get(step, 0.0) + count
+    total = sum(q.pending for q in queues)
+    out = []
+    for w in weights:
+        nq = FifoTopic()
+        for step in sorted(pooled):
+            c = pooled[step] * w
+            if c > 0.0:
+                nq.buckets.append([step, c])
+        nq.pending = total * w
+        out.append(nq)
+    return out

@@ -14,11 +14,15 @@ Each step
 4. outputs (input x selectivity) land in downstream buffers, processed the
    next step (one step of pipelining per hop).
 
-Effective subtasks: a source's Kafka partitions and a keyed operator's key
-groups are spread over the subtasks in whole units, so with U units the
-busiest subtask holds ceil(U / p) of them and caps the operator at
-U / ceil(U / p) subtasks' worth of capacity (e.g. 24 partitions on 5
-subtasks: 4.8). Stateless operators split evenly.
+Uneven subtasks: a source's Kafka partitions and a keyed operator's key
+groups are spread over the subtasks in whole units (U units on p subtasks:
+some hold ceil(U / p), the rest floor(U / p)). A keyed operator's upstream
+blocks as soon as one downstream channel runs out of credit, so the busiest
+subtask caps the whole operator at U / ceil(U / p) subtasks' worth of
+capacity (e.g. 128 key groups on 5 subtasks: 4.92). Kafka partitions are
+independent, so a source is modelled as (at most two) partition groups with
+their own FIFO backlog: the overloaded group lags while the other keeps up.
+Stateless operators split evenly.
 
 A rescale stops all processing for a downtime (sources keep receiving),
 measured in seconds from the moment it is applied; a partly covered step
@@ -38,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.backends.sim.config import SimConfig
-from harness.backends.sim.kafka import FifoTopic
+from harness.backends.sim.kafka import FifoTopic, regroup
 from harness.topology import OperatorSpec, Topology
 
 # Nexmark generator proportions per 50 events (WORKLOADS-AND-QUERIES.md).
@@ -47,9 +51,11 @@ NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids
 # Job columns of a row (amounts per step, not per second).
 J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED = range(8)
 JOB_COLS = 8
-# Per-operator columns, at offset JOB_COLS + i * OP_COLS.
-O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED = range(9)
-OP_COLS = 9
+# Per-operator columns, at offset JOB_COLS + i * OP_COLS. *_LANE0: a source's first partition
+# group alone (its other group is the total minus these).
+(O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED,
+ O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0) = range(12)
+OP_COLS = 12
 
 
 def topic_shares(topology: Topology) -> dict[str, float]:
@@ -89,6 +95,14 @@ def unit_shares(parallelism: int, units: int | None) -> tuple[float, ...]:
         return (1.0 / p,) * p
     base, extra = divmod(units, p)
     return tuple((base + (1 if k < extra else 0)) / units for k in range(p))
+
+
+def unit_groups(parallelism: int, units: int) -> tuple[tuple[int, int], ...]:
+    """(subtasks, units per subtask) of each group of equally loaded subtasks, busiest first."""
+    p = max(1, parallelism)
+    base, extra = divmod(units, p)
+    groups = ((extra, base + 1), (p - extra, base))
+    return tuple(g for g in groups if g[0] > 0)
 
 
 def effective_subtasks(parallelism: int, units: int | None) -> float:
@@ -134,7 +148,11 @@ class SimModel:
         self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
         self.ups = [tuple(index[u] for u in o.upstream) for o in ops]
         self.multi = [len(u) > 1 for u in self.ups]
-        self.queues = [FifoTopic() if o.is_source else None for o in ops]
+        # Sources: one FIFO per group of equally loaded subtasks (see module docstring).
+        self.lanes: list[list[FifoTopic]] = [[FifoTopic()] if o.is_source else [] for o in ops]
+        self.lane_n: list[tuple[int, ...]] = [()] * self.n  # subtasks per group
+        self.lane_w: list[tuple[float, ...]] = [()] * self.n  # input fraction per group
+        self.lane_cap: list[tuple[float, ...]] = [()] * self.n  # records per step per group
         self.arrivals = [
             (i, [float(v) for v in np.asarray(arrivals.get(o.name, ()), dtype=float)])
             for i, o in enumerate(ops)
@@ -164,12 +182,24 @@ class SimModel:
         longest = max((len(a) for _, a in self.arrivals), default=0)
         self._rows = np.zeros((max(64, longest + 1), self.row_width))
         self._order = tuple(reversed(range(self.n)))
+        self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
 
     # ------------------------------------------------------------------ config
 
     def _configure(self) -> None:
         for i in range(self.n):
-            per_s = self.cap_sub[i] * self.share[i] * effective_subtasks(self.par[i], self.units[i])
+            sub_per_s = self.cap_sub[i] * self.share[i]
+            if self.is_src[i]:
+                units = self.units[i] or 1
+                groups = unit_groups(self.par[i], units)
+                weights = tuple(n * u / units for n, u in groups)
+                if weights != self.lane_w[i]:
+                    self.lanes[i] = regroup(self.lanes[i], list(weights))
+                self.lane_n[i] = tuple(n for n, _ in groups)
+                self.lane_w[i] = weights
+                # a group of subtasks without partitions takes nothing
+                self.lane_cap[i] = tuple(n * sub_per_s * self.dt if u > 0 else 0.0 for n, u in groups)
+            per_s = sub_per_s * effective_subtasks(self.par[i], self.units[i])
             self.cap[i] = per_s * self.dt
             self.bufq[i] = per_s * self.cfg.buffer_s
             self.shares[i] = unit_shares(self.par[i], self.units[i])
@@ -209,7 +239,7 @@ class SimModel:
 
     @property
     def lag(self) -> float:
-        return float(sum(q.pending for q in self.queues if q is not None))
+        return float(sum(q.pending for lanes in self.lanes for q in lanes))
 
     def totals(self) -> StepTotals:
         return StepTotals(self.produced, self.processed, self.lag)
@@ -227,7 +257,8 @@ class SimModel:
         else:
             f = (t0 + dt - self.down_until) / dt
         n = self.n
-        queues = self.queues
+        lanes = self.lanes
+        is_src = self.is_src
         buf = self.buf
         cap = self.cap
         sel = self.sel
@@ -236,22 +267,32 @@ class SimModel:
         for i, arr in self.arrivals:
             a = arr[k] if k < len(arr) else 0.0
             if a > 0.0:
-                queues[i].produce(k, a)  # type: ignore[union-attr]
+                for q, w in zip(lanes[i], self.lane_w[i], strict=True):
+                    q.produce(k, a * w)
                 arrived[i] = a
                 arrived_total += a
         self.produced += arrived_total
 
         want = [0.0] * n
+        lane_want: list[list[float]] = [[]] * n
         for i in range(n):
-            q = queues[i]
-            avail = q.pending if q is not None else buf[i]
-            c = cap[i] * f
-            want[i] = c if c < avail else avail
+            if is_src[i]:
+                lw = []
+                for q, c in zip(lanes[i], self.lane_cap[i], strict=True):
+                    c *= f
+                    lw.append(c if c < q.pending else q.pending)
+                lane_want[i] = lw
+                want[i] = sum(lw)
+            else:
+                c = cap[i] * f
+                want[i] = c if c < buf[i] else buf[i]
 
         free = [0.0] * n
         x = [0.0] * n
         blocked = [0.0] * n
         usage = [0.0] * n
+        lane0_in = [0.0] * n
+        lane0_blocked = [0.0] * n
         taken_total = 0.0
         age_sum = 0.0
         max_age = 0.0
@@ -270,14 +311,26 @@ class SimModel:
                         room = room * (si * want[i] / demand) if demand > 0.0 else 0.0
                     if si * xi > room:
                         xi = room / si if room > 0.0 else 0.0
-            q = queues[i]
-            if q is not None:
+            if is_src[i]:
                 if xi > 0.0:
-                    xi, a_sum, a_max = q.consume(k, xi)
+                    # output blocked: every partition group slows down in proportion
+                    ratio = xi / want[i]
+                    xi = 0.0
+                    lin, lblk = lane0_in, lane0_blocked
+                    for g, q in enumerate(lanes[i]):
+                        wg = lane_want[i][g]
+                        if wg <= 0.0:
+                            continue
+                        got, a_sum, a_max = q.consume(k, wg * ratio)
+                        xi += got
+                        age_sum += a_sum
+                        if a_max > max_age:
+                            max_age = a_max
+                        if g == 0:
+                            lin[i], lblk[i] = got, wg - got
                     taken_total += xi
-                    age_sum += a_sum
-                    if a_max > max_age:
-                        max_age = a_max
+                else:
+                    lane0_blocked[i] = lane_want[i][0] if lane_want[i] else 0.0
             else:
                 b = buf[i] - xi
                 buf[i] = b if b > 0.0 else 0.0
@@ -303,21 +356,29 @@ class SimModel:
         self.processed += taken_total
 
         lag = 0.0
-        for q in queues:
-            if q is not None:
+        heads = []
+        for i in self.src_index:
+            for q in lanes[i]:
                 lag += q.pending
+                if q.buckets:
+                    heads.append(q.buckets[0][0])
         if taken_total > 0.0:
             latency = age_sum / taken_total * dt
             latency_max = max_age * dt
         else:  # nothing emitted: the oldest pending record has waited this long already
-            heads = [q.buckets[0][0] for q in queues if q is not None and q.buckets]
             latency = latency_max = (k - min(heads)) * dt if heads else 0.0
         row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed]
         par = self.par
         share = self.share
         state = self.state
         for i in range(n):
-            q = queues[i]
+            if is_src[i]:
+                src_lag = 0.0
+                for q in lanes[i]:
+                    src_lag += q.pending
+                lag0 = lanes[i][0].pending
+            else:
+                src_lag = lag0 = 0.0
             row += (
                 par[i],
                 share[i],
@@ -326,8 +387,11 @@ class SimModel:
                 blocked[i],
                 usage[i],
                 state[i],
-                q.pending if q is not None else 0.0,
+                src_lag,
                 arrived[i],
+                lane0_in[i],
+                lane0_blocked[i],
+                lag0,
             )
         if k >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])

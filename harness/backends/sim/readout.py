@@ -30,9 +30,12 @@ from harness.backends.sim.model import (
     JOB_COLS,
     O_ARRIVED,
     O_BLOCKED,
+    O_BLOCKED_LANE0,
     O_BUFFER,
     O_IN,
+    O_IN_LANE0,
     O_LAG,
+    O_LAG_LANE0,
     O_OUT,
     O_PAR,
     O_SHARE,
@@ -84,27 +87,46 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         lag = final[o + O_LAG] if model.is_src[i] else None
         buffer = mean[o + O_BUFFER]
         # Subtasks holding the same number of units report the same values: build each kind once.
-        kinds: dict[float, SubtaskMetrics] = {}
+        # A source's kinds are its partition groups (own records, backpressure and lag); other
+        # operators split their totals by unit share.
+        if model.is_src[i]:
+            n0 = model.lane_n[i][0]
+            per_kind = [(n0, mean[o + O_IN_LANE0], mean[o + O_BLOCKED_LANE0], final[o + O_LAG_LANE0])]
+            if len(model.lane_n[i]) > 1:
+                per_kind.append((model.lane_n[i][1], mean[o + O_IN] - per_kind[0][1],
+                                 mean[o + O_BLOCKED] - per_kind[0][2], final[o + O_LAG] - per_kind[0][3]))
+            kind_of = [k for k, cnt in enumerate(model.lane_n[i]) for _ in range(cnt)]
+            shares = [(1.0 / cnt, cnt, x_in, blk, lg) for cnt, x_in, blk, lg in per_kind]
+        else:
+            kind_index = {sh: k for k, (sh, _) in enumerate(model.share_kinds[i])}
+            kind_of = [kind_index[sh] for sh in model.shares[i]]
+            shares = [(sh, cnt, mean[o + O_IN] * sh, mean[o + O_BLOCKED] * sh, None)
+                      for sh, cnt in model.share_kinds[i]]
+        kinds: list[SubtaskMetrics] = []
         busy_sum = bp_sum = cpu_sum_op = max_bp = 0.0
-        for share, count in model.share_kinds[i]:
-            busy = min(1000.0, mean[o + O_IN] * share / sub_cap * 1000.0)
-            bp = min(1000.0 - busy, mean[o + O_BLOCKED] * share / sub_cap * 1000.0)
+        for frac, count, x_in, blk, lg in shares:
+            # x_in, blk, lg: the kind's totals for sources, one subtask's part otherwise
+            one = frac if model.is_src[i] else 1.0
+            busy = min(1000.0, max(0.0, x_in * one) / sub_cap * 1000.0)
+            bp = min(1000.0 - busy, max(0.0, blk * one) / sub_cap * 1000.0)
             cpu = cfg.cpu_base + cpu_span * busy / 1000.0
-            kinds[share] = SubtaskMetrics(
-                records_in_per_s=rin * share,
-                records_out_per_s=rout * share,
-                busy_ms_per_s=busy,
-                idle_ms_per_s=max(0.0, 1000.0 - busy - bp),
-                backpressured_ms_per_s=bp,
-                input_buffer_usage=buffer,
-                cpu_load=cpu,
-                lag=lag * share if lag is not None else None,
+            kinds.append(
+                SubtaskMetrics(
+                    records_in_per_s=x_in * one / dt,
+                    records_out_per_s=x_in * one * model.sel[i] / dt,
+                    busy_ms_per_s=busy,
+                    idle_ms_per_s=max(0.0, 1000.0 - busy - bp),
+                    backpressured_ms_per_s=bp,
+                    input_buffer_usage=buffer,
+                    cpu_load=cpu,
+                    lag=max(0.0, lg) * one if lg is not None else None,
+                )
             )
             busy_sum += busy * count
             bp_sum += bp * count
             cpu_sum_op += cpu * count
             max_bp = max(max_bp, bp)
-        subs = tuple([kinds[share] for share in model.shares[i]])
+        subs = tuple([kinds[k] for k in kind_of])
         busy_op, bp_op, cpu_op = busy_sum / p, bp_sum / p, cpu_sum_op / p
         cpu_sum += cpu_sum_op
         operators[name] = OperatorMetrics(
