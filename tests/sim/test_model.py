@@ -188,6 +188,8 @@ def test_join_query_reads_its_topics_at_nexmark_shares() -> None:
     assert snap.op("person_source").input_rate == pytest.approx(50_000 * NEXMARK_SHARES["persons"])
     assert snap.op("auction_source").input_rate == pytest.approx(50_000 * NEXMARK_SHARES["auctions"])
     assert snap.input_rate == pytest.approx(50_000 * 4 / 50)
+    assert snap.interarrival_s is not None
+    assert np.mean(snap.interarrival_s) == pytest.approx(1 / snap.input_rate, rel=1e-6)  # deterministic
     assert snap.op("join").records_in_per_s > 0
 
 

@@ -50,12 +50,17 @@ def build_arrivals(
     arrivals: ArrivalConfig,
     seed: int,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Total records per step (the arrival process around the pattern) and each source's share."""
+    """Records per step into the job's topics (all sources together) and into each source's topic.
+
+    The arrival process modulates the pattern's total event rate; each topic gets its
+    Nexmark share of it, so bursts hit all of a job's topics at once.
+    """
     expected = expected_per_step(pattern.step_rates, pattern.step_s, n_steps, step_s)
     total = arrival_counts(expected, arrivals, np.random.default_rng([seed, _SEED_SALT]), step_s)
     shares = topic_shares(topology)
     per_source = {op.name: total * shares.get(op.topic or "", 0.0) for op in topology.sources}
-    return total, per_source
+    job = np.sum(list(per_source.values()), axis=0) if per_source else np.zeros(n_steps)
+    return job, per_source
 
 
 class SimBackend:
