@@ -1,0 +1,402 @@
+"""`LocalBackend`: the Backend protocol on the real local stack (Kafka + Flink + Prometheus).
+
+Wall-clock time: t = 0 once the job runs at its initial parallelism and the generator plays the
+pattern. `advance_to` sleeps in short slices and supervises the processes meanwhile: a task
+manager or the job manager that died is a `fault` event, the process is restarted (the job
+restores from its latest checkpoint: Flink's restart strategy after a task manager loss, a
+resubmission from the newest retained checkpoint after a job manager loss) and a `recovery`
+event follows with the measured outage. Monitoring goes through `harness.metrics.prometheus`,
+joined to operators via the REST API; rescaling through `rescale.Rescaler`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from harness.backends.base import BackendEvent, RescaleResult
+from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
+from harness.backends.local.rescale import JobState, Rescaler
+from harness.metrics.prometheus import JobView, PrometheusMonitor
+from harness.metrics.snapshot import MetricsSnapshot
+from harness.record import (
+    BACKPRESSURED,
+    BUSY,
+    CPU,
+    CPU_SHARE,
+    INPUT_RATE,
+    LAG,
+    LATENCY,
+    PARALLELISM,
+    PROCESSING,
+    RECORDS_IN,
+    RECORDS_OUT,
+    TASKMANAGERS,
+    THROUGHPUT,
+)
+from harness.topology import Topology
+
+if TYPE_CHECKING:
+    from harness.backends.local.stack import LocalStack
+    from harness.config import Experiment
+    from workloads.patterns import LoadPattern
+
+SUPERVISE_EVERY_S = 1.0
+REACTIVE_NOTE = (
+    "reactive = adaptive scheduler with per-vertex upper bound = max parallelism on the session cluster; "
+    "only the number of task managers changes (Flink's scheduler-mode: reactive needs an application cluster)"
+)
+
+
+def latest_checkpoint(checkpoint_root: Path) -> Path | None:
+    """Newest complete checkpoint (`chk-N/_metadata`) under `<root>/<job id>/`, any job."""
+    best: tuple[float, Path] | None = None
+    if not checkpoint_root.exists():
+        return None
+    for meta in checkpoint_root.glob("*/chk-*/_metadata"):
+        m = meta.stat().st_mtime
+        if best is None or m > best[0]:
+            best = (m, meta.parent)
+    return best[1] if best else None
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, stack: LocalStack | None = None) -> None:
+        self._stack = stack
+        self._t0: float | None = None
+        self._events: list[BackendEvent] = []
+        self._samples: list[dict[str, Any]] = []  # what the backend itself knows (parallelism, TMs, downtime)
+        self._vertex_ids_seen: dict[str, set[str]] = {}
+        self._job_ids: list[str] = []
+        self._rescales: list[dict[str, Any]] = []
+        self._raw: pd.DataFrame | None = None
+        self._stopped = False
+        self._generator: Any = None
+        self._last_supervise = 0.0
+        self._expected_tms: set[str] = set()
+        self.experiment: Experiment | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self, experiment: Experiment, pattern: LoadPattern, topology: Topology) -> None:
+        from harness.backends.local import jobjar
+        from harness.backends.local.stack import LocalStack
+
+        self.experiment = experiment
+        self.topology = topology
+        self.pattern = pattern
+        self.method = experiment.rescale_method
+        cfg = experiment.local
+        self.stack = self._stack or LocalStack(cfg)
+        stack = self.stack
+        self.rest = FlinkRest(stack.rest_url)
+        parallelism = experiment.initial_parallelism_map()
+        total = sum(parallelism.values())
+
+        stack.ensure_installed()
+        stack.up(taskmanagers=total)
+        for jid in self.rest.active_job_ids():  # a leftover job would hold slots
+            self.rest.cancel(jid)
+        stack.ensure_topics(list(topology.topics), topology.partitions)
+        self.jar = jobjar.ensure_jar()
+        self._jobjar = jobjar
+
+        self.rescaler = Rescaler(
+            self.rest, stack, topology, self._submit,
+            savepoint_dir=stack.savepoint_dir.as_uri(),
+            default_cpus=cfg.taskmanager_cpu_quota,
+        )
+        # match the task managers to the initial total (a reused stack may have more)
+        self.rescaler._shrink(total, busy=set())
+        self.rescaler._grow(total)
+        t_submit = time.monotonic()
+        job_id = self._submit(parallelism, None)
+        state = self.rescaler.current(job_id)
+        self.rescaler.wait_running(job_id, parallelism, state.vertex_ids, since=t_submit)
+        self.state = JobState(job_id, state.vertex_ids, dict(parallelism),
+                              {op: cfg.taskmanager_cpu_quota for op in topology.names})
+        self._remember_vertices()
+        self.startup_s = time.monotonic() - t_submit
+        self.monitor = PrometheusMonitor(stack.prometheus_url, step_s=cfg.scrape_interval_s)
+        self._generator = self._start_generator(pattern, experiment.seed)
+        self._t0 = time.monotonic()
+        self._wall0 = time.time()
+        self._expected_tms = set(stack.taskmanager_ids())
+        self._sample(downtime=False)
+
+    def _submit(self, parallelism: dict[str, int], savepoint: str | None) -> str:
+        main, args = self._jobjar.job_command(self.topology.query, self.stack.kafka_bootstrap, parallelism)
+        job_id = self.stack.submit_job(self.jar, main, list(args), savepoint=savepoint)
+        self._job_ids.append(job_id)
+        return job_id
+
+    def _start_generator(self, pattern: LoadPattern, seed: int) -> Any:
+        from workloads.generator import Generator
+
+        gen = Generator.for_stack(self.stack, pattern, self.topology, seed=seed) if hasattr(
+            Generator, "for_stack") else Generator(
+            bootstrap=self.stack.kafka_bootstrap, pattern=pattern, topics=list(self.topology.topics),
+            metrics_port=self.stack.generator_metrics_port, seed=seed,
+        )
+        gen.start()
+        return gen
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            if self._generator is not None:
+                self._generator.stop()
+        except Exception:  # noqa: BLE001 - teardown goes on
+            pass
+        try:
+            for jid in self.rest.active_job_ids():
+                self.rest.cancel(jid)
+        except Exception:  # noqa: BLE001
+            pass
+        if getattr(self, "stack", None) is not None:
+            self.stack.down()
+
+    # ---------------------------------------------------------------- clock
+    def now(self) -> float:
+        return 0.0 if self._t0 is None else time.monotonic() - self._t0
+
+    def advance_to(self, t: float) -> None:
+        while True:
+            left = t - self.now()
+            if left <= 0:
+                return
+            time.sleep(min(left, SUPERVISE_EVERY_S))
+            if time.monotonic() - self._last_supervise >= SUPERVISE_EVERY_S:
+                self._supervise()
+
+    # ---------------------------------------------------------------- faults
+    def _supervise(self) -> None:
+        """Detect dead Flink processes, restart them, let the job restore, record both events."""
+        self._last_supervise = time.monotonic()
+        from harness.backends.local.flink import JOBMANAGER
+
+        if not self.stack.sup.alive(JOBMANAGER):
+            self._recover_jobmanager()
+            return
+        alive = set(self.stack.taskmanager_ids())
+        dead = sorted(self._expected_tms - alive)
+        if not dead:
+            return
+        t_fault = self.now()
+        self._events.append(BackendEvent(t_fault, "fault", f"task manager died: {', '.join(dead)}",
+                                         {"process": dead, "job_id": self.state.job_id}))
+        try:
+            for tm in dead:
+                self.stack.stop_taskmanager(tm)  # clean pidfile, cgroup and scrape target
+            self.rescaler._grow(sum(self.state.parallelism.values()))
+            self.state.vertex_ids = self.rescaler.current(self.state.job_id).vertex_ids
+            self.rescaler.wait_running(self.state.job_id, self.state.parallelism, self.state.vertex_ids,
+                                       since=time.monotonic())
+            self.rescaler.apply_cpu(self.state, self.state.cpu_share)
+            cp = self.rest.checkpoints(self.state.job_id)
+            self._events.append(BackendEvent(self.now(), "recovery", "task manager replaced; job restored",
+                                             {"outage_s": self.now() - t_fault, "restored_checkpoint":
+                                              cp.latest_restored_id, "taskmanagers": self.stack.taskmanager_ids()}))
+        except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
+            self._events.append(BackendEvent(self.now(), "fault", f"recovery failed: {exc}", {}))
+        self._expected_tms = set(self.stack.taskmanager_ids())
+
+    def _recover_jobmanager(self) -> None:
+        t_fault = self.now()
+        self._events.append(BackendEvent(t_fault, "fault", "job manager died", {"job_id": self.state.job_id}))
+        try:
+            ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints")
+            self.stack.up(taskmanagers=sum(self.state.parallelism.values()))
+            job_id = self._submit(self.state.parallelism, ckpt.as_uri() if ckpt else None)
+            fresh = self.rescaler.current(job_id)
+            self.rescaler.wait_running(job_id, self.state.parallelism, fresh.vertex_ids, since=time.monotonic())
+            self.state = JobState(job_id, fresh.vertex_ids, dict(self.state.parallelism), dict(self.state.cpu_share))
+            self._remember_vertices()
+            self.rescaler.apply_cpu(self.state, self.state.cpu_share)
+            self._events.append(BackendEvent(self.now(), "recovery", "job manager restarted; job resubmitted",
+                                             {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt),
+                                              "job_id": job_id}))
+        except Exception as exc:  # noqa: BLE001
+            self._events.append(BackendEvent(self.now(), "fault", f"job manager recovery failed: {exc}", {}))
+        self._expected_tms = set(self.stack.taskmanager_ids())
+
+    def drain_events(self) -> list[BackendEvent]:
+        if self._t0 is not None and not self._stopped:
+            self._supervise()
+        out, self._events = self._events, []
+        return out
+
+    # ---------------------------------------------------------------- monitor
+    def _remember_vertices(self) -> None:
+        for op, vid in self.state.vertex_ids.items():
+            self._vertex_ids_seen.setdefault(op, set()).add(vid)
+
+    def job_view(self) -> JobView:
+        job = self.rest.job(self.state.job_id)
+        vids = map_vertices(job.vertices, self.topology.names)
+        parallelism = {op: job.vertex(vid).parallelism for op, vid in vids.items()}
+        quotas = {tm: q for tm in self.stack.taskmanager_ids()
+                  if (q := self.stack.taskmanager_cpu(tm)) is not None}
+        try:
+            tms = len(self.rest.taskmanagers())
+        except FlinkRestError:
+            tms = len(quotas)
+        return JobView(
+            job_id=self.state.job_id, topology=self.topology, vertex_ids=vids, parallelism=parallelism,
+            taskmanagers=tms, tm_quota=quotas, cpu_share=dict(self.state.cpu_share), host_cpus=os.cpu_count() or 1,
+        )
+
+    def snapshot(self, window_s: float) -> MetricsSnapshot:
+        t = self.now()
+        try:
+            view = self.job_view()
+        except FlinkRestError as exc:  # job manager unreachable: an empty, flagged snapshot
+            from harness.metrics.snapshot import OperatorMetrics
+
+            self._events.append(BackendEvent(t, "warning", f"job manager unreachable: {exc}", {}))
+            return MetricsSnapshot(
+                t=t, window_s=window_s, topology=self.topology,
+                operators={op: OperatorMetrics(parallelism=self.state.parallelism.get(op, 1))
+                           for op in self.topology.names},
+                missing=("rest",),
+            )
+        snap = self.monitor.snapshot(view, t, window_s)
+        self._sample(downtime=False, snap=snap)
+        return snap
+
+    # ---------------------------------------------------------------- execute
+    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
+        t = self.now()
+        self._sample(downtime=True)
+        before = dict(self.state.parallelism)
+        self.state, result = self.rescaler.rescale(self.method, self.state, parallelism, cpu_share)
+        self._remember_vertices()
+        self._expected_tms = set(self.stack.taskmanager_ids())
+        self._rescales.append({"t": t, "before": before, "after": result.parallelism, "method": result.method,
+                               "downtime_s": result.downtime_s, "ok": result.ok, "error": result.error})
+        self._sample(downtime=False)
+        return result
+
+    def _sample(self, downtime: bool, snap: MetricsSnapshot | None = None) -> None:
+        t = self.now()
+        row: dict[str, Any] = {"t": t, "processing": 0.0 if downtime else 1.0,
+                               "parallelism": dict(self.state.parallelism), "cpu_share": dict(self.state.cpu_share),
+                               "taskmanagers": len(self.stack.taskmanager_ids())}
+        if snap is not None:
+            row["cpu"] = {op: m.cpu_load for op, m in snap.operators.items()}
+            row["cpu_job"] = snap.cpu_load
+        self._samples.append(row)
+
+    # ---------------------------------------------------------------- results
+    def _export_queries(self, step_s: float) -> dict[tuple[str, str], str]:
+        """(record metric, operator or '') -> PromQL over the whole run."""
+        w = f"{max(2 * step_s, 10):g}s"
+        q: dict[tuple[str, str], str] = {
+            (INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
+            (TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
+            (LAG, ""): "sum(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_pendingRecords))",
+            (LATENCY, ""): "avg(max by (task_id, subtask_index) "
+                           "(flink_taskmanager_job_task_operator_deserializer_recordLag)) / 1000",
+        }
+        T = "flink_taskmanager_job_task_"
+        for op in self.topology.names:
+            ids = "|".join(sorted(self._vertex_ids_seen.get(op, set()))) or "none"
+            sel = f'{{task_id=~"{ids}"}}'
+            q[(RECORDS_OUT, op)] = f"sum(max by (subtask_index) ({T}numRecordsOutPerSecond{sel}))"
+            q[(RECORDS_IN, op)] = f"sum(max by (subtask_index) ({T}numRecordsInPerSecond{sel}))"
+            q[(BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
+            q[(BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
+        srcs = "|".join(sorted(v for s in self.topology.sources for v in self._vertex_ids_seen.get(s.name, set())))
+        q[(THROUGHPUT, "")] = (f'sum(max by (task_id, subtask_index) ({T}numRecordsOutPerSecond'
+                               f'{{task_id=~"{srcs or "none"}"}}))')
+        return q
+
+    def _export_raw(self) -> pd.DataFrame:
+        """Every export query as a range query over the run: raw rows (ts, metric, operator, value, labels)."""
+        if self._raw is not None:
+            return self._raw
+        rows: list[dict[str, Any]] = []
+        if self._t0 is not None:
+            step = float(self.experiment.local.scrape_interval_s) if self.experiment else 5.0
+            start, end = self._wall0, self._wall0 + self.now()
+            for (metric, op), promql in self._export_queries(step).items():
+                try:
+                    result = self.monitor.query_range(promql, start, end, step)
+                except Exception as exc:  # noqa: BLE001 - a missing series is reported, not fatal
+                    self._events.append(BackendEvent(self.now(), "warning", f"export of {metric} failed: {exc}", {}))
+                    continue
+                for series in result:
+                    labels = json.dumps(series.get("metric", {}), sort_keys=True)
+                    for ts, v in series.get("values", []):
+                        rows.append({"ts": float(ts) - self._wall0, "metric": metric, "operator": op,
+                                     "value": float(v), "labels": labels, "promql": promql})
+        self._raw = pd.DataFrame(rows, columns=["ts", "metric", "operator", "value", "labels", "promql"])
+        return self._raw
+
+    def timeseries(self) -> pd.DataFrame:
+        raw = self._export_raw()
+        parts = [raw[["ts", "metric", "operator", "value"]].assign(subtask=-1)] if len(raw) else []
+        rows: list[dict[str, Any]] = []
+        for s in self._samples:
+            rows.append({"ts": s["t"], "metric": PROCESSING, "operator": "", "value": s["processing"]})
+            for op, p in s["parallelism"].items():
+                rows.append({"ts": s["t"], "metric": PARALLELISM, "operator": op, "value": float(p)})
+            for op, c in s["cpu_share"].items():
+                rows.append({"ts": s["t"], "metric": CPU_SHARE, "operator": op, "value": float(c)})
+            for op, c in s.get("cpu", {}).items():
+                rows.append({"ts": s["t"], "metric": CPU, "operator": op, "value": float(c)})
+            if "cpu_job" in s:
+                rows.append({"ts": s["t"], "metric": CPU, "operator": "", "value": float(s["cpu_job"])})
+            if not len(raw):
+                rows.append({"ts": s["t"], "metric": TASKMANAGERS, "operator": "", "value": float(s["taskmanagers"])})
+        if rows:
+            parts.append(pd.DataFrame(rows).assign(subtask=-1))
+        if not parts:
+            return pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
+        df = pd.concat(parts, ignore_index=True)
+        df = df[np.isfinite(df["value"].astype(float))]
+        return df[["ts", "metric", "operator", "subtask", "value"]]
+
+    def save_artifacts(self, run_dir: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        raw = self._export_raw()
+        raw.to_parquet(Path(run_dir) / "prometheus-series.parquet", index=False)
+        out["prometheus_series"] = {"file": "prometheus-series.parquet", "rows": len(raw)}
+        snap = self.stack.tsdb_snapshot()
+        dest = Path(run_dir) / "prometheus-snapshot"
+        try:
+            shutil.copytree(snap, dest, copy_function=os.link)  # same file system: hard links, no copy
+        except OSError:
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(snap, dest)
+        shutil.rmtree(snap, ignore_errors=True)
+        out["prometheus_snapshot"] = {"dir": "prometheus-snapshot", "source": str(snap)}
+        return out
+
+    def facts(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": "local", "rescale_method": getattr(self, "method", None)}
+        if getattr(self, "stack", None) is None:
+            return out
+        try:
+            out.update(self.stack.facts())
+        except Exception as exc:  # noqa: BLE001
+            out["stack_facts_error"] = str(exc)
+        flink = out.get("flink_config", {})
+        out["adaptive_scheduler"] = {k: v for k, v in flink.items() if "adaptive-scheduler" in k or k.endswith(
+            "scheduler")}
+        if getattr(self, "method", None) == "reactive":
+            out["reactive"] = REACTIVE_NOTE
+        out["job_ids"] = list(self._job_ids)
+        out["rescales"] = list(self._rescales)
+        out["startup_s"] = getattr(self, "startup_s", None)
+        return out
