@@ -28,7 +28,12 @@ Every `period_s` (60 s):
 4. Latency feedback (Alg. 1, eq. 14): per operator a capacity factor. When the job's
    latency exceeds the constraint lc and the operator's flow is within its capacity, the
    capacity was over-estimated: lower it; when latency is far below lc (< `latency_low`
-   x lc) and the flow is close to capacity (>= lambda c), raise it. Eq. 14's step
+   x lc) and the flow is close to capacity (>= lambda c), raise it. The paper measures
+   latency per vertex (eq. 12); Flink exposes the job's latency, so a capacity is lowered
+   only at the vertices where tuples wait (input buffers >= `queue_threshold` full;
+   sources: lag growing while not backpressured). Lowering every vertex on a job-level
+   signal would shrink all capacities to their flows and make the vertex with the
+   smallest rate (usually the sink) look like the bottleneck. Eq. 14's step
    eta = |1000 / l - 1000 / lc| is in the units of eq. 13's capacity 1000 / l; relative to
    that capacity it is |1 - l / lc|, which we apply multiplicatively (capped at `eta_max`,
    or a fixed `eta`), since our capacities are measured rates, not 1000 / l. The job's
@@ -73,6 +78,9 @@ class FlinkERConfig(AutoscalerConfig):
     latency_feedback: bool = Field(True, description="Alg. 1's capacity regulation")
     latency_constraint_s: float = Field(5.0, gt=0, description="lc: the job's latency constraint (theta)")
     latency_low: float = Field(0.5, gt=0, lt=1, description="'far below' lc means below this x lc")
+    queue_threshold: float = Field(
+        0.5, ge=0, le=1, description="input-buffer usage from which tuples count as waiting at a vertex"
+    )
     eta: float | None = Field(None, gt=0, lt=1, description="fixed relative step instead of eq. 14")
     eta_max: float = Field(0.5, gt=0, lt=1, description="cap on eq. 14's relative step")
     n_max: int | None = Field(None, ge=1, description="most subtasks; None = key groups, sources: partitions")
@@ -246,11 +254,12 @@ class FlinkER(Autoscaler):
         step = cfg.eta if cfg.eta is not None else min(cfg.eta_max, abs(1.0 - latency / lc))
         changed: dict[str, float] = {}
         for name in ops:
-            insts = instances(name, snapshot.operators[name])
+            m = snapshot.operators[name]
+            insts = instances(name, m)
             flow = sum(i.rin for i in insts)
             cap = sum(self.instance_capacity(i) for i in insts)
             factor = self.capacity_factor.get(name, 1.0)
-            if latency > lc and flow <= cap:
+            if latency > lc and flow <= cap and self.slow(snapshot.topology, name, m):
                 factor *= 1.0 - step
             elif latency < cfg.latency_low * lc and math.isfinite(cap) and flow >= cfg.lam * cap:
                 factor *= 1.0 + step
@@ -259,6 +268,16 @@ class FlinkER(Autoscaler):
             self.capacity_factor[name] = min(20.0, max(0.05, factor))
             changed[name] = self.capacity_factor[name]
         return changed
+
+    def slow(self, topo: Topology, name: str, m: OperatorMetrics) -> bool:
+        """Whether tuples wait at this vertex: the stand-in for its own latency (eq. 12).
+
+        Non-sources: full input buffers. Sources: lag growing while not backpressured
+        (they cannot keep up by themselves)."""
+        cfg = self.config
+        if topo.op(name).is_source:
+            return (m.lag_rate or 0.0) > 0 and m.backpressured_fraction <= 0.5
+        return m.input_buffer_usage >= cfg.queue_threshold
 
     # ------------------------------------------------------------ Alg. 2
 

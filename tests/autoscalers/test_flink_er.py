@@ -18,11 +18,13 @@ def er(**params) -> FlinkER:
     return FlinkER(FlinkERConfig(**({"period_s": 0} | params)))
 
 
-def pipeline(map_busy: float, *, lag: float = LAGGING, latency: float = 40.0, src_busy: float = 300.0, t=0.0):
-    """src (2) -> map (2) -> sink (1), 4,000 rec/s flowing; Kafka gets 4,000 rec/s."""
+def pipeline(
+    map_busy: float, *, lag: float = LAGGING, latency: float = 40.0, src_busy: float = 300.0, t=0.0, buffer=0.9
+):
+    """src (2) -> map (2) -> sink (1), 4,000 rec/s flowing; Kafka gets 4,000 rec/s; map's input queue full."""
     return snapshot(TOPO, t=t, latency_s=latency)(
         src=op(2, rin=4000, busy=src_busy, lag=lag, input_rate=4000.0),
-        map=op(2, rin=4000, busy=map_busy),
+        map=op(2, rin=4000, busy=map_busy, buffer=buffer),
         sink=op(1, rin=4000, rout=0, busy=200),
     )
 
@@ -106,6 +108,12 @@ def test_latency_feedback_shifts_capacities():
     assert d is not None and d.parallelism == {"map": 3}
     assert a.capacity_factor["map"] == pytest.approx(0.5)
     assert d.details["operator_capacity"]["map"] == pytest.approx(5000 * 0.5)
+    # Only vertices where tuples wait are lowered: not the idle sink, not the source.
+    assert "sink" not in a.capacity_factor and "src" not in a.capacity_factor
+    # With map's input buffers empty nothing points at map: no capacity change, no scaling.
+    e = er()
+    assert e.decide(pipeline(map_busy=800, latency=10.0, buffer=0.1), NONE) is None
+    assert e.capacity_factor == {}
     # Far below the constraint with map close to its capacity: capacities grow, no bottleneck.
     b = er(phi_s=0.0)
     assert b.decide(pipeline(map_busy=900, latency=1.0), NONE) is None
