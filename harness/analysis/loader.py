@@ -1,0 +1,36 @@
+"""Find run records under a results directory and read their small parts (run.yaml, events)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from harness.analysis.meta import RunMeta, load_meta
+from harness.record import EVENTS_SCHEMA, find_run_dirs
+
+
+@dataclass(frozen=True)
+class RunRef:
+    meta: RunMeta
+    timeseries_path: Path | None  # None when the run wrote no timeseries
+    events: pd.DataFrame
+
+
+def read_events(run_dir: Path) -> pd.DataFrame:
+    path = Path(run_dir) / "events.parquet"
+    if not path.exists():
+        return EVENTS_SCHEMA.empty_table().to_pandas()
+    return pq.read_table(path).to_pandas()
+
+
+def discover(results_dir: Path) -> list[RunRef]:
+    """Every run record under `results_dir`, completed or not (failures are data)."""
+    refs = []
+    for run_dir in find_run_dirs(Path(results_dir)):
+        meta = load_meta(run_dir, results_dir)
+        ts = run_dir / "timeseries.parquet"
+        refs.append(RunRef(meta, ts if ts.exists() else None, read_events(run_dir)))
+    return refs

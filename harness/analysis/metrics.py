@@ -1,0 +1,311 @@
+"""The metric core: pure functions over numpy arrays, no I/O.
+
+Every engine (the pandas cross-check and the PySpark jobs) implements the same
+definitions; this module is the reference and the tests pin it down with
+hand-made series. Conventions shared by all engines:
+
+- A series is a step function: each sample holds until the next one, the last
+  until the run's end (the latest timestamp of the run). Samples whose value is
+  NaN are dropped, so the previous value holds over a gap.
+- Percentiles are over samples (linear interpolation, numpy's default and
+  Spark's exact `percentile`), as the thesis aggregated equally spaced
+  Prometheus samples (Kanis 2023, ch. 5.3, after Cardellini et al.).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+# ceil() of a demand that is an exact multiple of a capacity must not round up on float noise
+CEIL_EPS = 1e-9
+
+
+def step_widths(ts: np.ndarray, end: float | None = None) -> np.ndarray:
+    """Duration each sample holds: up to the next sample, the last one up to `end`."""
+    ts = np.asarray(ts, dtype=float)
+    if len(ts) == 0:
+        return ts
+    stop = ts[-1] if end is None else max(float(end), float(ts[-1]))
+    return np.diff(np.append(ts, stop))
+
+
+def _clean(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ts = np.asarray(ts, dtype=float)
+    values = np.asarray(values, dtype=float)
+    keep = ~np.isnan(values)
+    ts, values = ts[keep], values[keep]
+    order = np.argsort(ts, kind="stable")
+    return ts[order], values[order]
+
+
+def time_weighted_mean(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
+                       end: float | None = None) -> float:
+    """Mean of a step function over [first sample, end] (thesis ch. 5.3: avg(TM) over time).
+
+    Irregular steps weigh by their duration, so a value held for a minute counts
+    twelve times as much as one held for five seconds. A single sample (or all
+    samples at one instant) has no duration: its plain mean is returned.
+    """
+    ts, values = _clean(ts, values)
+    if len(ts) == 0:
+        return math.nan
+    widths = step_widths(ts, end)
+    total = widths.sum()
+    if total <= 0:
+        return float(values.mean())
+    return float((widths * values).sum() / total)
+
+
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """Sample percentile, q in [0, 100], linear interpolation; NaN for no samples."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if len(arr) == 0:
+        return math.nan
+    return float(np.percentile(arr, q))
+
+
+# ---------------------------------------------------------------- convergence
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the convergence pattern (scaled seconds since the run started)."""
+
+    name: str
+    start_s: float
+    end_s: float
+
+    @property
+    def length_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class StageConvergence:
+    """Convergence in one stage (Kanis 2023, ch. 5.3 "Convergence time")."""
+
+    stage: str
+    start_s: float
+    end_s: float
+    actions: int
+    converged: bool
+    time_s: float  # stage start -> last action in the stage; NaN when not converged
+    last_action_s: float  # absolute time of the stage's last action; NaN without actions
+
+
+def convergence(stage: Stage, action_ts: Iterable[float], settle_s: float) -> StageConvergence:
+    """Time from the stage's start to its last scaling action, if the autoscaler then stays put.
+
+    "Stays put" needs evidence: the stage must go on for at least `settle_s`
+    after the last action (by default one cool-down plus one loop period, so the
+    autoscaler had at least one chance to act again and did not). An autoscaler
+    still acting within `settle_s` of the stage's end is "not converged" (the
+    thesis prints "40+" for its 40-minute stages). One that never acts in the
+    stage converged at once: time 0, 0 actions.
+    """
+    inside = sorted(t for t in action_ts if stage.start_s <= t < stage.end_s)
+    if not inside:
+        return StageConvergence(stage.name, stage.start_s, stage.end_s, 0, True, 0.0, math.nan)
+    last = inside[-1]
+    converged = stage.end_s - last >= settle_s
+    return StageConvergence(
+        stage.name, stage.start_s, stage.end_s, len(inside), converged,
+        (last - stage.start_s) if converged else math.nan, last,
+    )
+
+
+# ---------------------------------------------------------------- SPEC (Gesscale sec. V)
+
+
+def ideal_resources(rate: np.ndarray, coefficients: Mapping[str, float], min_parallelism: int = 1) -> np.ndarray:
+    """Least task managers that carry `rate` source records/s (Gesscale sec. V's "ideal" scaler).
+
+    `coefficients[op]` is the operator's demand per source record divided by the
+    per-subtask capacity (see `profile.demand_coefficients`); each operator needs
+    ceil(rate * coefficient) subtasks, at least `min_parallelism`.
+    """
+    rate = np.asarray(rate, dtype=float)
+    total = np.zeros_like(rate)
+    for coef in coefficients.values():
+        total += np.maximum(float(min_parallelism), np.ceil(rate * coef - CEIL_EPS))
+    return total
+
+
+@dataclass(frozen=True)
+class Provisioning:
+    """SPEC RG's elasticity metrics as Gesscale reports them (sec. V, Table III)."""
+
+    accuracy_u: float  # sum of under-provisioned area / T  (resources)
+    accuracy_o: float  # sum of over-provisioned area / T
+    timeshare_u: float  # % of T under-provisioned
+    timeshare_o: float  # % of T over-provisioned
+    period_s: float  # T
+
+
+def merge_steps(ts_a: np.ndarray, a: np.ndarray, ts_b: np.ndarray, b: np.ndarray,
+                end: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Two step functions on the union of their sample times, from the first time both are known.
+
+    Returns (ts, a(ts), b(ts), widths) with widths up to `end` for the last point.
+    """
+    ts_a, a = _clean(ts_a, a)
+    ts_b, b = _clean(ts_b, b)
+    if len(ts_a) == 0 or len(ts_b) == 0:
+        empty = np.array([], dtype=float)
+        return empty, empty, empty, empty
+    grid = np.union1d(ts_a, ts_b)
+    grid = grid[grid >= max(ts_a[0], ts_b[0])]
+    ia = np.searchsorted(ts_a, grid, side="right") - 1
+    ib = np.searchsorted(ts_b, grid, side="right") - 1
+    return grid, a[ia], b[ib], step_widths(grid, end)
+
+
+def provisioning(ts_ideal: np.ndarray, ideal: np.ndarray, ts_actual: np.ndarray, actual: np.ndarray,
+                 end: float | None = None) -> Provisioning:
+    """accuracyU/O = area where demand exceeds supply (or vice versa) / T; timeshare = time share in %."""
+    _, i, a, w = merge_steps(ts_ideal, ideal, ts_actual, actual, end)
+    period = float(w.sum())
+    if period <= 0:
+        return Provisioning(math.nan, math.nan, math.nan, math.nan, 0.0)
+    under = np.maximum(0.0, i - a)
+    over = np.maximum(0.0, a - i)
+    return Provisioning(
+        accuracy_u=float((under * w).sum() / period),
+        accuracy_o=float((over * w).sum() / period),
+        timeshare_u=float(100.0 * w[i > a].sum() / period),
+        timeshare_o=float(100.0 * w[a > i].sum() / period),
+        period_s=period,
+    )
+
+
+def excess_time(ts_input: np.ndarray, input_rate: np.ndarray, ts_lag: np.ndarray, lag: np.ndarray,
+                drain_rate: float, period_s: float, drained_below: float = 1.0) -> float:
+    """Gesscale's excess computation time (Pt - It) / T (sec. V).
+
+    If the input stops before the run ends, Pt - It is the time from the stop
+    until the backlog (Kafka lag) is drained; a backlog still left at the end
+    is added at `drain_rate` (the final configuration's capacity in source
+    records/s). If the input never stops, the backlog left at the end is what
+    would still need processing: lag_end / drain_rate.
+    """
+    ts_i, input_rate = _clean(ts_input, input_rate)
+    ts_l, lag = _clean(ts_lag, lag)
+    if len(ts_l) == 0 or period_s <= 0:
+        return math.nan
+    lag_end = float(lag[-1])
+    tail_s = 0.0
+    busy = np.nonzero(input_rate > 0)[0]
+    if len(busy) and busy[-1] + 1 < len(ts_i):
+        stop = float(ts_i[busy[-1] + 1])
+        after = (ts_l >= stop) & (lag <= drained_below)
+        if after.any():
+            return float((ts_l[after][0] - stop) / period_s)
+        tail_s = max(0.0, float(ts_l[-1] - stop))
+    if lag_end <= drained_below:
+        return tail_s / period_s
+    if drain_rate <= 0 or math.isnan(drain_rate):
+        return math.nan
+    return float((tail_s + lag_end / drain_rate) / period_s)
+
+
+def replica_minutes(ts: np.ndarray, resources: np.ndarray, end: float | None = None) -> float:
+    """Gesscale's cost: one unit per replica per minute (area under the resource curve / 60)."""
+    ts, resources = _clean(ts, resources)
+    if len(ts) == 0:
+        return math.nan
+    return float((resources * step_widths(ts, end)).sum() / 60.0)
+
+
+# ---------------------------------------------------------------- SASO (De Matteis & Mencagli, sec. 5.3)
+
+
+def control_step_violations(ts: np.ndarray, input_rate: np.ndarray, throughput: np.ndarray,
+                            latency: np.ndarray | None, period_s: float, t0: float,
+                            latency_slo_s: float, throughput_ratio: float) -> tuple[int, int]:
+    """QoS violations over control steps of `period_s`: (violations, steps).
+
+    A step violates when its mean throughput / mean input rate < `throughput_ratio`
+    (the throughput strategies' test, theta_th = 0.95) or its mean latency exceeds
+    the SLO (the latency strategies' test). Steps without input skip the ratio test.
+    All three series are sampled at `ts` (NaN where missing).
+    """
+    ts = np.asarray(ts, dtype=float)
+    if len(ts) == 0:
+        return 0, 0
+    bucket = np.floor((ts - t0) / period_s).astype(np.int64)
+    steps = np.unique(bucket)
+    violations = 0
+    for b in steps:
+        sel = bucket == b
+        inp = _nanmean(np.asarray(input_rate, dtype=float)[sel])
+        thr = _nanmean(np.asarray(throughput, dtype=float)[sel])
+        bad = inp > 0 and not math.isnan(thr) and thr / inp < throughput_ratio
+        if latency is not None:
+            lat = _nanmean(np.asarray(latency, dtype=float)[sel])
+            bad = bad or (not math.isnan(lat) and lat > latency_slo_s)
+        violations += int(bad)
+    return violations, len(steps)
+
+
+def _nanmean(arr: np.ndarray) -> float:
+    arr = arr[~np.isnan(arr)]
+    return float(arr.mean()) if len(arr) else math.nan
+
+
+def amplitude(changes: Iterable[tuple[Mapping[str, float], Mapping[str, float]]]) -> float:
+    """Mean Euclidean distance between the configuration vectors before and after each reconfiguration.
+
+    De Matteis & Mencagli sec. 5.3.4 (settling time): u(tau) vs u(tau-1); an
+    operator missing on one side counts as unchanged.
+    """
+    dists = []
+    for before, after in changes:
+        keys = set(before) | set(after)
+        d2 = sum((float(after.get(k, before.get(k, 0.0))) - float(before.get(k, after.get(k, 0.0)))) ** 2
+                 for k in keys)
+        dists.append(math.sqrt(d2))
+    return float(np.mean(dists)) if dists else math.nan
+
+
+# ---------------------------------------------------------------- repetitions
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    mean: float
+    half_width: float  # of the confidence interval; NaN for n < 2
+    n: int
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half_width
+
+
+def t_factor(n: int, level: float = 0.95) -> float:
+    """Student-t quantile for a two-sided `level` interval with n - 1 degrees of freedom."""
+    if n < 2:
+        return math.nan
+    return float(stats.t.ppf(0.5 + level / 2.0, n - 1))
+
+
+def mean_ci(values: Iterable[float], level: float = 0.95) -> MeanCI:
+    """Mean and t-distribution confidence interval over repetitions (NaN values ignored)."""
+    arr = np.asarray([v for v in values if v is not None], dtype=float)
+    arr = arr[~np.isnan(arr)]
+    n = len(arr)
+    if n == 0:
+        return MeanCI(math.nan, math.nan, 0)
+    if n == 1:
+        return MeanCI(float(arr[0]), math.nan, 1)
+    sd = float(arr.std(ddof=1))
+    return MeanCI(float(arr.mean()), t_factor(n, level) * sd / math.sqrt(n), n)

@@ -1,0 +1,283 @@
+"""PySpark jobs: per-run summaries and per-cell aggregates over a whole results directory.
+
+Spark does the heavy part - reducing millions of long-format samples to a few
+numbers per (run, metric, operator) - with window functions (`lead` for the
+duration each sample holds, `last(ignorenulls)` to forward-fill step
+functions) and exact `percentile`. Run metadata and event logs are tiny and
+stay on the driver, where the shared assembly (`summary.assemble_row`) turns
+the aggregates into rows. `local[*]` by default; `--master URL` runs the same
+jobs on a cluster that can read the same paths.
+
+The definitions are those of `metrics` (see its conventions); the pandas
+engine computes them independently and `compare_frames` checks both agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from harness.analysis.aggregate import CELL_KEYS, ci_half_width, metric_columns
+from harness.analysis.events import event_metrics
+from harness.analysis.loader import RunRef
+from harness.analysis.metrics import CEIL_EPS
+from harness.analysis.summary import (
+    PERCENTILE_METRICS,
+    SERIES_STATS_COLUMNS,
+    AnalysisResult,
+    ExcessFacts,
+    RunPieces,
+    SpecFacts,
+    assemble_row,
+    convergence_rows,
+    operator_rows,
+    series_from_frame,
+)
+from harness.record import INPUT_RATE, LAG, LATENCY, TASKMANAGERS, THROUGHPUT
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "3g",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+}
+
+
+def build_session(master: str = "local[*]", app: str = "bench-analysis",
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """A session with a quiet, modest local footprint (no UI, few shuffle partitions)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _norm_path(col: Any) -> Any:
+    """Spark's file URI (`file:///a%20b/x`) -> plain absolute path (`/a b/x`)."""
+    from pyspark.sql import functions as F
+
+    return F.url_decode(F.regexp_replace(col, r"^file:(//)?", ""))
+
+
+def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
+    """All runs' samples with a `run_id` column (NaN/null values dropped)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
+
+    schema = StructType([
+        StructField("ts", DoubleType()), StructField("metric", StringType()),
+        StructField("operator", StringType()), StructField("subtask", IntegerType()),
+        StructField("value", DoubleType()),
+    ])
+    with_ts = [r for r in refs if r.timeseries_path is not None]
+    files = spark.createDataFrame(
+        [(str(r.timeseries_path.resolve()), r.meta.run_id) for r in with_ts], "file string, run_id string")
+    raw = spark.read.schema(schema).parquet(*[str(r.timeseries_path.resolve()) for r in with_ts])
+    raw = raw.withColumn("file", _norm_path(F.input_file_name()))
+    df = raw.join(F.broadcast(files), "file").drop("file")
+    return df.where(F.col("value").isNotNull() & ~F.isnan("value"))
+
+
+def _runs_frame(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
+    rows = [(r.meta.run_id, r.meta.period_s, r.meta.slo_latency_s, r.meta.slo_throughput_ratio,
+             float(r.meta.min_parallelism)) for r in refs]
+    return spark.createDataFrame(rows, "run_id string, period_s double, slo_lat double, slo_ratio double, "
+                                       "min_p double")
+
+
+def series_stats(job: DataFrame) -> DataFrame:
+    """(run, metric, operator) -> time-weighted mean/sum, span, max, min, last, n, p50, p95."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("run_id", "metric", "operator").orderBy("ts")
+    held = job.withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts"))
+    pct_value = F.when(F.col("metric").isin(*PERCENTILE_METRICS) & (F.col("operator") == ""), F.col("value"))
+    agg = held.groupBy("run_id", "metric", "operator").agg(
+        F.sum(F.col("value") * F.col("dt")).alias("tw_sum"),
+        F.sum("dt").alias("span"),
+        F.avg("value").alias("plain_mean"),
+        F.max("value").alias("max"),
+        F.min("value").alias("min"),
+        F.max_by("value", "ts").alias("last"),
+        F.count("value").alias("n"),
+        F.percentile(pct_value, F.array(F.lit(0.5), F.lit(0.95))).alias("pct"),
+    )
+    return agg.select(
+        "run_id", "metric", "operator",
+        F.when(F.col("span") > 0, F.col("tw_sum") / F.col("span")).otherwise(F.col("plain_mean")).alias("tw_mean"),
+        "tw_sum", "span", "max", "min", "last", "n",
+        F.col("pct").getItem(0).alias("p50"), F.col("pct").getItem(1).alias("p95"),
+    )
+
+
+def provisioning(job: DataFrame, coefs: DataFrame, runs: DataFrame) -> DataFrame:
+    """Gesscale's accuracyU/O and timeshareU/O (sec. V) of actual task managers against ideal(t)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    inp = job.where((F.col("metric") == INPUT_RATE) & (F.col("operator") == ""))
+    need = F.greatest(F.col("min_p"), F.ceil(F.col("value") * F.col("coef") - F.lit(CEIL_EPS)).cast("double"))
+    ideal = (inp.join(F.broadcast(coefs), "run_id").join(F.broadcast(runs.select("run_id", "min_p")), "run_id")
+             .groupBy("run_id", "ts", "run_end").agg(F.sum(need).alias("ideal")))
+    w_i = Window.partitionBy("run_id").orderBy("ts")
+    ideal_avg = (ideal.withColumn("dt", F.coalesce(F.lead("ts").over(w_i), F.col("run_end")) - F.col("ts"))
+                 .groupBy("run_id").agg(
+                     (F.sum(F.col("ideal") * F.col("dt")) / F.sum("dt")).alias("tw"),
+                     F.sum("dt").alias("span"), F.avg("ideal").alias("plain"))
+                 .select("run_id", F.when(F.col("span") > 0, F.col("tw")).otherwise(F.col("plain"))
+                         .alias("ideal_avg")))
+    tm = job.where((F.col("metric") == TASKMANAGERS) & (F.col("operator") == "")).select(
+        "run_id", "ts", "run_end", F.lit(None).cast("double").alias("ideal"), F.col("value").alias("actual"))
+    grid = (ideal.select("run_id", "ts", "run_end", "ideal", F.lit(None).cast("double").alias("actual"))
+            .unionByName(tm)
+            .groupBy("run_id", "ts", "run_end").agg(F.max("ideal").alias("ideal"), F.max("actual").alias("actual")))
+    upto = Window.partitionBy("run_id").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    filled = (grid.withColumn("i", F.last("ideal", ignorenulls=True).over(upto))
+              .withColumn("a", F.last("actual", ignorenulls=True).over(upto))
+              .where(F.col("i").isNotNull() & F.col("a").isNotNull()))
+    w = Window.partitionBy("run_id").orderBy("ts")
+    filled = filled.withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts"))
+    period = F.sum("dt")
+    prov = filled.groupBy("run_id").agg(
+        (F.sum(F.greatest(F.lit(0.0), F.col("i") - F.col("a")) * F.col("dt")) / period).alias("accuracy_u"),
+        (F.sum(F.greatest(F.lit(0.0), F.col("a") - F.col("i")) * F.col("dt")) / period).alias("accuracy_o"),
+        (100.0 * F.sum(F.when(F.col("i") > F.col("a"), F.col("dt")).otherwise(0.0)) / period).alias("timeshare_u"),
+        (100.0 * F.sum(F.when(F.col("a") > F.col("i"), F.col("dt")).otherwise(0.0)) / period).alias("timeshare_o"),
+    )
+    return prov.join(ideal_avg, "run_id", "left")
+
+
+def qos_violations(job: DataFrame, runs: DataFrame) -> DataFrame:
+    """De Matteis & Mencagli's QoS violations (sec. 5.3.3) per control step of one loop period."""
+    from pyspark.sql import functions as F
+
+    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, THROUGHPUT, LATENCY))
+            .join(F.broadcast(runs), "run_id")
+            .withColumn("bucket", F.floor((F.col("ts") - F.col("run_start")) / F.col("period_s"))))
+    steps = rows.groupBy("run_id", "bucket", "slo_lat", "slo_ratio").agg(
+        F.avg(F.when(F.col("metric") == INPUT_RATE, F.col("value"))).alias("inp"),
+        F.avg(F.when(F.col("metric") == THROUGHPUT, F.col("value"))).alias("thr"),
+        F.avg(F.when(F.col("metric") == LATENCY, F.col("value"))).alias("lat"),
+    )
+    ratio_bad = (F.col("inp") > 0) & F.col("thr").isNotNull() & (F.col("thr") / F.col("inp") < F.col("slo_ratio"))
+    lat_bad = F.col("lat").isNotNull() & (F.col("lat") > F.col("slo_lat"))
+    bad = F.coalesce(ratio_bad, F.lit(False)) | F.coalesce(lat_bad, F.lit(False))
+    return steps.groupBy("run_id").agg(F.sum(bad.cast("int")).alias("violations"), F.count("*").alias("steps"))
+
+
+def excess_facts(job: DataFrame) -> DataFrame:
+    """When the input stopped (if it did) and when the Kafka backlog was drained after that."""
+    from pyspark.sql import functions as F
+
+    inp = job.where((F.col("metric") == INPUT_RATE) & (F.col("operator") == ""))
+    last_busy = inp.groupBy("run_id").agg(F.max(F.when(F.col("value") > 0, F.col("ts"))).alias("last_busy"))
+    stop = (inp.join(last_busy, "run_id")
+            .groupBy("run_id").agg(F.min(F.when(F.col("ts") > F.col("last_busy"), F.col("ts"))).alias("stop_ts")))
+    lag = job.where((F.col("metric") == LAG) & (F.col("operator") == "")).join(stop, "run_id")
+    return lag.groupBy("run_id").agg(
+        F.first("stop_ts").alias("stop_ts"),
+        F.min(F.when((F.col("ts") >= F.col("stop_ts")) & (F.col("value") <= 1.0), F.col("ts"))).alias("drained_ts"),
+        F.max("ts").alias("last_lag_ts"),
+    )
+
+
+def _nan(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def summarise(spark: SparkSession, refs: list[RunRef],
+              progress: Callable[[str], Any] | None = None) -> AnalysisResult:
+    """The per-run summary of every run; Spark reduces the samples, the driver assembles rows."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    def step(msg: str) -> None:
+        if progress is not None:
+            progress(msg)
+
+    runs = _runs_frame(spark, refs)
+    coef_rows = [(r.meta.run_id, op, float(c)) for r in refs for op, c in r.meta.coefficients.items()]
+    coefs = spark.createDataFrame(coef_rows or [("", "", 0.0)], "run_id string, op string, coef double")
+    have_ts = [r for r in refs if r.timeseries_path is not None]
+    stats_pdf = pd.DataFrame(columns=SERIES_STATS_COLUMNS)
+    bounds_pdf = pd.DataFrame(columns=["run_id", "run_start", "run_end"])
+    prov_pdf = qos_pdf = excess_pdf = pd.DataFrame(columns=["run_id"])
+    if have_ts:
+        step("reading samples")
+        samples = load_samples(spark, have_ts)
+        bounds = samples.groupBy("run_id").agg(F.min("ts").alias("run_start"), F.max("ts").alias("run_end"))
+        job = (samples.where(F.col("subtask") == -1).join(F.broadcast(bounds), "run_id")
+               .persist(StorageLevel.MEMORY_AND_DISK))
+        step("series statistics")
+        stats_pdf = series_stats(job).toPandas()
+        bounds_pdf = bounds.toPandas()
+        step("SPEC provisioning")
+        prov_pdf = provisioning(job, coefs, runs).toPandas()
+        step("QoS violations")
+        qos_pdf = qos_violations(job, runs).toPandas()
+        step("excess time")
+        excess_pdf = excess_facts(job).toPandas()
+        job.unpersist()
+    step("assembling rows")
+    series = series_from_frame(stats_pdf)
+    bounds_by = {r.run_id: (float(r.run_start), float(r.run_end)) for r in bounds_pdf.itertuples()}
+    prov_by = {r.run_id: r for r in prov_pdf.itertuples()}
+    qos_by = {r.run_id: (int(r.violations), int(r.steps)) for r in qos_pdf.itertuples()}
+    excess_by = {r.run_id: ExcessFacts(_nan(r.stop_ts), _nan(r.drained_ts), _nan(r.last_lag_ts))
+                 for r in excess_pdf.itertuples()}
+    rows, conv, ops = [], [], []
+    for ref in refs:
+        rid = ref.meta.run_id
+        start, end = bounds_by.get(rid, (0.0, 0.0))
+        pieces = RunPieces(start, end, series.get(rid, {}), qos=qos_by.get(rid, (0, 0)), excess=excess_by.get(rid))
+        p = prov_by.get(rid)
+        if p is not None and ref.meta.coefficients:
+            pieces.spec = SpecFacts(_nan(p.accuracy_u), _nan(p.accuracy_o), _nan(p.timeshare_u),
+                                    _nan(p.timeshare_o), _nan(p.ideal_avg))
+        event_cols, stages = event_metrics(ref.meta, ref.events, end)
+        rows.append(assemble_row(ref.meta, pieces, event_cols))
+        conv.extend(convergence_rows(ref.meta, stages))
+        ops.extend(operator_rows(ref.meta, pieces))
+    return AnalysisResult(pd.DataFrame(rows), pd.DataFrame(conv), pd.DataFrame(ops),
+                          stats_pdf[SERIES_STATS_COLUMNS].reset_index(drop=True))
+
+
+def aggregate_cells(spark: SparkSession, summary: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per-cell mean, t-interval and n computed by Spark (same columns as `aggregate.aggregate_cells`)."""
+    from pyspark.sql import functions as F
+
+    if summary.empty:
+        return pd.DataFrame(columns=CELL_KEYS + ["runs"])
+    cols = metric_columns(summary)
+    pdf = summary[CELL_KEYS + cols].copy()
+    for c in cols:
+        pdf[c] = pdf[c].astype(float)
+    sdf = spark.createDataFrame(pdf)
+    exprs = []
+    for c in cols:
+        v = F.when(~F.isnan(F.col(c)), F.col(c))
+        exprs += [F.avg(v).alias(f"{c}__mean"), F.stddev_samp(v).alias(f"{c}__sd"), F.count(v).alias(f"{c}__n")]
+    agg = sdf.groupBy(*CELL_KEYS).agg(*exprs, F.count("*").alias("runs")).toPandas()
+    data: dict[str, Any] = {k: agg[k] for k in CELL_KEYS}
+    for c in cols:
+        n = agg[f"{c}__n"].astype(int)
+        data[c] = agg[f"{c}__mean"].astype(float)
+        data[f"{c}_ci"] = [ci_half_width(_nan(s), int(k), level) for s, k in zip(agg[f"{c}__sd"], n, strict=True)]
+        data[f"{c}_n"] = n
+    data["runs"] = agg["runs"].astype(int)
+    out = pd.DataFrame(data)
+    return out.sort_values(CELL_KEYS).reset_index(drop=True)

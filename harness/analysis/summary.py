@@ -1,0 +1,185 @@
+"""The per-run summary: its columns and how engine outputs become one row.
+
+An engine (pandas or Spark) reduces a run's long-format timeseries to four
+small pieces - per-series statistics, SPEC provisioning, control-step QoS
+counts and excess-time facts - and `assemble_row` turns those plus the
+event-derived columns into the row. Keeping the assembly shared means the
+two engines can only disagree where they aggregate, which is what the
+cross-check is for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.meta import RunMeta
+from harness.analysis.metrics import StageConvergence
+from harness.analysis.profile import drain_rate
+from harness.record import CPU, CPU_SHARE, INPUT_RATE, LAG, LATENCY, PARALLELISM, TASKMANAGERS, THROUGHPUT
+
+# columns of the long per-series statistics table both engines produce
+SERIES_STATS_COLUMNS = ["run_id", "metric", "operator", "tw_mean", "tw_sum", "span", "max", "min", "last",
+                        "n", "p50", "p95"]
+# series whose percentiles are reported (keeps Spark's exact percentile cheap)
+PERCENTILE_METRICS = (LATENCY,)
+
+# numeric columns of the summary, grouped as the tables show them
+THESIS_COLUMNS = ["tm_avg", "tm_max", "lat_avg", "lat_p50", "lat_p95", "lat_max", "input_rate_avg",
+                  "throughput_avg", "throughput_ratio", "cpu_avg", "lag_max", "lag_end", "scale_count",
+                  "duration_s"]
+SPEC_COLUMNS = ["spec_accuracy_u", "spec_accuracy_o", "spec_timeshare_u", "spec_timeshare_o",
+                "spec_excess_time", "spec_reconfigurations", "spec_cost_replica_min", "spec_ideal_avg"]
+SASO_COLUMNS = ["saso_reconfigurations", "saso_qos_violations", "saso_control_steps", "saso_qos_violation_pct",
+                "saso_amplitude", "saso_overshoot", "saso_overshoot_vs_ideal"]
+MEAD_COLUMNS = ["mead_rt_mean", "mead_rt_p95", "mead_rt_target", "mead_rt_mean_ratio", "mead_target_met",
+                "mead_cpu_share"]
+FAILURE_COLUMNS = ["faults", "crashes", "failed_rescales", "recoveries", "failed", "flagged"]
+METRIC_COLUMNS = THESIS_COLUMNS + SPEC_COLUMNS + SASO_COLUMNS + MEAD_COLUMNS + FAILURE_COLUMNS
+
+
+@dataclass(frozen=True)
+class SeriesStats:
+    tw_mean: float
+    tw_sum: float  # area under the step function (value * seconds)
+    span: float  # seconds covered (first sample to run end)
+    max: float
+    min: float
+    last: float
+    n: int
+    p50: float = math.nan
+    p95: float = math.nan
+
+
+@dataclass(frozen=True)
+class SpecFacts:
+    accuracy_u: float
+    accuracy_o: float
+    timeshare_u: float
+    timeshare_o: float
+    ideal_avg: float
+
+
+@dataclass(frozen=True)
+class ExcessFacts:
+    """Where the input stopped and when the backlog was gone (NaN when it did not happen)."""
+
+    stop_ts: float  # first sample after the last one with input > 0
+    drained_ts: float  # first lag sample <= 1 at or after stop_ts
+    last_lag_ts: float
+
+
+@dataclass
+class RunPieces:
+    """Everything an engine computed for one run."""
+
+    run_start: float
+    run_end: float
+    series: dict[tuple[str, str], SeriesStats] = field(default_factory=dict)
+    spec: SpecFacts | None = None
+    qos: tuple[int, int] = (0, 0)
+    excess: ExcessFacts | None = None
+
+
+def series_from_frame(df: pd.DataFrame) -> dict[str, dict[tuple[str, str], SeriesStats]]:
+    """Split the long series-stats table into {run_id: {(metric, operator): SeriesStats}}."""
+    out: dict[str, dict[tuple[str, str], SeriesStats]] = {}
+    for r in df.itertuples(index=False):
+        out.setdefault(r.run_id, {})[(r.metric, r.operator)] = SeriesStats(
+            float(r.tw_mean), float(r.tw_sum), float(r.span), float(r.max), float(r.min), float(r.last),
+            int(r.n), float(r.p50), float(r.p95))
+    return out
+
+
+def excess_from_facts(facts: ExcessFacts | None, lag_end: float, drain: float, period_s: float,
+                      drained_below: float = 1.0) -> float:
+    """`metrics.excess_time` from the facts an aggregation engine can compute in one pass."""
+    if facts is None or period_s <= 0 or math.isnan(lag_end):
+        return math.nan
+    if not math.isnan(facts.stop_ts):
+        if not math.isnan(facts.drained_ts):
+            return (facts.drained_ts - facts.stop_ts) / period_s
+        tail = max(0.0, facts.last_lag_ts - facts.stop_ts)
+    else:
+        tail = 0.0
+    if lag_end <= drained_below:
+        return tail / period_s
+    if drain <= 0 or math.isnan(drain):
+        return math.nan
+    return (tail + lag_end / drain) / period_s
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(b) and not math.isnan(a) else math.nan
+
+
+def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]) -> dict[str, Any]:
+    s = pieces.series
+    nan_stats = SeriesStats(math.nan, math.nan, 0.0, math.nan, math.nan, math.nan, 0)
+    tm, lat, cpu, lag = (s.get((m, ""), nan_stats) for m in (TASKMANAGERS, LATENCY, CPU, LAG))
+    inp, thr = s.get((INPUT_RATE, ""), nan_stats), s.get((THROUGHPUT, ""), nan_stats)
+    duration = pieces.run_end - pieces.run_start
+    final_par = {op: st.last for (m, op), st in s.items() if m == PARALLELISM and op}
+    shares = [st.tw_mean for (m, op), st in s.items() if m == CPU_SHARE and op]
+    spec = pieces.spec
+    ideal_avg = spec.ideal_avg if spec else math.nan
+    violations, steps = pieces.qos
+    row: dict[str, Any] = {
+        **meta.identity(),
+        "tm_avg": tm.tw_mean, "tm_max": tm.max,
+        "lat_avg": lat.tw_mean, "lat_p50": lat.p50, "lat_p95": lat.p95, "lat_max": lat.max,
+        "input_rate_avg": inp.tw_mean, "throughput_avg": thr.tw_mean,
+        "throughput_ratio": _div(thr.tw_mean, inp.tw_mean),
+        "cpu_avg": cpu.tw_mean, "lag_max": lag.max, "lag_end": lag.last,
+        "duration_s": duration,
+        "spec_accuracy_u": spec.accuracy_u if spec else math.nan,
+        "spec_accuracy_o": spec.accuracy_o if spec else math.nan,
+        "spec_timeshare_u": spec.timeshare_u if spec else math.nan,
+        "spec_timeshare_o": spec.timeshare_o if spec else math.nan,
+        "spec_excess_time": excess_from_facts(pieces.excess, lag.last,
+                                              drain_rate(list(meta.operators), final_par), duration),
+        "spec_cost_replica_min": tm.tw_sum / 60.0 if tm.n else math.nan,
+        "spec_ideal_avg": ideal_avg,
+        "saso_qos_violations": violations, "saso_control_steps": steps,
+        "saso_qos_violation_pct": 100.0 * violations / steps if steps else math.nan,
+        "saso_overshoot": tm.tw_mean, "saso_overshoot_vs_ideal": tm.tw_mean - ideal_avg,
+        "mead_rt_mean": lat.tw_mean, "mead_rt_p95": lat.p95, "mead_rt_target": meta.slo_latency_s,
+        "mead_rt_mean_ratio": _div(lat.tw_mean, meta.slo_latency_s),
+        "mead_target_met": bool(lat.tw_mean <= meta.slo_latency_s) if not math.isnan(lat.tw_mean) else False,
+        "mead_cpu_share": float(sum(shares) / len(shares)) if shares else math.nan,
+        **event_cols,
+    }
+    return row
+
+
+def convergence_rows(meta: RunMeta, conv: list[StageConvergence]) -> list[dict[str, Any]]:
+    return [
+        {**meta.identity(), "stage": c.stage, "start_s": c.start_s, "end_s": c.end_s, "actions": c.actions,
+         "converged": c.converged, "time_s": c.time_s, "time_min_pattern": c.time_s * meta.time_scale / 60.0,
+         "length_min_pattern": (c.end_s - c.start_s) * meta.time_scale / 60.0}
+        for c in conv
+    ]
+
+
+def operator_rows(meta: RunMeta, pieces: RunPieces) -> list[dict[str, Any]]:
+    """Per-operator time-weighted means (parallelism, CPU, rates) for the report."""
+    return [
+        {"run_id": meta.run_id, "operator": op, "metric": m, "tw_mean": st.tw_mean, "max": st.max,
+         "last": st.last}
+        for (m, op), st in sorted(pieces.series.items())
+        if op
+    ]
+
+
+@dataclass
+class AnalysisResult:
+    """What an engine returns: per-run summary, per-stage convergence, per-operator stats."""
+
+    summary: pd.DataFrame
+    convergence: pd.DataFrame
+    operators: pd.DataFrame
+    series_stats: pd.DataFrame

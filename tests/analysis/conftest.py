@@ -1,0 +1,80 @@
+"""Shared fixtures: hand-made and synthetic run records, one SparkSession per test session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.analysis.synthetic import synthetic_matrix
+from harness.record import (
+    EV_ACTION,
+    EV_FAULT,
+    EV_PHASE,
+    INPUT_RATE,
+    LATENCY,
+    PARALLELISM,
+    TASKMANAGERS,
+    THROUGHPUT,
+    EventLog,
+    write_run_record,
+)
+
+
+def hand_made_run(run_dir: Path) -> Path:
+    """Four samples at irregular steps (0, 10, 30, 60 s); every answer is worked out in the tests."""
+    ts = [0.0, 10.0, 30.0, 60.0]
+    rows = []
+    for metric, values in {
+        TASKMANAGERS: [3, 3, 6, 6],
+        LATENCY: [1, 2, 3, 10],
+        INPUT_RATE: [100, 100, 100, 100],
+        THROUGHPUT: [100, 90, 100, 100],
+    }.items():
+        rows += [{"ts": t, "metric": metric, "value": float(v)} for t, v in zip(ts, values, strict=True)]
+    for op, values in {"bids_source": [1, 1, 2, 2], "map": [1, 1, 3, 3], "sink": [1, 1, 1, 1]}.items():
+        rows += [{"ts": t, "metric": PARALLELISM, "operator": op, "value": float(v)}
+                 for t, v in zip(ts, values, strict=True)]
+    events = EventLog()
+    events.add(0.0, EV_PHASE, "start")
+    events.add(0.0, EV_PHASE, "stage1 start", stage="stage1", start=0.0, end=40.0)
+    events.add(40.0, EV_PHASE, "stage2 start", stage="stage2", start=40.0, end=60.0)
+    events.add(5.0, EV_ACTION, "up", before={"bids_source": 1, "map": 1, "sink": 1},
+               after={"bids_source": 2, "map": 3, "sink": 1})
+    events.add(50.0, EV_ACTION, "down", before={"bids_source": 2, "map": 3, "sink": 1},
+               after={"bids_source": 2, "map": 2, "sink": 1})
+    events.add(20.0, EV_FAULT, "rescale failed: boom")
+    config = {
+        "name": "hand", "backend": "sim", "query": "q1", "pattern": {"name": "constant", "time_scale": 1.0},
+        "autoscaler": {"name": "ds2", "params": {"overprovisioning": 1.2}},
+        "loop": {"period_s": 10.0, "cooldown_s": 5.0}, "slo": {"latency_s": 2.5, "throughput_ratio": 0.95},
+    }
+    return write_run_record(run_dir, {"run_id": run_dir.name, "config": config, "duration_s": 60.0},
+                            pd.DataFrame(rows), events, "completed")
+
+
+@pytest.fixture
+def hand_results(tmp_path: Path) -> Path:
+    hand_made_run(tmp_path / "m" / "hand-r0")
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def small_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3 autoscalers x {cosine, convergence} x 2 repetitions of 30-minute synthetic runs, plus the hand-made one."""
+    root = tmp_path_factory.mktemp("results")
+    synthetic_matrix(root, patterns=("cosine", "convergence"), repetitions=2, duration_s=1800.0)
+    hand_made_run(root / "hand" / "hand-r0")
+    return root
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from harness.analysis.spark_jobs import build_session
+
+    session = build_session("local[2]", app="bench-analysis-tests",
+                            conf={"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()

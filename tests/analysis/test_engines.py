@@ -1,0 +1,103 @@
+"""Per-run summaries of a hand-made run record, and per-cell aggregates over repetitions."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.analysis import pandas_engine
+from harness.analysis.aggregate import CELL_KEYS, aggregate_cells, compare_frames, crash_rates
+from harness.analysis.loader import discover
+
+
+@pytest.fixture
+def row(hand_results: Path) -> pd.Series:
+    result = pandas_engine.summarise(discover(hand_results))
+    assert len(result.summary) == 1
+    return result.summary.iloc[0]
+
+
+def test_identity_comes_from_run_yaml_and_the_directory(row: pd.Series):
+    assert (row.run_id, row.matrix, row.cell_id, row.repetition) == ("m/hand-r0", "m", "hand", 0)
+    assert (row.query, row.autoscaler, row.params) == ("q1", "ds2", '{"overprovisioning": 1.2}')
+
+
+def test_thesis_metrics(row: pd.Series):
+    assert row.tm_avg == pytest.approx((3 * 10 + 3 * 20 + 6 * 30) / 60)
+    assert row.tm_max == 6
+    assert row.lat_avg == pytest.approx((1 * 10 + 2 * 20 + 3 * 30) / 60)
+    assert row.lat_p50 == pytest.approx(2.5)
+    assert row.lat_p95 == pytest.approx(3 + 0.85 * 7)
+    assert row.lat_max == 10
+    assert row.throughput_avg == pytest.approx((100 * 10 + 90 * 20 + 100 * 30) / 60)
+    assert row.throughput_ratio == pytest.approx(row.throughput_avg / 100)
+    assert row.scale_count == 2 and row.duration_s == 60
+
+
+def test_saso_and_mead(row: pd.Series):
+    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9; [30,40) lat 3 > 2.5; [60,70) lat 10
+    assert (row.saso_qos_violations, row.saso_control_steps) == (3, 4)
+    # (1,1,1)->(2,3,1): sqrt(1+4); (2,3,1)->(2,2,1): 1
+    assert row.saso_amplitude == pytest.approx((math.sqrt(5) + 1) / 2)
+    assert row.mead_rt_target == 2.5 and row.mead_target_met  # mean 140/60 s <= 2.5 s, though p95 is not
+    assert row.mead_rt_mean_ratio == pytest.approx(row.lat_avg / 2.5)
+
+
+def test_spec_cost_and_ideal(row: pd.Series):
+    assert row.spec_cost_replica_min == pytest.approx((3 * 30 + 6 * 30) / 60)
+    # 100 records/s is far below one subtask's capacity: ideal = 1 per operator = 3
+    assert row.spec_ideal_avg == 3
+    assert row.spec_accuracy_o == pytest.approx(((3 - 3) * 30 + (6 - 3) * 30) / 60)
+    assert row.spec_accuracy_u == 0 and row.spec_timeshare_o == pytest.approx(50)
+
+
+def test_convergence_per_stage_from_phase_events(row: pd.Series):
+    # settle = cooldown 5 + period 10 = 15 s; stage1 [0,40): last action at 5 -> converged after 5 s
+    assert row.conv_stage1_converged and row.conv_stage1_s == 5 and row.conv_stage1_actions == 1
+    # stage2 [40,60): action at 50, only 10 s before the end -> not converged
+    assert not row.conv_stage2_converged and math.isnan(row.conv_stage2_s)
+
+
+def test_failures_are_flagged_not_dropped(row: pd.Series):
+    assert row.faults == 1 and row.failed_rescales == 1 and row.flagged and not row.failed
+
+
+def test_failed_run_is_kept(hand_results: Path):
+    (hand_results / "m" / "hand-r0" / "status").write_text("failed: crashed\n")
+    summary = pandas_engine.summarise(discover(hand_results)).summary
+    assert summary.iloc[0].failed and summary.iloc[0].flagged
+    assert crash_rates(summary).iloc[0].crash_rate == 1.0
+
+
+def _summary(values: list[float], autoscaler: str = "ds2") -> pd.DataFrame:
+    return pd.DataFrame({
+        "run_id": [f"{autoscaler}{i}" for i in range(len(values))], "matrix": "m", "query": "q1",
+        "pattern": "cosine", "autoscaler": autoscaler, "params": "{}", "cell_id": autoscaler,
+        "repetition": list(range(len(values))), "tm_avg": values, "flagged": [False] * len(values),
+    })
+
+
+def test_aggregate_over_repetitions():
+    agg = aggregate_cells(pd.concat([_summary([10, 12, 14]), _summary([5.0], "hpa")]))
+    ds2 = agg[agg.autoscaler == "ds2"].iloc[0]
+    assert ds2.tm_avg == 12 and ds2.tm_avg_n == 3 and ds2.runs == 3
+    assert ds2.tm_avg_ci == pytest.approx(4.303 * 2 / math.sqrt(3), rel=1e-3)  # t(0.975, 2) = 4.303, sd = 2
+    hpa = agg[agg.autoscaler == "hpa"].iloc[0]
+    assert hpa.tm_avg == 5 and hpa.tm_avg_n == 1 and math.isnan(hpa.tm_avg_ci)
+
+
+def test_aggregate_ignores_nan_repetitions():
+    agg = aggregate_cells(_summary([10, math.nan, 14]))
+    assert agg.iloc[0].tm_avg == 12 and agg.iloc[0].tm_avg_n == 2 and agg.iloc[0].runs == 3
+
+
+def test_compare_frames_reports_differences():
+    a = _summary([1.0, 2.0])
+    b = a.copy()
+    assert compare_frames(a, b, ["run_id"]) == []
+    b.loc[1, "tm_avg"] = 2.1
+    assert any("tm_avg" in p for p in compare_frames(a, b, ["run_id"]))
+    assert set(CELL_KEYS) <= set(a.columns)
