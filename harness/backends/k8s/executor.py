@@ -97,33 +97,50 @@ def dig(obj: dict[str, Any], path: str, default: Any = None) -> Any:
 # ------------------------------------------------------------------ connecting
 
 
+def kubeconfig_path(cfg: K8sConfig) -> str:
+    """The kubeconfig the client would read: the configured one, else the first of $KUBECONFIG, else
+    ~/.kube/config."""
+    if cfg.kubeconfig:
+        return os.path.expanduser(cfg.kubeconfig)
+    env = os.environ.get("KUBECONFIG", "")
+    first = env.split(os.pathsep)[0] if env else ""
+    return os.path.expanduser(first or "~/.kube/config")
+
+
 def describe_target(cfg: K8sConfig) -> str:
     """What we tried to reach, for error messages (a user without a cluster reads this)."""
     if cfg.in_cluster:
         return "in-cluster service account (KUBERNETES_SERVICE_HOST)"
-    path = cfg.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    return f"kubeconfig {path!r}, context {cfg.context or '(current-context)'!r}"
+    return f"kubeconfig {kubeconfig_path(cfg)!r}, context {cfg.context or '(current-context)'!r}"
+
+
+def _unavailable(target: str, why: str) -> K8sUnavailable:
+    return K8sUnavailable(
+        f"no Kubernetes cluster configured: {target}: {why}. The k8s backend needs a reachable cluster "
+        "(see docs/k8s.md); use --backend local or sim without one."
+    )
 
 
 def connect(cfg: K8sConfig) -> KubeApis:
-    """Load the credentials and make one cheap call with a short timeout; fail fast and say what was tried."""
+    """Load the credentials and make one cheap call with a short timeout; fail fast and say what was tried.
+
+    A missing kubeconfig is reported before the (slow to import) client is even loaded.
+    """
+    target = describe_target(cfg)
+    path = kubeconfig_path(cfg)
+    if not cfg.in_cluster and not os.path.exists(path):
+        raise _unavailable(target, f"{path} does not exist")
+
     from kubernetes import client, config
 
-    target = describe_target(cfg)
     try:
         if cfg.in_cluster:
             config.load_incluster_config()
             api_client = client.ApiClient()
         else:
-            path = os.path.expanduser(cfg.kubeconfig) if cfg.kubeconfig else None
-            if path and not os.path.exists(path):
-                raise FileNotFoundError(f"{path} does not exist")
             api_client = config.new_client_from_config(config_file=path, context=cfg.context)
-    except Exception as exc:  # ConfigException, FileNotFoundError, malformed YAML, ...
-        raise K8sUnavailable(
-            f"no Kubernetes cluster configured: {target}: {exc}. The k8s backend needs a reachable cluster "
-            "(see docs/k8s.md); use --backend local or sim without one."
-        ) from None
+    except Exception as exc:  # ConfigException (no such context, no current-context), malformed YAML, ...
+        raise _unavailable(target, f"{type(exc).__name__}: {exc}") from None
     try:
         version = client.VersionApi(api_client).get_code(_request_timeout=cfg.connect_timeout_s)
     except Exception as exc:
