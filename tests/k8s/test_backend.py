@@ -196,3 +196,43 @@ def test_observe_only_records_the_operators_rescales_as_actions():
     assert len(actions) == 1 and actions[0].data["after"]["map"] == 3
     assert actions[0].data["before"]["map"] == 1
     assert backend.state.parallelism["map"] == 3
+
+
+class RecordingForward:
+    instances: list[RecordingForward] = []
+
+    def __init__(self, cmd):
+        self.cmd, self.started, self.stopped = cmd, 0, 0
+        RecordingForward.instances.append(self)
+
+    def start(self):
+        self.started += 1
+
+    def ensure(self):
+        return False
+
+    def stop(self):
+        self.stopped += 1
+
+
+def test_port_forwards_open_after_the_services_exist_and_close_on_stop():
+    cluster = FakeCluster()
+    clock = FakeClock()
+    topo = load_topology("q1")
+    RecordingForward.instances = []
+    urls = []
+
+    def rest(url):
+        urls.append(url)
+        assert len(RecordingForward.instances) == 2  # forwards exist before the first REST call
+        return FakeFlink(list(topo.names), {op: 1 for op in topo.names}, lambda: backend.ex.taskmanager_pods())
+
+    backend = K8sBackend(connector=lambda cfg: fake_apis(cluster), rest_factory=rest,
+                         monitor_factory=lambda url, step: FakeMonitor(), clock=clock, sleep=clock.sleep,
+                         forward_factory=RecordingForward)
+    start(backend, experiment(namespace="pf", port_forward=True))
+    assert urls == ["http://127.0.0.1:18081"] and backend.prometheus_url == "http://127.0.0.1:19090"
+    targets = [f.cmd[-2:] for f in RecordingForward.instances]
+    assert targets == [["svc/flink-jobmanager", "18081:8081"], ["svc/prometheus", "19090:9090"]]
+    backend.stop()
+    assert [f.stopped for f in RecordingForward.instances] == [1, 1]

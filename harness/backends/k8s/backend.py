@@ -31,6 +31,7 @@ from harness.backends.k8s import manifests as mf
 from harness.backends.k8s import series
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sError, K8sExecutor, KubeApis, connect
+from harness.backends.k8s.portforward import PortForward, port_forward_command
 from harness.backends.k8s.rescale import JobRest, JobState, K8sRescaler
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
@@ -60,8 +61,11 @@ class K8sBackend:
         monitor_factory: Callable[[str, float], Any] = lambda url, step: PrometheusMonitor(url, step_s=step),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        forward_factory: Callable[[list[str]], PortForward] = PortForward,
     ) -> None:
         self._connector = connector
+        self._forward_factory = forward_factory
+        self.forwards: list[PortForward] = []
         self._rest_factory = rest_factory
         self._monitor_factory = monitor_factory
         self.clock = clock
@@ -116,8 +120,14 @@ class K8sBackend:
             ex.wait_ready("Deployment", mf.JOBMANAGER)
             ex.wait_ready("Deployment", mf.TASKMANAGER)
 
-        self.rest_url = cfg.rest_url or mf.in_cluster_rest_url(cfg)
-        self.prometheus_url = cfg.prometheus_url or mf.in_cluster_prometheus_url(cfg)
+        self.rest_url = cfg.resolved_rest_url(mf.in_cluster_rest_url(cfg))
+        self.prometheus_url = cfg.resolved_prometheus_url(mf.in_cluster_prometheus_url(cfg))
+        if cfg.port_forward:  # the services exist only now
+            for svc, local, remote in ((mf.rest_service_name(cfg), cfg.rest_local_port, mf.REST_PORT),
+                                       (mf.PROMETHEUS, cfg.prometheus_local_port, mf.PROMETHEUS_PORT)):
+                fwd = self._forward_factory(port_forward_command(cfg, svc, local, remote, cfg.kubectl))
+                fwd.start()
+                self.forwards.append(fwd)
         self.rest = self._rest_factory(self.rest_url)
         self.rescaler = K8sRescaler(cfg, ex, self.rest, topology, self.clock, self.sleep)
         self.rescaler.wait_running(None, parallelism, since=self.clock())
@@ -141,6 +151,8 @@ class K8sBackend:
         if self._stopped:
             return
         self._stopped = True
+        for fwd in self.forwards:
+            fwd.stop()
         if self.ex is not None and self.cfg.teardown:
             try:
                 self.ex.teardown()
@@ -164,6 +176,9 @@ class K8sBackend:
     def _supervise(self) -> None:
         """Record the job going down/up (Kubernetes and Flink restart it) and rescales we did not make."""
         self._last_supervise = self.clock()
+        for fwd in self.forwards:
+            if fwd.ensure():
+                self._events.append(BackendEvent(self.now(), "warning", f"port-forward restarted: {fwd.cmd[-2:]}", {}))
         try:
             fresh = self.rescaler.current()
         except Exception as exc:  # noqa: BLE001 - the job manager may be restarting

@@ -46,6 +46,12 @@ class K8sConfig(BaseModel):
     prometheus_url: str | None = Field(
         None, description="Prometheus as the harness reaches it (e.g. a port-forward); default: service DNS"
     )
+    port_forward: bool = Field(
+        False, description="run `kubectl port-forward` for Flink REST and Prometheus (harness outside the cluster)"
+    )
+    rest_local_port: int = Field(18081, ge=1024, le=65535, description="local end of the REST port-forward")
+    prometheus_local_port: int = Field(19090, ge=1024, le=65535, description="local end of the Prometheus forward")
+    kubectl: str = Field("kubectl", description="kubectl binary for port_forward")
     teardown: bool = Field(True, description="delete the namespace when the run stops")
 
     # ---- what runs
@@ -113,6 +119,17 @@ class K8sConfig(BaseModel):
         if self.taskmanager_cpu_limit < self.taskmanager_cpu:
             raise ValueError("taskmanager_cpu_limit must be >= taskmanager_cpu (the request)")
         return self
+
+    def resolved_rest_url(self, in_cluster_url: str) -> str:
+        """Explicit URL, else the local end of our port-forward, else the service DNS (harness in-cluster)."""
+        if self.rest_url:
+            return self.rest_url
+        return f"http://127.0.0.1:{self.rest_local_port}" if self.port_forward else in_cluster_url
+
+    def resolved_prometheus_url(self, in_cluster_url: str) -> str:
+        if self.prometheus_url:
+            return self.prometheus_url
+        return f"http://127.0.0.1:{self.prometheus_local_port}" if self.port_forward else in_cluster_url
 
     @property
     def flink_name(self) -> str:
