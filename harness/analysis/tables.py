@@ -72,14 +72,18 @@ def fmt(value: float, ci: float = math.nan) -> str:
 
 
 def row_labels(cells: pd.DataFrame) -> list[str]:
-    """Autoscaler name plus the parameters that vary among these cells; cell id if still ambiguous."""
+    """Autoscaler name plus its parameters that vary among its cells here; cell id if still ambiguous."""
     params = [json.loads(p) if isinstance(p, str) and p else {} for p in cells["params"]]
-    keys = sorted({k for p in params for k in p})
-    varying = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True) for p in params}) > 1]
+    names = [str(n) for n in cells["autoscaler"]]
+    varying: dict[str, list[str]] = {}
+    for name in set(names):
+        mine = [p for n, p in zip(names, params, strict=True) if n == name]
+        keys = sorted({k for p in mine for k in p})
+        varying[name] = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True) for p in mine}) > 1]
     labels = []
-    for name, p in zip(cells["autoscaler"], params, strict=True):
-        extra = ", ".join(f"{k}={p.get(k)}" for k in varying if k in p)
-        labels.append(f"{name} ({extra})" if extra else str(name))
+    for name, p in zip(names, params, strict=True):
+        extra = ", ".join(f"{k}={p.get(k)}" for k in varying[name] if k in p)
+        labels.append(f"{name} ({extra})" if extra else name)
     if len(set(labels)) < len(labels):
         labels = [f"{lab} [{cid}]" for lab, cid in zip(labels, cells["cell_id"], strict=True)]
     return labels
