@@ -53,6 +53,7 @@ class RunMeta:
     slo_latency_s: float
     slo_throughput_ratio: float
     operators: tuple[OperatorProfile, ...] = ()
+    topic_shares: dict[str, float] | None = None  # share of the input rate per topic (backend fact)
     stages: tuple[Stage, ...] = ()
     yaml_faults: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -67,7 +68,7 @@ class RunMeta:
 
     @property
     def coefficients(self) -> dict[str, float]:
-        return demand_coefficients(list(self.operators)) if self.operators else {}
+        return demand_coefficients(list(self.operators), self.topic_shares) if self.operators else {}
 
     @property
     def settle_s(self) -> float:
@@ -96,9 +97,9 @@ def _operators(raw: dict[str, Any], config: dict[str, Any], query: str) -> tuple
     """Topology from run.yaml, else from queries/topologies; capacities at the run's scale.
 
     A backend that calibrated capacities records them as `backend.capacity`
-    ({operator: records/s per subtask}); otherwise the profile's full-scale
-    capacity is multiplied by `backend.capacity_scale`, else by the pattern's
-    rate `scale` (a run at 1 % of the thesis' rates on a model sized alike).
+    ({operator: records/s per subtask}); otherwise the topology's capacity is
+    multiplied by `backend.capacity_scale` (default 1: the simulator runs the
+    profile's capacities as they are, whatever the pattern's rate `scale`).
     """
     ops_raw = _get(raw, "topology", "operators")
     if not ops_raw and query:
@@ -116,7 +117,7 @@ def _operators(raw: dict[str, Any], config: dict[str, Any], query: str) -> tuple
     calibrated = _get(raw, "backend", "capacity") or {}
     scale = _get(raw, "backend", "capacity_scale")
     if scale is None:
-        scale = _get(config, "pattern", "scale", default=1.0)
+        scale = 1.0
     out = []
     for o in ops_raw or []:
         cap = calibrated.get(o["name"]) if isinstance(calibrated, dict) else None
@@ -124,6 +125,13 @@ def _operators(raw: dict[str, Any], config: dict[str, Any], query: str) -> tuple
         out.append(OperatorProfile(o["name"], tuple(o.get("upstream") or ()), o.get("topic"), cap,
                                    float(o.get("selectivity", 1.0))))
     return tuple(out)
+
+
+def _topic_shares(raw: dict[str, Any]) -> dict[str, float] | None:
+    shares = _get(raw, "backend", "topic_shares")
+    if not isinstance(shares, dict) or not shares:
+        return None
+    return {str(k): float(v) for k, v in shares.items()}
 
 
 def _stages(raw: dict[str, Any], config: dict[str, Any]) -> tuple[Stage, ...]:
@@ -190,6 +198,7 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         slo_latency_s=float(_get(config, "slo", "latency_s", default=5.0)),
         slo_throughput_ratio=float(_get(config, "slo", "throughput_ratio", default=0.95)),
         operators=_operators(raw, config, query),
+        topic_shares=_topic_shares(raw),
         stages=_stages(raw, config),
         yaml_faults=int(raw.get("faults", 0) or 0),
     )

@@ -35,9 +35,15 @@ def topic_shares(topics: list[str]) -> dict[str, float]:
     return {t: w / total for t, w in weights.items()} if total > 0 else {}
 
 
-def demand_per_source_record(ops: list[OperatorProfile]) -> dict[str, float]:
-    """Records each operator receives per record produced into Kafka (ops in topological order)."""
-    shares = topic_shares(sorted({o.topic for o in ops if not o.upstream and o.topic}))
+def demand_per_source_record(ops: list[OperatorProfile], shares: Mapping[str, float] | None = None
+                             ) -> dict[str, float]:
+    """Records each operator receives per record produced into Kafka (ops in topological order).
+
+    `shares` (topic -> fraction of the input rate) as the backend recorded it;
+    by default Nexmark's mix over the topics the query reads.
+    """
+    if shares is None:
+        shares = topic_shares(sorted({o.topic for o in ops if not o.upstream and o.topic}))
     sources = [o for o in ops if not o.upstream]
     rate_in: dict[str, float] = {}
     by_name = {o.name: o for o in ops}
@@ -49,15 +55,17 @@ def demand_per_source_record(ops: list[OperatorProfile]) -> dict[str, float]:
     return rate_in
 
 
-def demand_coefficients(ops: list[OperatorProfile]) -> dict[str, float]:
+def demand_coefficients(ops: list[OperatorProfile], shares: Mapping[str, float] | None = None
+                        ) -> dict[str, float]:
     """Subtasks each operator needs per source record/s: demand / capacity."""
-    demand = demand_per_source_record(ops)
+    demand = demand_per_source_record(ops, shares)
     return {o.name: (demand[o.name] / o.capacity if o.capacity > 0 else 0.0) for o in ops}
 
 
-def drain_rate(ops: list[OperatorProfile], parallelism: Mapping[str, float]) -> float:
+def drain_rate(ops: list[OperatorProfile], parallelism: Mapping[str, float],
+               shares: Mapping[str, float] | None = None) -> float:
     """Source records/s the configuration `parallelism` can process: its bottleneck's capacity."""
-    demand = demand_per_source_record(ops)
+    demand = demand_per_source_record(ops, shares)
     rates = [
         parallelism.get(o.name, 1.0) * o.capacity / demand[o.name]
         for o in ops

@@ -141,7 +141,7 @@ def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]
         "spec_timeshare_u": spec.timeshare_u if spec else math.nan,
         "spec_timeshare_o": spec.timeshare_o if spec else math.nan,
         "spec_excess_time": excess_from_facts(pieces.excess, lag.last,
-                                              drain_rate(list(meta.operators), final_par), duration),
+                                              drain_rate(list(meta.operators), final_par, meta.topic_shares), duration),
         "spec_cost_replica_min": tm.tw_sum / 60.0 if tm.n else math.nan,
         "spec_ideal_avg": ideal_avg,
         "saso_qos_violations": violations, "saso_control_steps": steps,
