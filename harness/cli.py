@@ -299,7 +299,7 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands"):
     _register_optional(_module)
 
 

@@ -70,7 +70,7 @@ class K8sBackend:
         self._monitor_factory = monitor_factory
         self.clock = clock
         self.sleep = sleep
-        self.cfg = K8sConfig()
+        self.cfg = K8sConfig.model_validate({})
         self.ex: K8sExecutor | None = None
         self._t0: float | None = None
         self._wall0 = 0.0

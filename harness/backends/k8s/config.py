@@ -55,7 +55,7 @@ class K8sConfig(BaseModel):
     teardown: bool = Field(True, description="delete the namespace when the run stops")
 
     # ---- what runs
-    images: K8sImages = Field(default_factory=K8sImages)
+    images: K8sImages = Field(default_factory=lambda: K8sImages.model_validate({}))
     jar_path: str = Field(
         "/opt/flink/usrlib/nexmark-queries.jar", description="where the job jar is inside the Flink containers"
     )
