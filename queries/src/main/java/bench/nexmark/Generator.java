@@ -49,7 +49,8 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Usage: {@code java -cp nexmark-queries.jar bench.nexmark.Generator --bootstrap 127.0.0.1:9092
  * --topics bids (--schedule rates.txt | --rate 50000 --duration 30) [--producers 2]
  * [--metrics-port 9400] [--timestamps-out ts.csv --timestamps-every 10] [--create-topics --partitions 24]
- * [--exit-when-done] [--summary-out summary.json] [--seed 1]}.
+ * [--exit-when-done] [--summary-out summary.json] [--seed 1] [--no-kafka]}. {@code --no-kafka} generates
+ * and counts records without sending them (to measure the generator's own cost).
  */
 public final class Generator {
     private final Map<String, LongAdder> sent = new LinkedHashMap<>();
@@ -211,7 +212,8 @@ public final class Generator {
             long logical = index; // this thread's k-th record has logical index index + k * producers
             double paced = 0; // records produced or skipped by this thread
             long count = 0;
-            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps())) {
+            boolean noKafka = args.flag("no-kafka");
+            try (KafkaProducer<byte[], byte[]> producer = noKafka ? null : new KafkaProducer<>(producerProps())) {
                 while (!stop) {
                     long now = System.nanoTime();
                     double elapsed = (now - startNanos) / 1e9;
@@ -242,7 +244,11 @@ public final class Generator {
                         long ts = System.currentTimeMillis();
                         String topic = EventFactory.topicOf(EventFactory.kindOf(eventNumber));
                         byte[] value = factory.encode(eventNumber, ts);
-                        producer.send(new ProducerRecord<>(topic, null, ts, null, value), callbacks.get(topic));
+                        if (producer != null) {
+                            producer.send(new ProducerRecord<>(topic, null, ts, null, value), callbacks.get(topic));
+                        } else if (value.length > 0) {
+                            acked.get(topic).increment(); // --no-kafka: measures generation alone
+                        }
                         sentByTopic.get(topic).increment();
                         count++;
                         if (tsBuf != null && count % timestampsEvery == 0) {
@@ -255,7 +261,9 @@ public final class Generator {
                     }
                     paced += batch;
                 }
-                producer.flush();
+                if (producer != null) {
+                    producer.flush();
+                }
             } finally {
                 if (tsBuf != null) {
                     flushTimestamps(tsBuf);
@@ -427,6 +435,10 @@ public final class Generator {
     }
 
     public static void main(String[] argv) throws Exception {
+        // Kafka clients log their whole config at INFO; keep warnings and errors only (slf4j-simple).
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
         Generator g;
         try {
             g = new Generator(new Args(argv));

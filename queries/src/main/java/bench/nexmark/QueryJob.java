@@ -5,6 +5,8 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.api.java.tuple.Tuple4;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
@@ -34,9 +36,12 @@ import java.util.Map;
  * [--parallelism bids_source=2,map=1,sink=1] [--default-parallelism 1] [--max-parallelism 128]
  * [--from-earliest] [--job-name N] [--out-of-orderness-ms 1000] [--idle-timeout-ms 5000]
  * [--window-size-s 3600 --window-slide-s 60] (q5) [--session-gap-s 10] (q11) [--tumble-s 10] (q8)
- * [--state-ttl-s 300] (q3) [--checkpoint-interval-ms N] [--print-plan]}.
- * {@code --print-plan} prints the job graph (one line per vertex: name, parallelism, slot-sharing group)
- * and exits without running; it needs Flink on the classpath, not a cluster.
+ * [--state-ttl-s 300] (q3) [--checkpoint-interval-ms N] [--print-plan] [--local]}.
+ * {@code --local} runs the job in an in-process mini cluster with one slot per subtask (needs Flink's lib/
+ * on the classpath).
+ * {@code --print-plan} prints the job graph (one line per vertex: name, parallelism, vertex id) and exits
+ * without running; it needs Flink on the classpath, not a cluster ({@code --query all} prints every query,
+ * each line prefixed with the query).
  */
 public final class QueryJob {
     /** Operator names per query, in topological order (must match queries/topologies/*.yaml). */
@@ -199,17 +204,42 @@ public final class QueryJob {
     }
 
     /** One line per job vertex: "vertex<TAB>name<TAB>parallelism<TAB>vertex id" (ids derive from the uids). */
-    static void printPlan(JobGraph graph) {
+    static void printPlan(JobGraph graph, String prefix) {
         for (JobVertex v : graph.getVerticesSortedTopologicallyFromSources()) {
-            System.out.println("vertex\t" + v.getName() + "\t" + v.getParallelism() + "\t" + v.getID());
+            System.out.println(prefix + "vertex\t" + v.getName() + "\t" + v.getParallelism() + "\t" + v.getID());
         }
     }
 
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv);
+        if (args.flag("print-plan") && "all".equals(args.get("query", ""))) {
+            for (String q : OPERATORS.keySet()) {
+                String[] withQuery = java.util.Arrays.copyOf(argv, argv.length + 2);
+                withQuery[argv.length] = "--query";
+                withQuery[argv.length + 1] = q;
+                run(new Args(withQuery), q + "\t");
+            }
+            return;
+        }
+        run(args, "");
+    }
+
+    /** Slots the job needs: one per subtask, since every operator has its own slot-sharing group. */
+    int slotsNeeded() {
+        return OPERATORS.get(query).stream().mapToInt(this::parallelismOf).sum();
+    }
+
+    private static void run(Args args, String planPrefix) throws Exception {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         QueryJob job;
         try {
+            if (args.flag("local")) {
+                // an in-process mini cluster with one slot per subtask (tests, no Flink cluster needed)
+                int slots = new QueryJob(args, env).slotsNeeded();
+                Configuration conf = new Configuration();
+                conf.set(TaskManagerOptions.NUM_TASK_SLOTS, slots);
+                env = StreamExecutionEnvironment.createLocalEnvironment(conf);
+            }
             job = new QueryJob(args, env);
             job.build();
         } catch (IllegalArgumentException e) {
@@ -217,12 +247,10 @@ public final class QueryJob {
             System.exit(2);
             return;
         }
-        String name = args.get("job-name", "nexmark-" + job.query);
         if (args.flag("print-plan")) {
-            JobGraph graph = env.getStreamGraph().getJobGraph();
-            printPlan(graph);
+            printPlan(env.getStreamGraph().getJobGraph(), planPrefix);
             return;
         }
-        env.execute(name);
+        env.execute(args.get("job-name", "nexmark-" + job.query));
     }
 }
