@@ -46,6 +46,9 @@ delays at 1/100 and at full scale). 30 s is where the Flink operator autoscaler 
 starts treating a source as catching up (observed-true-processing-rate.lag-threshold),
 and a backlog smaller than that drains within one 60 s period if any headroom exists.
 `phi_records` sets an absolute threshold instead.
+
+While the job restarts after a rescale (and until a metrics window no longer overlaps
+the downtime) Flink-ER waits: zero rates there are not capacities.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ from typing import Any
 import networkx as nx
 from pydantic import ConfigDict, Field
 
-from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
 from harness.topology import Topology
 
@@ -145,6 +149,7 @@ class FlinkER(Autoscaler):
         super().__init__(config)
         self.capacity_factor: dict[str, float] = {}
         self._last_eval_t: float | None = None
+        self._applied: AppliedAction | None = None
 
     # ------------------------------------------------------------ capacities
 
@@ -290,6 +295,9 @@ class FlinkER(Autoscaler):
         cfg = self.config
         if self._last_eval_t is not None and snapshot.t - self._last_eval_t < cfg.period_s - 1e-9:
             return None
+        restarted = running_since(history, self._applied)
+        if restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9:
+            return None  # the job is restarting: its rates say nothing about capacities
         self._last_eval_t = snapshot.t
         lagging = self.most_lagging(snapshot)
         if lagging is None:
@@ -329,3 +337,6 @@ class FlinkER(Autoscaler):
             f"{cut.capacity:,.0f} rec/s >= lambda {cfg.lam:g}; lag {lag_s:,.0f} s at {details['source_subtask']})"
         )
         return ScalingDecision(parallelism={name: p + 1}, reason=reason, details=details)
+
+    def on_applied(self, action: AppliedAction) -> None:
+        self._applied = action

@@ -66,6 +66,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
 from harness.topology import Topology
 
@@ -276,13 +277,7 @@ class FlinkOperator(Autoscaler):
     # ------------------------------------------------------------ window
 
     def _job_running_since(self, history: History) -> float:
-        last = history.last_action
-        times = [0.0]
-        if last is not None:
-            times.append(last.t + last.downtime_s)
-        if self._applied_at is not None:
-            times.append(self._applied_at)
-        return max(times)
+        return max(running_since(history), self._applied_at or 0.0)
 
     def window(self, snapshot: MetricsSnapshot, history: History) -> tuple[list[MetricsSnapshot], bool]:
         """Snapshots of the metric window and whether the window is full (collector logic).

@@ -32,7 +32,9 @@ backPressuredTimeMsPerSecond / 1000 averaged over subtasks and over the period; 
 the operator's records-in rate; IR_i is the records its upstreams send (sources: the
 rate produced into Kafka). ND_max (ms) is an input: 0 on one machine; node choice by
 latency is geo-specific and not modelled. Our loop runs every 15 s; Gesscale acts at
-most every `period_s`, averaging the snapshots of the last period.
+most every `period_s`, averaging the snapshots of the last period taken while the job
+ran: during a restart (a savepoint restart can outlast the loop's cooldown) it waits,
+and an operator with zero throughput yields no calibration sample.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ import numpy as np
 from pydantic import Field
 from scipy.optimize import least_squares
 
-from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
 
@@ -146,13 +149,20 @@ class Gesscale(Autoscaler):
         super().__init__(config)
         self.samples: dict[str, dict[int, CalibrationSample]] = {}
         self._last_eval_t: float | None = None
+        self._applied: AppliedAction | None = None
 
     # ------------------------------------------------------------ monitor
 
     def monitor(self, snapshot: MetricsSnapshot, history: History) -> dict[str, OperatorState]:
         """Per-operator BP, CT and IR averaged over the snapshots of the last period."""
         start = snapshot.t - self.config.period_s
-        snaps = [s for s in history.snapshots if s.t > start + 1e-9] + [snapshot]
+        restarted = running_since(history, self._applied)
+        snaps = [
+            s
+            for s in history.snapshots
+            if s.t > start + 1e-9 and (restarted <= 0 or s.t - s.window_s >= restarted - 1e-9)
+        ]
+        snaps.append(snapshot)
         topo = snapshot.topology
         out: dict[str, OperatorState] = {}
         for spec in topo.operators:
@@ -224,6 +234,9 @@ class Gesscale(Autoscaler):
         cfg = self.config
         if self._last_eval_t is not None and snapshot.t - self._last_eval_t < cfg.period_s - 1e-9:
             return None
+        restarted = running_since(history, self._applied)
+        if restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9:
+            return None  # the job is restarting: nothing to learn from these metrics
         self._last_eval_t = snapshot.t
         topo = snapshot.topology
         states = self.monitor(snapshot, history)
@@ -233,7 +246,7 @@ class Gesscale(Autoscaler):
         for name, st in states.items():
             info: dict[str, Any] = {"n": st.parallelism, "bp": st.bp, "ct": st.ct, "ir": st.ir}
             per_op[name] = info
-            if self.overloaded(topo, name, states):
+            if st.ct > 0 and self.overloaded(topo, name, states):
                 sample = CalibrationSample(st.parallelism, cfg.nd_max_ms, st.ct)
                 self.samples.setdefault(name, {})[st.parallelism] = sample
                 info["overloaded"] = True
@@ -257,7 +270,7 @@ class Gesscale(Autoscaler):
                 mst = model.mst(target, cfg.nd_max_ms)
                 reasons.append(
                     f"{name} {st.parallelism}->{target} (MST({target}) = {mst:,.0f} >= IR {st.ir:,.0f} rec/s, "
-                    f"headroom {self.headroom(model, target, st.ct):.0f} % > {cfg.headroom_threshold:g} %)"
+                    f"headroom {self.headroom(model, target, st.ct):.1f} % > {cfg.headroom_threshold:g} %)"
                 )
         if not changes:
             return None
@@ -266,3 +279,6 @@ class Gesscale(Autoscaler):
             reason="gesscale: " + "; ".join(reasons),
             details={"operators": per_op, "headroom_threshold": cfg.headroom_threshold, "nd_max_ms": cfg.nd_max_ms},
         )
+
+    def on_applied(self, action: AppliedAction) -> None:
+        self._applied = action

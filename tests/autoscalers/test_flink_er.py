@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscalers.base import History
+from autoscalers.base import AppliedAction, History
 from autoscalers.flink_er import FlinkER, FlinkERConfig
 from harness.topology import OperatorSpec, topology_from_ops
 from tests.builders import chain, op, snapshot
@@ -134,3 +134,13 @@ def test_acts_at_most_once_per_period():
 
 def test_respects_the_maximum_parallelism():
     assert er(latency_feedback=False, n_max=2).decide(pipeline(map_busy=1000), NONE) is None
+
+
+def test_waits_while_the_job_restarts():
+    action = AppliedAction(t=100, before={"map": 2}, after={"map": 3}, downtime_s=50)
+    a = er(latency_feedback=False)
+    assert a.decide(pipeline(map_busy=1000, t=155), History(actions=(action,))) is None  # window from 140
+    assert a.decide(pipeline(map_busy=1000, t=170), History(actions=(action,))) is not None
+    b = er(latency_feedback=False)
+    b.on_applied(action)
+    assert b.decide(pipeline(map_busy=1000, t=155), NONE) is None

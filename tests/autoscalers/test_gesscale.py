@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from autoscalers.base import History
+from autoscalers.base import AppliedAction, History
 from autoscalers.gesscale import CalibrationSample, Gesscale, GesscaleConfig, fit_mst
 from tests.builders import chain, op, snapshot
 
@@ -138,3 +138,18 @@ def test_acts_at_most_once_per_period_averaging_the_period():
     quiet = job(60, src_bp=0.0)
     assert b.decide(quiet, History(snapshots=tuple(hot[1:4]))) is not None
     assert math.isclose(b.monitor(quiet, History(snapshots=tuple(hot[1:4])))["src"].bp, 0.6)
+
+
+def test_waits_while_the_job_restarts_and_learns_nothing_from_the_downtime():
+    a = every_call()
+    action = AppliedAction(t=100, before={"map": 2}, after={"map": 3}, downtime_s=50)
+    down = job(140, lag_rate=5000.0, map_rin=0.0)  # during the savepoint restart nothing flows
+    assert a.decide(down, History(actions=(action,))) is None
+    assert a.samples == {}
+    # 155 - 15 < 150: this window still overlaps the downtime.
+    assert a.decide(job(155, src_bp=0.8), History(actions=(action,))) is None
+    d = a.decide(job(165, src_bp=0.8), History(snapshots=(down,), actions=(action,)))
+    assert d is not None and d.parallelism == {"map": 3}
+    assert a.monitor(job(165, src_bp=0.8), History(snapshots=(down,), actions=(action,)))["map"].ct == 2000
+    # A source with zero throughput is not "working at its maximum": no sample, no +1.
+    assert every_call().decide(job(lag_rate=5000.0, map_rin=0.0), NONE) is None
