@@ -117,7 +117,7 @@ def run(
         path = run_experiment(experiment, run_dir, on_progress=on_progress)
     _print_summary(path)
     if plot is not None:
-        from harness.report.figures import plot_run
+        from harness.report.run_figure import plot_run
 
         plot_run(path, plot)
         console.print(f"plot saved to {plot}")

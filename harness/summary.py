@@ -10,19 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.analysis.metrics import percentile, time_weighted_mean
 from harness.record import EV_ACTION, INPUT_RATE, LATENCY, TASKMANAGERS, THROUGHPUT, RunRecord
-
-
-def time_weighted_mean(ts: np.ndarray, values: np.ndarray, end: float | None = None) -> float:
-    """Mean of a step function (each value holds until the next sample, the last until `end`)."""
-    if len(ts) == 0:
-        return float("nan")
-    order = np.argsort(ts)
-    ts, values = ts[order], values[order]
-    stop = end if end is not None and end > ts[-1] else ts[-1] + (np.median(np.diff(ts)) if len(ts) > 1 else 1.0)
-    widths = np.diff(np.append(ts, stop))
-    total = widths.sum()
-    return float((widths * values).sum() / total) if total > 0 else float(values.mean())
 
 
 @dataclass(frozen=True)
@@ -62,13 +51,12 @@ def summarise(record: RunRecord) -> RunSummary:
     lat_t, lat_v = series(LATENCY)
     _, in_v = series(INPUT_RATE)
     _, thr_v = series(THROUGHPUT)
-    pct = (lambda q: float(np.percentile(lat_v, q))) if len(lat_v) else (lambda q: float("nan"))
     return RunSummary(
         avg_tm=time_weighted_mean(tm_t, tm_v, end),
         max_tm=float(tm_v.max()) if len(tm_v) else float("nan"),
         latency_avg=float(lat_v.mean()) if len(lat_v) else float("nan"),
-        latency_p50=pct(50),
-        latency_p95=pct(95),
+        latency_p50=percentile(lat_v, 50),
+        latency_p95=percentile(lat_v, 95),
         latency_max=float(lat_v.max()) if len(lat_v) else float("nan"),
         scale_count=len(record.events_of(EV_ACTION)),
         input_rate=float(in_v.mean()) if len(in_v) else float("nan"),
