@@ -300,6 +300,7 @@ class SimModel:
         multi = self.multi
         ups = self.ups
         bufq = self.bufq
+        bpr, rings, ring_pos, state = self.bpr, self.ring, self.ring_pos, self.state
         for i in self._order:
             xi = want[i]
             si = sel[i]
@@ -343,16 +344,16 @@ class SimModel:
                 out = si * xi
                 for j in down[i]:
                     buf[j] += out
-            ring = self.ring[i]
-            if self.bpr[i]:
-                add = xi * self.bpr[i]
+            if bpr[i]:
+                add = xi * bpr[i]
+                ring = rings[i]
                 if ring is not None:
-                    pos = self.ring_pos[i]
-                    self.state[i] += add - ring[pos]
+                    pos = ring_pos[i]
+                    state[i] += add - ring[pos]
                     ring[pos] = add
-                    self.ring_pos[i] = pos + 1 if pos + 1 < len(ring) else 0
+                    ring_pos[i] = pos + 1 if pos + 1 < len(ring) else 0
                 else:
-                    self.state[i] += add
+                    state[i] += add
         self.processed += taken_total
 
         lag = 0.0
@@ -370,7 +371,6 @@ class SimModel:
         row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed]
         par = self.par
         share = self.share
-        state = self.state
         for i in range(n):
             if is_src[i]:
                 src_lag = 0.0
