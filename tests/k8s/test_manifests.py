@@ -98,7 +98,8 @@ def test_taskmanager_resources_config_and_identity():
                               "limits": {"cpu": "2000m", "memory": "2048Mi"}}
     assert {"resourceName": "cpu", "restartPolicy": "NotRequired"} in c["resizePolicy"]
     assert "-Dtaskmanager.resource-id=$(POD_NAME)" in c["args"]  # tm_id label = pod name
-    assert any(e["name"] == "POD_NAME" for e in c["env"])
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert "POD_NAME" in env and env["JOB_MANAGER_RPC_ADDRESS"] == mf.JOBMANAGER  # entrypoint rewrites rpc address
     conf = yaml.safe_load(mf.flink_configmap(cfg)["data"]["config.yaml"])
     assert conf["taskmanager.numberOfTaskSlots"] == 1
     assert conf["taskmanager.memory.process.size"] == "2048m"
@@ -264,3 +265,33 @@ def test_kind_table_names_real_client_methods():
     custom = _client_methods("custom_objects_api")
     for verb in ("create", "get", "replace", "patch", "delete"):
         assert f"{verb}_namespaced_custom_object" in custom
+
+
+def _lost_fields(ours, back, path=""):
+    """Paths present in `ours` but missing or different after the round trip through the client models."""
+    if isinstance(ours, dict):
+        if not isinstance(back, dict):
+            return [path]
+        return [p for k, v in ours.items() for p in
+                ([f"{path}/{k}"] if k not in back else _lost_fields(v, back[k], f"{path}/{k}"))]
+    if isinstance(ours, list):
+        if not isinstance(back, list) or len(back) != len(ours):
+            return [path]
+        return [p for i, (a, b) in enumerate(zip(ours, back, strict=True)) for p in _lost_fields(a, b, f"{path}[{i}]")]
+    return [] if ours == back else [f"{path}: {ours!r} != {back!r}"]
+
+
+@pytest.mark.parametrize("kw", [{}, {"jar_url": "https://x/j.jar", "kafka_brokers": 3}, {"jar_image": "r/j:1"},
+                                {"use_operator": True}])
+def test_builtin_manifests_survive_the_official_client_models(kw):
+    """Field names and types checked against the Kubernetes OpenAPI models of the installed client:
+    a typo'd field is dropped by the model (a lost path here), a wrong type fails validation."""
+    from kubernetes import client as k8s
+
+    cfg = K8sConfig(**kw)
+    api = k8s.ApiClient()
+    for m in everything(cfg, job("q3")):
+        if m["kind"] == "FlinkDeployment":
+            continue  # a custom resource: no client model (see docs/k8s.md, untested)
+        model = getattr(k8s, f"V1{m['kind']}").from_dict(m)
+        assert _lost_fields(m, api.sanitize_for_serialization(model)) == [], (m["kind"], m["metadata"]["name"])

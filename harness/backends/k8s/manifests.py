@@ -396,7 +396,11 @@ def _flink_volumes(cfg: K8sConfig) -> tuple[list[Manifest], list[Manifest], list
 
 
 def _pod_env() -> list[Manifest]:
+    """Pod identity for `-D` arguments, and the job-manager address: the Flink image's entrypoint writes
+    `jobmanager.rpc.address` from JOB_MANAGER_RPC_ADDRESS (default: the pod's own hostname) into the
+    config when it can, so it must name the Service too."""
     return [
+        {"name": "JOB_MANAGER_RPC_ADDRESS", "value": JOBMANAGER},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
