@@ -25,10 +25,10 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def experiment(**k8s) -> Experiment:
+def experiment(autoscaler: str = "static", **k8s) -> Experiment:
     return Experiment.model_validate({
         "name": "k", "backend": "k8s", "query": "q1", "pattern": {"name": "constant"},
-        "autoscaler": {"name": "static"}, "k8s": k8s,
+        "autoscaler": {"name": autoscaler}, "k8s": k8s,
     })
 
 
@@ -110,7 +110,7 @@ class FakeMonitor:
         return []
 
 
-def fake_backend(**k8s):
+def fake_backend(autoscaler: str = "static", **k8s):
     cluster = FakeCluster()
     clock = FakeClock()
     monitor = FakeMonitor()
@@ -125,7 +125,7 @@ def fake_backend(**k8s):
 
     backend = K8sBackend(connector=lambda cfg: fake_apis(cluster), rest_factory=rest,
                          monitor_factory=lambda url, step: monitor, clock=clock, sleep=clock.sleep)
-    exp = experiment(namespace="run1", prometheus_url=f"http://127.0.0.1:{closed_port()}", **k8s)
+    exp = experiment(autoscaler, namespace="run1", prometheus_url=f"http://127.0.0.1:{closed_port()}", **k8s)
     start(backend, exp)
     return backend, cluster, clock, monitor, flinks[0]
 
@@ -196,6 +196,13 @@ def test_observe_only_records_the_operators_rescales_as_actions():
     assert len(actions) == 1 and actions[0].data["after"]["map"] == 3
     assert actions[0].data["before"]["map"] == 1
     assert backend.state.parallelism["map"] == 3
+    assert not [e for e in events if e.kind == "warning"]  # autoscaler: static, as documented
+
+
+def test_observe_only_with_a_harness_autoscaler_warns():
+    backend, *_ = fake_backend(use_operator=True, observe_only=True, autoscaler="ds2")
+    warnings = [e.reason for e in backend.drain_events() if e.kind == "warning"]
+    assert len(warnings) == 1 and "'ds2'" in warnings[0]
 
 
 class RecordingForward:

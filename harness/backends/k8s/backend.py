@@ -146,6 +146,11 @@ class K8sBackend:
         self._t0 = self.clock()
         self._wall0 = time.time()
         self._sample(processing=True)
+        if cfg.observe_only and experiment.autoscaler.name != "static":
+            self._events.append(BackendEvent(0.0, "warning", (
+                f"observe_only: the operator's autoscaler scales this job; the harness autoscaler "
+                f"{experiment.autoscaler.name!r} still runs but its decisions are refused (use autoscaler: static)"
+            ), {}))
 
     def stop(self) -> None:
         if self._stopped:
