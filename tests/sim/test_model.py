@@ -215,3 +215,26 @@ def test_snapshot_and_timeseries_shape() -> None:
     job = {rec.INPUT_RATE, rec.THROUGHPUT, rec.LAG, rec.LATENCY, rec.TASKMANAGERS, rec.CPU, rec.PROCESSING,
            rec.EVENTS_PRODUCED, rec.EVENTS_PROCESSED}
     assert job <= set(ts[ts.operator == ""].metric)
+
+
+def test_start_from_an_experiment_uses_its_settings() -> None:
+    from harness.backends.sim.backend import SimBackend
+    from harness.config import Experiment
+
+    exp = Experiment.model_validate({
+        "name": "t", "backend": "sim", "query": "q1", "autoscaler": {"name": "ds2"}, "seed": 4,
+        "pattern": {"name": "constant", "params": {"rate": 60_000, "duration_min": 2}, "time_scale": 2.0,
+                    "arrivals": {"kind": "map"}},
+        "initial_parallelism": {"map": 3}, "rescale_method": "savepoint", "sim": {"buffer_s": 3.0},
+    })
+    pattern = build_pattern(exp.pattern, exp.seed, exp.query)
+    b = SimBackend()
+    b.start(exp, pattern, load_topology("q1"))
+    b.advance_to(pattern.duration_s)
+    assert b.now() == pytest.approx(60.0)  # 2 pattern minutes at time_scale 2
+    snap = b.snapshot(60)
+    assert snap.parallelism == {"bids_source": 1, "map": 3, "sink": 1}
+    quiet, burst = exp.pattern.arrivals.multipliers()  # type: ignore[union-attr]
+    assert 0.9 * quiet * 60_000 <= snap.input_rate <= 1.1 * burst * 60_000
+    assert b.rescale({"map": 4}, None).method == "sim:savepoint"
+    assert b.facts()["arrivals"]["kind"] == "map" and b.facts()["sim"]["buffer_s"] == 3.0
