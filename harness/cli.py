@@ -26,6 +26,23 @@ err = Console(stderr=True, soft_wrap=True)
 
 LOCAL_DEFAULT_SCALE = 0.005  # thesis rates x 0.005: q1 cosine peaks near 11 k records/s
 LOCAL_DEFAULT_TIME_SCALE = 10.0  # 140 minutes play in 14
+LOCAL_DEFAULT_MAX_TASKMANAGERS = 8  # 2 cores: 8 task managers of 0.25 CPU each
+LOCAL_DEFAULT_COOLDOWN_S = 60.0  # the thesis' 300 s, shortened with the time scale
+
+
+def apply_local_defaults(raw: dict[str, Any]) -> None:
+    """Thesis rates and timings do not fit one machine: scale a `local` run unless told otherwise."""
+    from harness.config import expand_shorthand
+
+    if raw.get("backend", "local") != "local":
+        return
+    expand_shorthand(raw)
+    pattern = raw.setdefault("pattern", {})
+    if isinstance(pattern, dict):
+        pattern.setdefault("scale", LOCAL_DEFAULT_SCALE)
+        pattern.setdefault("time_scale", LOCAL_DEFAULT_TIME_SCALE)
+    raw.setdefault("scale_manager", {}).setdefault("max_taskmanagers", LOCAL_DEFAULT_MAX_TASKMANAGERS)
+    raw.setdefault("loop", {}).setdefault("cooldown_s", LOCAL_DEFAULT_COOLDOWN_S)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -79,11 +96,11 @@ def run(
     raw.setdefault("query", "q1")
     raw.setdefault("pattern", {"name": "cosine"})
     raw.setdefault("autoscaler", {"name": "ds2"})
-    is_local = raw.get("backend", "local") == "local"
-    if scale is not None or (is_local and "scale" not in raw["pattern"]):
-        set_path(raw, "pattern.scale", scale if scale is not None else LOCAL_DEFAULT_SCALE)
-    if time_scale is not None or (is_local and "time_scale" not in raw["pattern"]):
-        set_path(raw, "pattern.time_scale", time_scale if time_scale is not None else LOCAL_DEFAULT_TIME_SCALE)
+    if scale is not None:
+        set_path(raw, "pattern.scale", scale)
+    if time_scale is not None:
+        set_path(raw, "pattern.time_scale", time_scale)
+    apply_local_defaults(raw)
     for key, value in _parse_sets(set_).items():
         set_path(raw, key, value)
     raw.setdefault("name", f"{raw['autoscaler']['name']}-{raw['query']}-{raw['pattern']['name']}")
@@ -184,8 +201,9 @@ def matrix(
         overrides = _parse_sets(set_)
         if backend is not None:
             overrides["backend"] = backend
-        if overrides:
-            m = m.model_copy(update={"base": {**m.base, **_nest(overrides, m.base)}})
+        base = _nest(overrides, m.base)
+        apply_local_defaults(base)
+        m = m.model_copy(update={"base": base})
         cells = matrix_cells(m, str(file))
     except ConfigError as exc:
         raise _fail(str(exc)) from None

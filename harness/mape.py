@@ -3,8 +3,9 @@
 Monitor (backend snapshot over the metrics window) -> Analyse + Plan (the
 autoscaler's `decide`) -> Execute (scale manager limits, then the backend) ->
 wait one period. After an applied action no decision is taken for the
-cool-down, as in the thesis (ch. 6.6.4); snapshots are still collected so
-autoscalers that keep metric windows see every period.
+cool-down, as in the thesis (ch. 6.6.4), counted from the end of the
+rescale's downtime so a slow savepoint restart does not eat it; snapshots are
+still collected so autoscalers that keep metric windows see every period.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ class MapeLoop:
         )
         self.actions.append(action)
         self.autoscaler.on_applied(action)
-        self.last_action_t = snap.t
+        # the cool-down starts when the job runs again, not when it was asked to rescale
+        self.last_action_t = max(t_after, snap.t + rescale.downtime_s)
         result.actions += 1
         self.events.add(
             snap.t,
