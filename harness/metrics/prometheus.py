@@ -279,7 +279,8 @@ class PrometheusMonitor:
         self._timeout = timeout_s
 
     def query(self, promql: str) -> list[Series]:
-        return list(self._prom.custom_query(promql, params={"timeout": f"{self._timeout}s"}))
+        t = max(1, int(self._timeout))  # Prometheus durations take no fractions ("10s", not "10.0s")
+        return list(self._prom.custom_query(promql, params={"timeout": f"{t}s"}, timeout=t + 2))
 
     def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[dict[str, Any]]:
         """Matrix result: [{"metric": {...}, "values": [[ts, "v"], ...]}]."""

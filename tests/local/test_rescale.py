@@ -99,6 +99,9 @@ class FakeRest:
         self.savepoint_polls += 1
         return SavepointStatus(done=self.savepoint_polls >= 4, location="file:/sp/1")
 
+    def taskmanager_ids(self) -> list[str]:
+        return list(self.tms.ids)
+
     def active_job_ids(self) -> list[str]:
         return [self.job_id]
 

@@ -83,6 +83,7 @@ class LocalBackend:
         self._generator: Any = None
         self._last_supervise = 0.0
         self._expected_tms: set[str] = set()
+        self._recovering: dict[str, Any] | None = None
         self.experiment: Experiment | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -107,6 +108,8 @@ class LocalBackend:
             self.rest.cancel(jid)
         stack.ensure_topics(list(topology.topics), topology.partitions)
         self.jar = jobjar.ensure_jar()
+        # a fresh consumer group per run: the job starts at the topics' end, not at a past run's offsets
+        self._group_id = f"bench-{topology.query}-{int(time.time())}"
         self._jobjar = jobjar
 
         self.rescaler = Rescaler(
@@ -133,7 +136,8 @@ class LocalBackend:
         self._sample(downtime=False)
 
     def _submit(self, parallelism: dict[str, int], savepoint: str | None) -> str:
-        main, args = self._jobjar.job_command(self.topology.query, self.stack.kafka_bootstrap, parallelism)
+        main, args = self._jobjar.job_command(self.topology.query, self.stack.kafka_bootstrap, parallelism,
+                                              group_id=self._group_id)
         job_id = self.stack.submit_job(self.jar, main, list(args), savepoint=savepoint)
         self._job_ids.append(job_id)
         return job_id
@@ -141,12 +145,12 @@ class LocalBackend:
     def _start_generator(self, pattern: LoadPattern, seed: int) -> Any:
         from workloads.generator import Generator
 
-        gen = Generator.for_stack(self.stack, pattern, self.topology, seed=seed) if hasattr(
-            Generator, "for_stack") else Generator(
-            bootstrap=self.stack.kafka_bootstrap, pattern=pattern, topics=list(self.topology.topics),
-            metrics_port=self.stack.generator_metrics_port, seed=seed,
+        gen = Generator(
+            jar=self.jar, bootstrap=self.stack.kafka_bootstrap, topics=list(self.topology.topics),
+            workdir=self.stack.root / "generator", metrics_port=self.stack.generator_metrics_port, seed=seed,
+            java=str(Path(self.stack.java_home) / "bin" / "java"),
         )
-        gen.start()
+        gen.start(pattern=pattern)
         return gen
 
     def stop(self) -> None:
@@ -181,7 +185,11 @@ class LocalBackend:
 
     # ---------------------------------------------------------------- faults
     def _supervise(self) -> None:
-        """Detect dead Flink processes, restart them, let the job restore, record both events."""
+        """Detect dead Flink processes, restart them, let the job restore, record both events.
+
+        Non-blocking: replacements are started and a later call notices that the job runs again
+        at its parallelism (then the `recovery` event carries the measured outage).
+        """
         self._last_supervise = time.monotonic()
         from harness.backends.local.flink import JOBMANAGER
 
@@ -190,26 +198,50 @@ class LocalBackend:
             return
         alive = set(self.stack.taskmanager_ids())
         dead = sorted(self._expected_tms - alive)
-        if not dead:
-            return
-        t_fault = self.now()
-        self._events.append(BackendEvent(t_fault, "fault", f"task manager died: {', '.join(dead)}",
-                                         {"process": dead, "job_id": self.state.job_id}))
+        if dead:
+            t_fault = self.now()
+            self._events.append(BackendEvent(t_fault, "fault", f"task manager died: {', '.join(dead)}",
+                                             {"process": dead, "job_id": self.state.job_id}))
+            try:
+                for tm in dead:
+                    self.stack.stop_taskmanager(tm)  # clean pidfile, cgroup and scrape target
+                need = sum(self.state.parallelism.values()) - len(self.stack.taskmanager_ids())
+                started = [self.stack.start_taskmanager(wait=False) for _ in range(max(0, need))]
+                if self._recovering is None:
+                    self._recovering = {"t_fault": t_fault, "dead": dead, "started": started}
+                else:
+                    self._recovering["started"] += started
+            except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
+                self._events.append(BackendEvent(self.now(), "fault", f"recovery failed: {exc}", {}))
+            self._expected_tms = set(self.stack.taskmanager_ids())
+        if self._recovering is not None:
+            self._check_recovered()
+
+    def _check_recovered(self) -> None:
+        rec = self._recovering
+        assert rec is not None
         try:
-            for tm in dead:
-                self.stack.stop_taskmanager(tm)  # clean pidfile, cgroup and scrape target
-            self.rescaler._grow(sum(self.state.parallelism.values()))
-            self.state.vertex_ids = self.rescaler.current(self.state.job_id).vertex_ids
-            self.rescaler.wait_running(self.state.job_id, self.state.parallelism, self.state.vertex_ids,
-                                       since=time.monotonic())
-            self.rescaler.apply_cpu(self.state, self.state.cpu_share)
-            cp = self.rest.checkpoints(self.state.job_id)
-            self._events.append(BackendEvent(self.now(), "recovery", "task manager replaced; job restored",
-                                             {"outage_s": self.now() - t_fault, "restored_checkpoint":
-                                              cp.latest_restored_id, "taskmanagers": self.stack.taskmanager_ids()}))
-        except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
-            self._events.append(BackendEvent(self.now(), "fault", f"recovery failed: {exc}", {}))
-        self._expected_tms = set(self.stack.taskmanager_ids())
+            job = self.rest.job(self.state.job_id)
+            by_id = {v.id: v.parallelism for v in job.vertices}
+            ok = job.running and all(by_id.get(vid) == self.state.parallelism.get(op)
+                                     for op, vid in self.state.vertex_ids.items())
+        except FlinkRestError:
+            ok = False
+        if ok:
+            self.rescaler.apply_cpu(self.state, self.state.cpu_share)  # also ends the start-up boost
+            try:
+                restored = self.rest.checkpoints(self.state.job_id).latest_restored_id
+            except FlinkRestError:
+                restored = None
+            self._events.append(BackendEvent(
+                self.now(), "recovery", "task manager replaced; job restored from its checkpoint",
+                {"outage_s": self.now() - rec["t_fault"], "restored_checkpoint": restored,
+                 "replaced": rec["dead"], "started": rec["started"]}))
+            self._recovering = None
+        elif self.now() - rec["t_fault"] > self.rescaler.timeout_s:
+            self._events.append(BackendEvent(self.now(), "fault", "job did not recover in time",
+                                             {"after_s": self.now() - rec["t_fault"]}))
+            self._recovering = None
 
     def _recover_jobmanager(self) -> None:
         t_fault = self.now()
