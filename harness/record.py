@@ -34,6 +34,7 @@ INPUT_RATE = "input_rate"  # records/s produced into Kafka
 THROUGHPUT = "throughput"  # records/s taken from Kafka by the sources
 LAG = "lag"  # pending records in Kafka
 LATENCY = "latency"  # seconds a record spent in Kafka (event-time lag at the source)
+LATENCY_MAX = "latency_max"  # seconds, the oldest record taken from Kafka in the interval
 TASKMANAGERS = "taskmanagers"  # number of task managers (= sum of parallelism)
 CPU = "cpu"  # task manager CPU load 0..1 (job level: mean; operator level: mean of its TMs)
 PARALLELISM = "parallelism"  # per operator
@@ -42,6 +43,7 @@ RECORDS_IN = "records_in"  # per operator, records/s
 RECORDS_OUT = "records_out"  # per operator, records/s
 BUSY = "busy_ms"  # per operator, ms/s (mean over subtasks)
 BACKPRESSURED = "backpressured_ms"  # per operator, ms/s
+BUFFER_USAGE = "buffer_usage"  # per operator, input-buffer usage 0..1
 PROCESSING = "processing"  # 1 while the job processes, 0 during rescale downtime
 STATE_BYTES = "state_bytes"  # per operator
 EVENTS_PROCESSED = "processed_total"  # cumulative records taken from Kafka

@@ -45,9 +45,6 @@ from harness.backends.sim.model import (
 )
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 
-LATENCY_MAX = "latency_max"  # seconds, oldest record taken from Kafka in the interval
-BUFFER_USAGE = "buffer_usage"  # per operator, input-buffer usage 0..1
-
 
 def slope(y: np.ndarray, dt: float) -> float:
     """Least-squares slope of equally spaced samples (records/s), 0 with fewer than 2."""
@@ -193,7 +190,7 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         (rec.THROUGHPUT, "", mean(rows[:, J_TAKEN]) / dt),
         (rec.LAG, "", last(rows[:, J_LAG])),
         (rec.LATENCY, "", mean(rows[:, J_LATENCY])),
-        (LATENCY_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
+        (rec.LATENCY_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
         (rec.PROCESSING, "", mean(rows[:, J_PROCESSING])),
         (rec.EVENTS_PRODUCED, "", last(rows[:, J_PRODUCED])),
         (rec.EVENTS_PROCESSED, "", last(rows[:, J_PROCESSED])),
@@ -219,7 +216,7 @@ def timeseries(model: SimModel) -> pd.DataFrame:
             (rec.BUSY, name, mean(busy) * 1000.0),
             (rec.BACKPRESSURED, name, mean(bp) * 1000.0),
             (rec.CPU, name, mean(cpu)),
-            (BUFFER_USAGE, name, mean(rows[:, o + O_BUFFER])),
+            (rec.BUFFER_USAGE, name, mean(rows[:, o + O_BUFFER])),
             (rec.STATE_BYTES, name, last(rows[:, o + O_STATE])),
         ]
         if model.is_src[i]:
