@@ -67,7 +67,7 @@ Target = Literal["mean", "p95"]
 class MEADConfig(AutoscalerConfig):
     """Russo Russo et al. 2021, sec. VII: 5 CPU levels 40..100 %, T_A = 60 s, N_E = 50,000, best 5 fits."""
 
-    period_s: float = Field(60.0, gt=0.0, description="act at most this often (T_A)")
+    period_s: float = Field(60.0, ge=0.0, description="act at most this often (T_A); 0 = every call")
     levels: tuple[float, ...] = Field((0.4, 0.55, 0.7, 0.85, 1.0), description="CPU shares, cheapest first")
     target: Target = Field("mean", description="response-time requirement on the mean or the 95th percentile")
     max_response_s: float = Field(1.0, gt=0.0, description="R_max per source-to-sink path (s)")

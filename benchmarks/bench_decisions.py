@@ -66,6 +66,14 @@ def case_flink_er() -> Case:
     return Case({"period_s": 0}, "flow network + max-flow every call (paper: every 60 s)")
 
 
+def case_mpc() -> Case:
+    return Case({"horizon": 3}, "h = 3 (<= 1 s); h = 1, 2 and states: bench_mpc_states.py")
+
+
+def case_mead() -> Case:
+    return Case({"period_s": 0}, "MAP fit + greedy every call (paper: every 60 s)")
+
+
 def case_default() -> Case:
     return Case()
 
@@ -74,10 +82,21 @@ CASES: dict[str, Callable[[], Case]] = {
     "flink-operator": case_flink_operator,
     "gesscale": case_gesscale,
     "flink-er": case_flink_er,
+    "mpc": case_mpc,
+    "mead": case_mead,
 }
 
 # Functions printing further tables after the timing table (other autoscalers add theirs).
 EXTRA_REPORTS: list[Callable[[], None]] = []
+
+
+def _mpc_states() -> None:
+    from bench_mpc_states import report_states  # same directory; imports this module
+
+    report_states()
+
+
+EXTRA_REPORTS.append(_mpc_states)
 
 
 # ---------------------------------------------------------------- realistic snapshots

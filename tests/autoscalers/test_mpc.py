@@ -182,18 +182,18 @@ def test_decision_reports_states_and_horizon_trajectory():
 
 def test_holt_forecast_extrapolates_a_linear_ramp():
     series = 1000.0 + 50.0 * np.arange(20)
-    fc = holt_winters_forecast(series, 3, MPCConfig())
+    fc, _ = holt_winters_forecast(series, 3, MPCConfig())
     assert fc == pytest.approx([2000.0, 2050.0, 2100.0], rel=0.01)
 
 
 def test_short_history_repeats_the_last_value():
-    fc = holt_winters_forecast(np.array([100.0, 300.0]), 3, MPCConfig(min_history=4))
+    fc, _ = holt_winters_forecast(np.array([100.0, 300.0]), 3, MPCConfig(min_history=4))
     assert fc.tolist() == [300.0, 300.0, 300.0]
 
 
 def test_forecast_never_goes_negative():
     series = 1000.0 - 100.0 * np.arange(10)
-    fc = holt_winters_forecast(series, 3, MPCConfig())
+    fc, _ = holt_winters_forecast(series, 3, MPCConfig())
     assert (fc >= 0).all() and fc[-1] == 0.0
 
 
@@ -216,3 +216,13 @@ def test_mpc_uses_the_history_to_scale_ahead_of_a_ramp():
     assert ahead.details["forecast"][0] == pytest.approx(8000.0, rel=0.01)
     assert ahead.parallelism["map"] == 4
     assert last_value is None or last_value.parallelism["map"] == 3
+
+
+def test_reused_smoothing_parameters_still_follow_the_ramp():
+    series = 1000.0 + 50.0 * np.arange(20)
+    _, used = holt_winters_forecast(series, 1, MPCConfig())
+    assert used is not None and 0.0 <= used.params["smoothing_level"] <= 1.0
+    longer = 1000.0 + 50.0 * np.arange(24)
+    fc, again = holt_winters_forecast(longer, 2, MPCConfig(), reuse=used)
+    assert again == used
+    assert fc == pytest.approx([2200.0, 2250.0], rel=0.01)
