@@ -198,13 +198,10 @@ class LocalStack:
 
     def down(self) -> None:
         """Stop every process of this stack (pidfiles, process groups, then a sweep) and remove cgroups."""
-        for tm in self.sup.names("tm-"):
-            self.flink.stop_taskmanager(tm)
-        self.flink.stop_jobmanager()
-        self.prometheus.stop()
-        self.kafka.stop()
-        for name in self.sup.names():
-            self.sup.stop(name)
+        # task managers first (the job fails over nowhere), then the rest together
+        self.sup.stop_many(self.sup.names("tm-"))
+        self.sup.stop_many(self.sup.names(), timeout=20.0)
+        self.flink.forget_reporters()
         self.sup.sweep()
         self.cgroups.cleanup()
         if self.prometheus.targets_file.parent.exists():

@@ -158,15 +158,28 @@ class Supervisor:
 
     def stop(self, name: str, timeout: float = 15.0) -> None:
         """SIGTERM the process group, SIGKILL it after `timeout`; removes the pidfile. Idempotent."""
-        info = self.get(name)
-        if info is not None:
+        self.stop_many([name], timeout)
+
+    def stop_many(self, names: list[str], timeout: float = 15.0) -> None:
+        """Stop several services at once: all get SIGTERM, then whoever is left after `timeout` SIGKILL."""
+        infos = [i for i in (self.get(n) for n in names) if i is not None]
+        for info in infos:
             _signal_group(info.pid, signal.SIGTERM)
-            gone = wait_until(lambda: _start_ticks(info.pid) != info.start_ticks, timeout, 0.1)
-            # the group may hold helpers even after the leader left; never leave them behind
+
+        def all_gone() -> bool:
+            for info in infos:
+                _reap(info.pid)
+            return all(_start_ticks(i.pid) != i.start_ticks for i in infos)
+
+        gone = wait_until(all_gone, timeout, 0.1)
+        for info in infos:  # the group may hold helpers even after the leader left
             _signal_group(info.pid, signal.SIGKILL)
-            if not gone:
-                wait_until(lambda: _start_ticks(info.pid) != info.start_ticks, 5.0, 0.1)
-        self._pidfile(name).unlink(missing_ok=True)
+        if not gone:
+            wait_until(all_gone, 5.0, 0.1)
+        for info in infos:
+            _reap(info.pid, wait_s=2.0)
+        for name in names:
+            self._pidfile(name).unlink(missing_ok=True)
 
     def sweep(self) -> list[int]:
         """Kill every java/prometheus process whose command line mentions the work directory.
@@ -189,6 +202,19 @@ class Supervisor:
                     os.kill(int(entry.name), signal.SIGKILL)
                     killed.append(int(entry.name))
         return killed
+
+
+def _reap(pid: int, wait_s: float = 0.0) -> None:
+    """Collect the exit status if we are the parent, so no zombie stays in the process table."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            return  # not our child, or already collected
+        if done or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
