@@ -47,6 +47,9 @@ class LocalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workdir: Path = Field(Path(".bench"), description="where installs, data and logs live")
+    install_dir: Path | None = Field(
+        None, description="where downloaded jars go; default ~/.cache/autoscaler-bench (shared by all stacks)"
+    )
     port_offset: int = Field(0, ge=0, le=20000, description="added to every default port")
     taskmanager_cpu_quota: float = Field(
         0.25, gt=0, le=64, description="CPUs each task manager may use (cgroup quota); capacity grows with TMs"
@@ -107,6 +110,12 @@ class LocalConfig(BaseModel):
             kafka_jmx=9404 + o,
             generator_metrics=9405 + o,
         )
+
+    @property
+    def install_root(self) -> Path:
+        if self.install_dir is not None:
+            return self.install_dir.expanduser().resolve()
+        return Path("~/.cache/autoscaler-bench/install").expanduser()
 
     @property
     def root(self) -> Path:

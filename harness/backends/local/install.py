@@ -12,6 +12,7 @@ Every step first checks whether its result is already there, so `ensure()` is ch
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import re
@@ -112,7 +113,7 @@ class Installer:
     def __init__(self, cfg: LocalConfig, progress: Progress | None = None) -> None:
         self.cfg = cfg
         self.progress = progress or _noop
-        self.dir = cfg.root / "install"
+        self.dir = cfg.install_root
 
     # ---- public -------------------------------------------------------------------------------
     def ensure(self) -> Installation:
@@ -188,6 +189,19 @@ class Installer:
         wanted = "\n".join(":".join(a) for a in artifacts) + "\n"
         if stamp.exists() and stamp.read_text() == wanted:
             return out
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / f".{name}.lock", "w") as lock:  # several stacks may install at once
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if stamp.exists() and stamp.read_text() == wanted:
+                return out
+            self._maven(out, stamp, wanted, artifacts, piece, transitive)
+        return out
+
+    def _maven(
+        self, out: Path, stamp: Path, wanted: str, artifacts: list[tuple[str, str, str]], piece: str,
+        transitive: bool,
+    ) -> None:
+        name = out.name
         mvn = shutil.which("mvn") or self._apt_install("maven", "mvn")
         self.progress(f"resolving {piece} jars with Maven ({', '.join(a for _, a, _ in artifacts)})")
         work = self.dir / f"{name}.pom"
@@ -201,7 +215,6 @@ class Installer:
             cmd.append("-DexcludeTransitive=true")
         run_checked(cmd, piece, f"download of {piece} jars from Maven Central")
         stamp.write_text(wanted)
-        return out
 
     # ---- Prometheus ---------------------------------------------------------------------------
     def ensure_prometheus(self) -> Path:
