@@ -217,10 +217,11 @@ public final class Generator {
                 while (!stop) {
                     long now = System.nanoTime();
                     double elapsed = (now - startNanos) / 1e9;
-                    if (elapsed >= rates.length) {
-                        break;
+                    boolean end = elapsed >= rates.length;
+                    if (end) {
+                        elapsed = rates.length; // finish the schedule's last records, then stop
                     }
-                    double rate = rates[(int) elapsed];
+                    double rate = rates.length == 0 ? 0.0 : rates[Math.min((int) elapsed, rates.length - 1)];
                     double want = targetCount(elapsed) * share;
                     double behind = want - paced;
                     double allowed = Math.max(1.0, maxBacklogS * rate * share);
@@ -231,6 +232,9 @@ public final class Generator {
                         behind -= skip;
                     }
                     if (behind < 1.0) {
+                        if (end) {
+                            break;
+                        }
                         double perThread = rate * share;
                         long waitNs = perThread > 0 ? (long) ((1.0 - behind) / perThread * 1e9) : 1_000_000L;
                         LockSupport.parkNanos(Math.max(100_000L, Math.min(waitNs, 1_000_000L)));
