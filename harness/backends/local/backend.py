@@ -225,10 +225,17 @@ class LocalBackend:
             by_id = {v.id: v.parallelism for v in job.vertices}
             ok = job.running and all(by_id.get(vid) == self.state.parallelism.get(op)
                                      for op, vid in self.state.vertex_ids.items())
+            if ok:  # until Flink notices the loss (heartbeat timeout) it still shows the old placement
+                registered = set(self.rest.taskmanager_ids())
+                hosts = {tm for tms in self.rescaler.busy_taskmanagers(self.state).values() for tm in tms}
+                ok = not (set(rec["dead"]) & (registered | hosts))
         except FlinkRestError:
             ok = False
         if ok:
-            self.rescaler.apply_cpu(self.state, self.state.cpu_share)  # also ends the start-up boost
+            try:
+                self.rescaler.apply_cpu(self.state, self.state.cpu_share)  # also ends the start-up boost
+            except Exception as exc:  # noqa: BLE001
+                self._events.append(BackendEvent(self.now(), "warning", f"CPU quota not re-applied: {exc}", {}))
             try:
                 restored = self.rest.checkpoints(self.state.job_id).latest_restored_id
             except FlinkRestError:

@@ -199,9 +199,11 @@ class Rescaler:
         """Set each operator's task managers to its CPU share; returns what was applied."""
         applied: dict[str, float] = {}
         hosts = self.busy_taskmanagers(state)
+        alive = set(self.tms.taskmanager_ids())
         for op, share in cpu_share.items():
             for tm in hosts.get(op, []):
-                self.tms.set_taskmanager_cpu(tm, share)
+                if tm in alive:  # the job manager may still list a task manager that just died
+                    self.tms.set_taskmanager_cpu(tm, share)
             applied[op] = share
         state.cpu_share.update(applied)
         return applied
