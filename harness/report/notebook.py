@@ -1,0 +1,160 @@
+"""Small helpers that keep the notebooks in `notebooks/` short: load analysis outputs, plot with CIs.
+
+Notebooks read `BENCH_RESULTS` (a results directory) and analyse it with the
+pandas engine if `bench analyze` has not been run yet (`BENCH_ENGINE=spark`
+to use Spark instead).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from harness.analysis.pipeline import analyze, default_out, load_outputs
+from harness.analysis.tables import build_tables, row_labels
+
+
+def load_analysis(results_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(runs, cells, convergence, operators); analyses the results first if needed."""
+    results_dir = Path(results_dir)
+    out = default_out(results_dir)
+    if not (out / "cells.csv").exists():
+        analyze(results_dir, out, engine=os.environ.get("BENCH_ENGINE", "pandas"))  # type: ignore[arg-type]
+    frames = load_outputs(out)
+    for frame in frames:
+        for col in ("matrix", "cell_id", "query", "pattern", "params", "autoscaler"):
+            if col in frame:
+                frame[col] = frame[col].fillna("").astype(str)
+    return frames
+
+
+def select_matrix(df: pd.DataFrame, prefix: str) -> pd.DataFrame:
+    """Rows of matrices whose name starts with `prefix`; all rows when none does (e.g. a smoke matrix)."""
+    if df.empty or "matrix" not in df:
+        return df
+    sel = df[df["matrix"].str.startswith(prefix)]
+    return sel if not sel.empty else df
+
+
+def with_labels(cells: pd.DataFrame) -> pd.DataFrame:
+    """Adds `label`: autoscaler plus the parameters that vary, as in the comparison tables."""
+    out = cells.sort_values(["autoscaler", "params", "cell_id"]).reset_index(drop=True)
+    out["label"] = row_labels(out) if not out.empty else []
+    return out
+
+
+def table(cells: pd.DataFrame, kind: str = "thesis") -> pd.DataFrame:
+    """The formatted comparison tables of one kind, stacked, with their query/pattern."""
+    frames = [t.shown.assign(query=t.query, pattern=t.pattern) for t in build_tables(cells) if t.kind == kind]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | str = "pattern",
+           title: str | None = None) -> None:
+    """Grouped bars: one group per `group` value, one bar per configuration, 95 % CI as error bars."""
+    group = [group] if isinstance(group, str) else group
+    cells = with_labels(cells)
+    keys = sorted({tuple(r) for r in cells[group].itertuples(index=False)})
+    labels = list(dict.fromkeys(cells["label"]))
+    width = 0.8 / max(1, len(labels))
+    x = np.arange(len(keys))
+    for i, label in enumerate(labels):
+        mine = cells[cells["label"] == label]
+        vals, errs = [], []
+        for k in keys:
+            row = mine[(mine[group] == pd.Series(k, index=group)).all(axis=1)]
+            vals.append(float(row[metric].mean()) if not row.empty else math.nan)
+            ci = row.get(f"{metric}_ci")
+            errs.append(float(ci.mean()) if ci is not None and not row.empty and not ci.isna().all() else 0.0)
+        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=errs, capsize=3, label=label)
+    ax.set_xticks(x, ["/".join(k) for k in keys])
+    ax.set_title(title or metric)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def varying_parameter(cells: pd.DataFrame) -> dict[str, str]:
+    """Per autoscaler, the parameter whose value changes across its cells (if exactly one does)."""
+    out = {}
+    for name, grp in cells.groupby("autoscaler"):
+        params = [json.loads(p) if p else {} for p in grp["params"]]
+        keys = sorted({k for p in params for k in p})
+        varying = [k for k in keys if len({json.dumps(p.get(k)) for p in params}) > 1]
+        if len(varying) == 1:
+            out[str(name)] = varying[0]
+    return out
+
+
+def sensitivity(axes: list[plt.Axes], cells: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Each metric against each autoscaler's varying parameter, with CIs; returns the plotted points."""
+    rows = []
+    for name, param in varying_parameter(cells).items():
+        for r in cells[cells["autoscaler"] == name].itertuples(index=False):
+            value = json.loads(r.params).get(param)
+            rows.append({"autoscaler": name, "parameter": param, "value": float(value), "query": r.query,
+                         "pattern": r.pattern,
+                         **{m: getattr(r, m) for m in metrics},
+                         **{f"{m}_ci": getattr(r, f"{m}_ci", math.nan) for m in metrics}})
+    points = pd.DataFrame(rows)
+    if points.empty:
+        for ax in axes:
+            ax.set_title("no parameter varies in these results")
+        return points
+    for ax, metric in zip(axes, metrics, strict=False):
+        for (name, query, pattern), grp in points.groupby(["autoscaler", "query", "pattern"]):
+            grp = grp.sort_values("value")
+            ax.errorbar(grp["value"], grp[metric], yerr=grp[f"{metric}_ci"].fillna(0.0), marker="o", capsize=3,
+                        label=f"{name} {query}/{pattern} ({grp['parameter'].iloc[0]})")
+        ax.set_title(metric)
+        ax.set_xlabel("parameter value")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small")
+    return points
+
+
+def convergence_summary(convergence: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and stage: fraction converged, mean time (pattern minutes) and mean actions."""
+    if convergence.empty:
+        return pd.DataFrame()
+    g = convergence.groupby(["matrix", "query", "autoscaler", "params", "cell_id", "stage"])
+    out = pd.DataFrame({
+        "converged": g["converged"].mean(),
+        "time_min": g["time_min_pattern"].mean(),
+        "actions": g["actions"].mean(),
+        "stage_min": g["length_min_pattern"].first(),
+        "runs": g.size(),
+    }).reset_index()
+    out["label"] = [f"{a} {p} {q}" if p not in ("", "{}") else f"{a} {q}"
+                     for a, p, q in zip(out["autoscaler"], out["params"], out["query"], strict=True)]
+    out["shown"] = [f"{t:.3g}" if c == 1 else (f"{s:.0f}+" if c == 0 else f"{t:.3g} ({c:.0%})")
+                    for t, c, s in zip(out["time_min"], out["converged"], out["stage_min"], strict=True)]
+    return out
+
+
+def convergence_bars(ax: plt.Axes, summary: pd.DataFrame) -> None:
+    """Stage convergence times; not-converged cells drawn hatched at the stage's full length ("40+")."""
+    if summary.empty:
+        ax.set_title("no convergence stages in these results")
+        return
+    stages = sorted(summary["stage"].unique())
+    cells = list(dict.fromkeys(summary["label"]))
+    width = 0.8 / max(1, len(cells))
+    x = np.arange(len(stages))
+    for i, cell in enumerate(cells):
+        mine = summary[summary["label"] == cell].set_index("stage")
+        vals = [float(mine.loc[s, "time_min"]) if s in mine.index and mine.loc[s, "converged"] > 0
+                else (float(mine.loc[s, "stage_min"]) if s in mine.index else 0.0) for s in stages]
+        hatch = ["" if s in mine.index and mine.loc[s, "converged"] > 0 else "//" for s in stages]
+        bars = ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=cell)
+        for b, h in zip(bars, hatch, strict=True):
+            b.set_hatch(h)
+    ax.set_xticks(x, stages)
+    ax.set_ylabel("minutes (hatched: not converged)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
