@@ -1,0 +1,80 @@
+"""Rescale downtime on the local stack: in place (adaptive scheduler) vs stop-with-savepoint + resubmit.
+
+For each query the job runs at a constant rate until its state has built up, then the middle
+operator is rescaled 1 -> 2 -> 1 in place and 1 -> 2 -> 1 with savepoints, on the same running job
+(so both methods meet the same state). Prints one row per action: method, direction, downtime
+(request until every subtask runs again) and the checkpointed state size just before.
+
+    .venv/bin/python benchmarks/bench_rescale.py --queries q1,q11 --rate 2000 --warmup 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from harness.backends.local.backend import LocalBackend
+from harness.config import Experiment
+from harness.topology import load_topology
+from workloads.patterns import LoadPattern
+
+
+def run_query(query: str, rate: float, warmup_s: float, settle_s: float, workdir: str, offset: int) -> list[dict]:
+    topo = load_topology(query)
+    middle = topo.operators[len(topo.sources)].name
+    exp = Experiment.model_validate({
+        "name": f"bench-rescale-{query}", "backend": "local", "query": query,
+        "pattern": {"name": "constant", "params": {"rate": rate, "duration_min": 60}},
+        "autoscaler": {"name": "ds2"}, "local": {"workdir": workdir, "port_offset": offset},
+    })
+    pattern = LoadPattern("constant", np.full(3600, float(rate)), 1.0)
+    b = LocalBackend()
+    rows = []
+    try:
+        t0 = time.monotonic()
+        b.start(exp, pattern, topo)
+        print(f"# {query}: stack + job up in {time.monotonic() - t0:.1f} s; warming up {warmup_s:.0f} s", flush=True)
+        b.advance_to(warmup_s)
+        base = dict(b.state.parallelism)
+        for method in ("in_place", "savepoint"):
+            for p in (2, 1):
+                b.method = method
+                try:
+                    state_bytes = b.rest.checkpoints(b.state.job_id).latest_state_bytes
+                except Exception:  # noqa: BLE001
+                    state_bytes = None
+                res = b.rescale({**base, middle: p}, None)
+                rows.append({"query": query, "method": method, "operator": middle, "to": p, "ok": res.ok,
+                             "downtime_s": res.downtime_s, "state_bytes": state_bytes, "error": res.error})
+                print(f"{query:4s} {method:9s} {middle}->{p}  downtime {res.downtime_s:6.1f} s  "
+                      f"state {state_bytes} B  ok={res.ok} {res.error}", flush=True)
+                b.advance_to(b.now() + settle_s)
+    finally:
+        b.stop()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", default="q1,q11")
+    ap.add_argument("--rate", type=float, default=2000)
+    ap.add_argument("--warmup", type=float, default=40)
+    ap.add_argument("--settle", type=float, default=20)
+    ap.add_argument("--workdir", default="/tmp/bench-local-it")
+    ap.add_argument("--port-offset", type=int, default=2000)
+    a = ap.parse_args()
+    rows = []
+    for q in a.queries.split(","):
+        rows += run_query(q, a.rate, a.warmup, a.settle, a.workdir, a.port_offset)
+    print("\nquery method     mean downtime (s)  n")
+    for q in a.queries.split(","):
+        for m in ("in_place", "savepoint"):
+            d = [r["downtime_s"] for r in rows if r["query"] == q and r["method"] == m and r["ok"]]
+            if d:
+                print(f"{q:5s} {m:10s} {np.mean(d):17.1f}  {len(d)}")
+
+
+if __name__ == "__main__":
+    main()
