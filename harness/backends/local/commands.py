@@ -57,7 +57,7 @@ def submit_query(stack: LocalStack, query: str) -> str | None:
 
     topo = load_topology(query)
     parallelism = {name: 1 for name in topo.names}
-    stack.ensure_topics(list(topo.topics()), topo.partitions)
+    stack.ensure_topics(list(topo.topics), topo.partitions)
     jar = jobjar.ensure_jar()
     main_class, args = jobjar.job_command(query, stack.kafka_bootstrap, parallelism)
     return stack.submit_job(Path(jar), main_class, list(args))
