@@ -187,7 +187,7 @@ class Generator:
         return [*cmd, *self.extra_args]
 
     def start(self, pattern: LoadPattern | None = None, rates: Sequence[float] | None = None,
-              wait_s: float = 15.0) -> None:
+              wait_s: float = 90.0) -> None:
         """Write the schedule (from `pattern.per_second()` or explicit per-second `rates`) and start.
 
         Returns once the metrics endpoint answers, so schedule second 0 is (within the JVM's start-up)

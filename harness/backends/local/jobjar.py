@@ -12,6 +12,7 @@ sources with "Source: " (`vertex_operator` undoes that).
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
@@ -92,9 +93,25 @@ def is_stale(jar: Path, inputs: Iterable[Path]) -> bool:
 
 
 def ensure_jar(progress: Progress | None = None, force: bool = False) -> Path:
-    """Return the job jar, building it with Maven first if it is missing or stale."""
+    """Return the job jar, building it with Maven first if it is missing or stale.
+
+    Builds are serialised with a lock file (several harness processes may ask at once; two concurrent
+    shade runs in one target/ leave no jar behind), and staleness is re-checked under the lock.
+    """
     if not force and not is_stale(JAR, sources()):
         return JAR
+    JAR.parent.mkdir(parents=True, exist_ok=True)
+    with (JAR.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not force and not is_stale(JAR, sources()):
+                return JAR
+            return _build(progress)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(progress: Progress | None) -> Path:
     missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
     if missing:
         raise JobJarError(

@@ -28,6 +28,8 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 
@@ -62,6 +64,9 @@ public final class Generator {
     private volatile boolean done;
     private volatile boolean stop;
     private volatile long startNanos;
+    private volatile Throwable failure;
+    private final CountDownLatch ready;
+    private final CountDownLatch go = new CountDownLatch(1);
 
     private final Args args;
     private final double[] rates;
@@ -93,6 +98,10 @@ public final class Generator {
             acked.put(EventFactory.topicOf(k), new LongAdder());
         }
         this.producers = args.getInt("producers", 2);
+        if (producers < 1) {
+            throw new IllegalArgumentException("--producers must be >= 1");
+        }
+        this.ready = new CountDownLatch(producers);
         this.maxBacklogS = args.getDouble("max-backlog-s", 1.0);
         this.timestampsEvery = Math.max(1, args.getInt("timestamps-every", 10));
         String ts = args.get("timestamps-out", null);
@@ -208,12 +217,28 @@ public final class Generator {
                 });
             }
             StringBuilder tsBuf = timestampsOut != null ? new StringBuilder(1 << 16) : null;
-            long startEpochUs = System.currentTimeMillis() * 1000L;
             long logical = index; // this thread's k-th record has logical index index + k * producers
             double paced = 0; // records produced or skipped by this thread
             long count = 0;
             boolean noKafka = args.flag("no-kafka");
             try (KafkaProducer<byte[], byte[]> producer = noKafka ? null : new KafkaProducer<>(producerProps())) {
+                // Get ready before the schedule's clock starts: fetch the topics' metadata (the first
+                // send would block on it) and warm the record encoder up.
+                if (producer != null) {
+                    for (String t : acked.keySet()) {
+                        producer.partitionsFor(t);
+                    }
+                }
+                long sink = 0;
+                for (int i = 0; i < 20_000; i++) {
+                    sink += factory.encode(i, 0L).length;
+                }
+                if (sink == 0) {
+                    throw new IllegalStateException("encoder produced nothing");
+                }
+                ready.countDown();
+                go.await();
+                long startEpochUs = System.currentTimeMillis() * 1000L;
                 while (!stop) {
                     long now = System.nanoTime();
                     double elapsed = (now - startNanos) / 1e9;
@@ -268,6 +293,12 @@ public final class Generator {
                 if (producer != null) {
                     producer.flush();
                 }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (RuntimeException e) {
+                failure = e;
+                ready.countDown();
+                System.err.println("generator: producer-" + index + " failed: " + e);
             } finally {
                 if (tsBuf != null) {
                     flushTimestamps(tsBuf);
@@ -354,15 +385,22 @@ public final class Generator {
         if (args.flag("create-topics")) {
             createTopics();
         }
-        int port = args.getInt("metrics-port", 0);
-        HttpServer server = port > 0 ? startMetricsServer(port) : null;
         Runtime.getRuntime().addShutdownHook(new Thread(this::shutdown, "generator-shutdown"));
-        startNanos = System.nanoTime();
         for (int i = 0; i < producers; i++) {
             Thread t = new Thread(new Producer(i), "producer-" + i);
             threads.add(t);
             t.start();
         }
+        if (!ready.await(args.getLong("ready-timeout-s", 120), TimeUnit.SECONDS) || failure != null) {
+            throw new IllegalStateException("producers not ready (Kafka at " + args.required("bootstrap")
+                    + " unreachable or topics missing?)" + (failure != null ? ": " + failure : ""));
+        }
+        // The schedule starts now; the metrics endpoint comes up with it, so a caller that waits for the
+        // endpoint knows second 0 has begun.
+        startNanos = System.nanoTime();
+        go.countDown();
+        int port = args.getInt("metrics-port", 0);
+        HttpServer server = port > 0 ? startMetricsServer(port) : null;
         long logEveryS = args.getLong("log-every-s", 10);
         long lastLog = startNanos;
         long lastCount = 0;
@@ -419,6 +457,7 @@ public final class Generator {
             return;
         }
         stop = true;
+        go.countDown();
         for (Thread t : threads) {
             try {
                 t.join(Duration.ofSeconds(10).toMillis());
@@ -452,7 +491,12 @@ public final class Generator {
             System.exit(2);
             return;
         }
-        g.run();
-        System.exit(0);
+        try {
+            g.run();
+        } catch (IllegalStateException e) {
+            System.err.println("generator: " + e.getMessage());
+            System.exit(1);
+        }
+        System.exit(g.failure != null ? 1 : 0);
     }
 }
