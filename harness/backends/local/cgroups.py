@@ -12,9 +12,9 @@ otherwise cgroup v2 (`cpu.max`) on the unified hierarchy.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,12 +124,22 @@ class CpuCgroups:
         g.set_cpus(cpus)
         return g
 
-    def remove(self, name: str) -> None:
-        """Remove the group (its processes must be gone; a busy group is left for `cleanup`)."""
+    def remove(self, name: str, wait_s: float = 3.0) -> None:
+        """Remove the group once its processes are gone (a just-killed process leaves it within
+        moments; a group still busy after `wait_s` is left for the next `cleanup`)."""
         if self.base is None:
             return
-        with contextlib.suppress(OSError):
-            self.group(name).path.rmdir()
+        path = self.group(name).path
+        deadline = time.monotonic() + wait_s
+        while path.exists():
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.1)
 
     def names(self) -> list[str]:
         if self.base is None or not self.base.exists():

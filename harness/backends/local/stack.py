@@ -7,6 +7,8 @@ processes (and a crashed harness can still clean up).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -204,11 +206,16 @@ class LocalStack:
         self.flink.forget_reporters()
         self.sup.sweep()
         self.cgroups.cleanup()
+        for marker in self.sup.run_dir.glob("*.boost"):
+            marker.unlink(missing_ok=True)
         if self.prometheus.targets_file.parent.exists():
             self.prometheus.set_flink_targets([])
 
     def status(self) -> StackStatus:
         out: list[ServiceStatus] = []
+        registered_early = set(self.rest.taskmanager_ids()) if self.sup.alive(JOBMANAGER) else set()
+        for tm in registered_early & set(self.taskmanager_ids()):
+            self._end_startup_boost(tm)  # in case the process that started it exited before it registered
         k = self.sup.get(kafka_mod.NAME)
         out.append(ServiceStatus(kafka_mod.NAME, k is not None, k.pid if k else None, self.ports.kafka,
                                  k is not None and self.kafka.healthy()))
@@ -219,7 +226,7 @@ class LocalStack:
             detail = f"{overview.get('taskmanagers', 0)} TMs, {overview.get('jobs-running', 0)} jobs running"
         out.append(ServiceStatus(JOBMANAGER, jm is not None, jm.pid if jm else None, self.ports.flink_rest,
                                  overview is not None, detail))
-        registered = set(self.rest.taskmanager_ids()) if jm else set()
+        registered = registered_early
         for tm in self.sup.names("tm-"):
             p = self.sup.get(tm)
             cpus = self.taskmanager_cpu(tm)
@@ -247,6 +254,9 @@ class LocalStack:
             # drop to the configured quota once it registered (no job runs on it before that)
             cpus = max(self.cfg.taskmanager_cpu_quota, self.cfg.taskmanager_startup_cpu)
             procs = self.cgroups.create(tm_id, cpus).procs
+            if cpus > self.cfg.taskmanager_cpu_quota:
+                self.sup.run_dir.mkdir(parents=True, exist_ok=True)
+                self._boost_marker(tm_id).write_text(str(cpus))
         self.flink.start_taskmanager(inst, tm_id, procs)
         return tm_id
 
@@ -263,21 +273,42 @@ class LocalStack:
                 if time.monotonic() > deadline:
                     raise StackError(tm_id, "did not register with the job manager in time")
                 time.sleep(0.25)
-        self._end_startup_boost(tm_id)
+            self._end_startup_boost(tm_id)
+        else:
+            threading.Thread(target=self._end_boost_when_registered, args=(tm_id,), daemon=True).start()
         return tm_id
 
+    def _end_boost_when_registered(self, tm_id: str) -> None:
+        """Background: drop the start-up boost as soon as `tm_id` registered (or gave up/died)."""
+        deadline = time.monotonic() + self.cfg.startup_timeout_s
+        while time.monotonic() < deadline and self.sup.alive(tm_id):
+            if tm_id in self.rest.taskmanager_ids():
+                break
+            time.sleep(0.25)
+        with contextlib.suppress(StackError):
+            self._end_startup_boost(tm_id)
+
+    def _boost_marker(self, tm_id: str) -> Path:
+        return self.sup.run_dir / f"{tm_id}.boost"
+
     def _end_startup_boost(self, tm_id: str | None = None) -> None:
-        """Set the configured quota on `tm_id` (or every task manager still above it)."""
+        """Set the configured quota on `tm_id` (or every task manager) if it still runs boosted.
+
+        Only a boosted group is touched: a quota set on purpose (set_taskmanager_cpu) stays."""
         if not self._cgroups_on():
             return
         for tm in [tm_id] if tm_id else self.taskmanager_ids():
+            marker = self._boost_marker(tm)
+            if not marker.exists():
+                continue
             g = self.cgroups.group(tm)
-            cpus = g.cpus()
-            if g.exists() and (cpus is None or cpus > self.cfg.taskmanager_cpu_quota):
+            if g.exists():
                 g.set_cpus(self.cfg.taskmanager_cpu_quota)
+            marker.unlink(missing_ok=True)
 
     def stop_taskmanager(self, tm_id: str) -> None:
         self.flink.stop_taskmanager(tm_id)
+        self._boost_marker(tm_id).unlink(missing_ok=True)
         self.cgroups.remove(tm_id)
         self._write_targets()
 
@@ -291,6 +322,7 @@ class LocalStack:
         g = self.cgroups.group(tm_id)
         if not g.exists():
             raise StackError(tm_id, "has no CPU cgroup (not running?)")
+        self._boost_marker(tm_id).unlink(missing_ok=True)  # an explicit quota ends the start-up boost
         g.set_cpus(cpus)
 
     def taskmanager_cpu(self, tm_id: str) -> float | None:
