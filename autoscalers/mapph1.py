@@ -180,20 +180,27 @@ class QueueSolution:
 
 
 def _solve_G(A0: np.ndarray, A1: np.ndarray, A2: np.ndarray, tol: float = 1e-12, max_iter: int = 60) -> np.ndarray:
-    """Logarithmic reduction for G (A2 + A1 G + A0 G^2 = 0)."""
+    """Logarithmic reduction for G (A2 + A1 G + A0 G^2 = 0).
+
+    Stops when G is stochastic to `tol` or when a further step adds nothing
+    (B0 or B2 vanished): near saturation rounding keeps 1 - G e from reaching
+    `tol`, and iterating on would make I - U singular.
+    """
     d = A1.shape[0]
     inv = np.linalg.inv(-A1)
     B0, B2 = inv @ A0, inv @ A2
     G, T = B2.copy(), B0.copy()
     eye = np.eye(d)
-    for _ in range(max_iter):
-        U = B0 @ B2 + B2 @ B0
-        M = np.linalg.inv(eye - U)
-        B0, B2 = M @ B0 @ B0, M @ B2 @ B2
-        G = G + T @ B2
-        T = T @ B0
-        if np.max(np.abs(1.0 - G.sum(axis=1))) < tol:
-            break
+    with np.errstate(over="raise", invalid="raise"):
+        for _ in range(max_iter):
+            U = B0 @ B2 + B2 @ B0
+            M = np.linalg.inv(eye - U)
+            B0, B2 = M @ B0 @ B0, M @ B2 @ B2
+            step = T @ B2
+            G = G + step
+            T = T @ B0
+            if np.max(np.abs(1.0 - G.sum(axis=1))) < tol or np.abs(step).max() < tol * 1e-3:
+                break
     return G
 
 
@@ -210,8 +217,14 @@ def solve_map_ph_1(arrivals: MAP, service: PH) -> QueueSolution:
     A0 = np.kron(D1, Is)
     A1 = np.kron(D0, Is) + np.kron(Ia, S)
     A2 = np.kron(Ia, np.outer(s0, beta))
-    G = _solve_G(A0, A1, A2)
-    R = A0 @ np.linalg.inv(-(A1 + A0 @ G))
+    try:
+        G = _solve_G(A0, A1, A2)
+        R = A0 @ np.linalg.inv(-(A1 + A0 @ G))
+    except (np.linalg.LinAlgError, FloatingPointError):
+        return QueueSolution(rho, None)  # numerically at saturation: treat as unstable (errs safe)
+    residual = A0 + R @ A1 + R @ R @ A2
+    if not np.all(np.isfinite(R)) or np.abs(residual).max() > 1e-6 * max(1.0, np.abs(A1).max()):
+        return QueueSolution(rho, None)
     d = ma * ms
     # Boundary: pi0 D0 + pi1 (I (x) s0) = 0 ; pi0 (D1 (x) beta) + pi1 (A1 + R A2) = 0 ; normalisation.
     B01 = np.kron(D1, beta[None, :])
@@ -221,7 +234,10 @@ def solve_map_ph_1(arrivals: MAP, service: PH) -> QueueSolution:
     M[:, 0] = norm
     rhs = np.zeros(ma + d)
     rhs[0] = 1.0
-    x = np.linalg.solve(M.T, rhs)
+    try:
+        x = np.linalg.solve(M.T, rhs)
+    except np.linalg.LinAlgError:
+        return QueueSolution(rho, None)
     pi0, pi1 = x[:ma], x[ma:]
     arr = D1.sum(axis=1)
     p0 = float(pi0 @ arr) / lam  # arrival finds the system empty

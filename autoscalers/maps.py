@@ -29,9 +29,14 @@ autocorrelation - in closed form with a MAP(2), which takes microseconds:
 - SCV < 1: a renewal hypo-exponential MAP(2) (two phases in series); SCV
   below 0.5 (a MAP(2)'s limit) is clamped to 0.5, which errs on the safe side.
 
-The fit works on inter-arrival times normalised to mean 1: MEAD uses the MAP
-for the *shape* of the input (burstiness, correlation); rates come from the
-metrics and the MAP is rescaled per operator (`scale_to_rate`).
+These shapes are fitted to inter-arrival times normalised to mean 1 and
+rescaled in time per queue (`scale_to_rate`): that keeps burstiness measured
+in *arrivals*, not seconds. For bursty input MEAD prefers `fit_mmpp2`: a
+2-state MMPP fitted in real time (least squares on SCV, lag-1
+autocorrelation and the decay of the autocorrelation, mean exact), carried
+to another rate by scaling its arrival rates only (`mmpp_at_rate`), so that a
+burst lasts as many seconds in a thinned sample, in one subtask's share and
+in the whole stream.
 """
 
 from __future__ import annotations
@@ -193,6 +198,146 @@ def fit_map2(x: np.ndarray, n_best: int = 1, poisson_tol: float = 0.05) -> list[
     errs = [abs(c.moment(3) - s.m3) / max(s.m3, 1e-12) for c in cands]
     order = np.argsort(errs, kind="stable")
     return [cands[i] for i in order[: max(1, n_best)]]
+
+
+# ---------------------------------------------------------------- MMPP(2) in real time
+
+
+def is_mmpp(m: MAP) -> bool:
+    """Arrivals never change the phase (D1 diagonal): a Markov-modulated Poisson process."""
+    return bool(np.count_nonzero(m.D1 - np.diag(np.diag(m.D1))) == 0)
+
+
+def mmpp_at_rate(m: MAP, rate: float) -> MAP:
+    """The same modulation (burst durations in seconds) with arrival rates scaled to `rate`.
+
+    This is what splitting a stream over subtasks, filtering it or thinning a
+    sample does to an MMPP: rates scale, the modulating chain keeps its clock.
+    (`MAP.scale_to_rate` instead speeds the whole process up, bursts included.)
+    """
+    if not is_mmpp(m):
+        raise ValueError("mmpp_at_rate needs an MMPP (diagonal D1)")
+    lam = np.diag(m.D1) * (rate / m.rate)
+    Q = m.D0 + m.D1
+    return MAP(Q - np.diag(lam), np.diag(lam))
+
+
+def acf_decay(x: np.ndarray, max_lags: int = 24) -> tuple[float, float]:
+    """(lag-1 autocorrelation, geometric decay gamma of rho_k = rho_1 gamma^(k-1)) of a sample.
+
+    gamma comes from a log-linear fit over log-spaced lags whose autocorrelation
+    is significant (> 2 / sqrt(n)); with fewer than two of them, rho_2 / rho_1.
+    """
+    y = np.asarray(x, dtype=float)
+    y = y - y.mean()
+    var = float((y * y).mean())
+    n = len(y)
+    if n < 10 or var <= 0:
+        return 0.0, 0.0
+
+    def rho(k: int) -> float:
+        return float((y[:-k] * y[k:]).mean() / var)
+
+    r1 = rho(1)
+    lags = np.unique(np.round(np.logspace(0, np.log10(max(2, n // 10)), max_lags)).astype(int))
+    vals = np.array([rho(int(k)) for k in lags])
+    sig = vals > 2.0 / math.sqrt(n)
+    if r1 > 0 and sig.sum() >= 2:
+        k, v = lags[sig].astype(float), vals[sig]
+        slope = np.polyfit(k - 1.0, np.log(v), 1, w=np.sqrt(v))[0]
+        gamma = math.exp(min(0.0, float(slope)))
+    else:
+        gamma = rho(2) / r1 if r1 > 1e-9 else 0.0
+    return r1, float(np.clip(gamma, 0.0, 0.99999))
+
+
+# theta bounds: burst/quiet rate ratio in (1, 1000], burst probability in [0.001, 0.999], and the
+# modulation slower than the arrivals (switching speed <= mean rate: a burst holds several records).
+_MMPP_BOUNDS = (np.array([-9.0, -6.9, -16.0]), np.array([math.log(999.0), 6.9, 0.0]))
+
+
+def _mmpp2_from(theta: np.ndarray, rate: float) -> MAP:
+    """theta = (log(f - 1), logit(pi_burst), log(switching speed / rate)); mean rate fixed."""
+    f = 1.0 + math.exp(theta[0])
+    pb = 1.0 / (1.0 + math.exp(-theta[1]))
+    speed = rate * math.exp(theta[2])
+    lam1 = rate / (1.0 - pb + pb * f)
+    return mmpp2(lam1, f * lam1, speed * pb, speed * (1.0 - pb))
+
+
+def _mmpp2_descriptors(m: MAP) -> tuple[float, float, float]:
+    """(SCV, rho_1, decay) of a 2-state MAP in closed form (the fit calls this thousands of times).
+
+    M = (-D0)^-1, P = M D1 with stationary pi; E[X] = pi M e, E[X^2] = 2 pi M^2 e,
+    E[X_0 X_1] = pi M P M e (eq. 1, 2); decay = second eigenvalue of P = trace(P) - 1.
+    """
+    (a, b), (c, d) = -m.D0
+    det = a * d - b * c
+    M = ((d / det, -b / det), (-c / det, a / det))
+    (e, f), (g, h) = m.D1
+    P = (
+        (M[0][0] * e + M[0][1] * g, M[0][0] * f + M[0][1] * h),
+        (M[1][0] * e + M[1][1] * g, M[1][0] * f + M[1][1] * h),
+    )
+    p12, p21 = P[0][1], P[1][0]
+    pi = (p21 / (p12 + p21), p12 / (p12 + p21)) if p12 + p21 > 0 else (0.5, 0.5)
+    Me = (M[0][0] + M[0][1], M[1][0] + M[1][1])
+    M2e = (M[0][0] * Me[0] + M[0][1] * Me[1], M[1][0] * Me[0] + M[1][1] * Me[1])
+    PMe = (P[0][0] * Me[0] + P[0][1] * Me[1], P[1][0] * Me[0] + P[1][1] * Me[1])
+    MPMe = (M[0][0] * PMe[0] + M[0][1] * PMe[1], M[1][0] * PMe[0] + M[1][1] * PMe[1])
+    m1 = pi[0] * Me[0] + pi[1] * Me[1]
+    m2 = 2.0 * (pi[0] * M2e[0] + pi[1] * M2e[1])
+    joint = pi[0] * MPMe[0] + pi[1] * MPMe[1]
+    var = m2 - m1 * m1
+    return var / (m1 * m1), (joint - m1 * m1) / var if var > 0 else 0.0, P[0][0] + P[1][1] - 1.0
+
+
+def fit_mmpp2(x: np.ndarray, n_best: int = 1) -> list[tuple[MAP, float]]:
+    """MMPP(2)s in real time matching mean, SCV, lag-1 autocorrelation and its decay; (MAP, misfit).
+
+    Least squares from a few starts (scipy); distinct solutions ranked by misfit.
+    Only for bursty samples (SCV > 1, positive autocorrelation); [] otherwise.
+    """
+    from scipy.optimize import least_squares
+
+    s = trace_stats(x)
+    r1, gamma = acf_decay(x)
+    if s.scv <= 1.05 or r1 <= 0.01:
+        return []
+    rate = 1.0 / s.mean
+    target_slow = math.log(max(1e-6, 1.0 - gamma))
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        try:
+            scv, rho1, decay = _mmpp2_descriptors(_mmpp2_from(theta, rate))
+        except (np.linalg.LinAlgError, OverflowError, ValueError):
+            return np.full(3, 1e3)
+        return np.array(
+            [
+                math.log(max(scv, 1e-9) / s.scv),
+                (rho1 - r1) / max(r1, 0.02),
+                0.5 * (math.log(max(1e-9, 1.0 - decay)) - target_slow),
+            ]
+        )
+
+    found: list[tuple[MAP, float]] = []
+    speed0 = math.log(max(1e-6, 1.0 - gamma))
+    for f0 in (2.0, 8.0):
+        for pb0 in (0.1, 0.3):
+            theta0 = np.clip([math.log(f0 - 1.0), math.log(pb0 / (1.0 - pb0)), speed0], *_MMPP_BOUNDS)
+            with np.errstate(all="ignore"):
+                res = least_squares(residuals, theta0, bounds=_MMPP_BOUNDS, max_nfev=150)
+            if not np.all(np.isfinite(res.x)):
+                continue
+            try:
+                m = _mmpp2_from(res.x, rate)
+            except (OverflowError, ValueError):
+                continue
+            cost = float(np.sum(res.fun**2))
+            if all(abs(cost - c) > 1e-9 or not np.allclose(m.D1, o.D1, rtol=1e-4) for o, c in found):
+                found.append((m, cost))
+    found.sort(key=lambda mc: mc[1])
+    return found[: max(1, n_best)]
 
 
 def sample(m: MAP, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 Every `period_s` (60 s, sec. VII "T_A") MEAD
 1. takes the monitoring buffer of recent inter-arrival times (the last
-   `buffer_events`, sec. IV-C; assembled from `MetricsSnapshot.interarrival_s`
-   of the current and earlier snapshots) and fits MAPs on several windows -
+   `buffer_events`, sec. IV-C; `MetricsSnapshot.interarrival_s` of the
+   current snapshot, optionally of earlier ones too) and fits MAPs on several windows -
    the whole buffer and its most recent halves (`window_fractions`) - keeping
    the `fits_per_window` best fits of each (sec. IV-C: "best n MAPs");
 2. models the job as an open network of single-server queues, one per
@@ -18,16 +18,23 @@ Every `period_s` (60 s, sec. VII "T_A") MEAD
 4. returns the CPU share per operator (parallelism untouched).
 
 Choices, and why (the paper's tools are MATLAB KPC-Toolbox and LINE):
-- MAP fitting: closed-form MAP(2) moment matching of mean, SCV and lag-1
-  autocorrelation (`autoscalers/maps.py`; why not KPC-Toolbox / `line-solver`
-  is in that module's docstring: 65 s per fit against our 5 s budget, and a
-  heavy dependency tree). The fit is of the *shape*: inter-arrival times are
-  normalised to mean 1 and the MAP is rescaled to each queue's measured rate.
+- MAP fitting (`autoscalers/maps.py`; why not KPC-Toolbox / `line-solver` is
+  in that module's docstring: 65 s per fit against our 5 s budget, and a
+  heavy dependency tree). A bursty sample (SCV > 1, positive autocorrelation)
+  gets MMPP(2)s fitted in real time to mean, SCV, lag-1 autocorrelation and
+  its decay; a queue with another rate (an operator's subtask) gets the same
+  modulation with its arrival rates scaled, so a 10 s burst stays 10 s long.
+  This matters: the inter-arrival sample is thinned at high rates, and a
+  model rescaled in time by the thinning factor shrinks bursts to
+  milliseconds (3 orders of magnitude less queueing in our check). Other
+  samples get closed-form MAP(2) shapes (correlated H2, hypo-exponential or
+  Poisson) matching mean, SCV and lag-1 autocorrelation, rescaled in time to
+  each queue's rate.
 - Queues: our own matrix-geometric MAP/PH/1 solver with the exact FCFS
   sojourn-time distribution (`autoscalers/mapph1.py`), validated against a
   Lindley-recursion simulation in the tests. `line-solver`'s `qsys_mapph1`
   gives the same means but took 60-140 ms per call without percentiles.
-- Network: decomposition. Each queue sees the input MAP rescaled to its own
+- Network: decomposition. Each queue sees the input model carried to its own
   rate (records-in of the operator, scaled up by input rate / source
   consumption when the sources fall behind, divided evenly over its
   subtasks). A queue's output is smoother than its input, so propagating the
@@ -58,7 +65,7 @@ from pydantic import Field, field_validator
 
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.mapph1 import ME, PH, QueueSolution, convolve, ph_from_scv, solve_map_ph_1
-from autoscalers.maps import MAP, fit_map2, poisson, trace_stats
+from autoscalers.maps import MAP, fit_map2, fit_mmpp2, mmpp_at_rate, poisson, trace_stats
 from harness.metrics.snapshot import MetricsSnapshot
 
 Target = Literal["mean", "p95"]
@@ -72,6 +79,9 @@ class MEADConfig(AutoscalerConfig):
     target: Target = Field("mean", description="response-time requirement on the mean or the 95th percentile")
     max_response_s: float = Field(1.0, gt=0.0, description="R_max per source-to-sink path (s)")
     buffer_events: int = Field(50_000, ge=10, description="monitoring buffer capacity N_E")
+    buffer_snapshots: int = Field(
+        1, ge=1, description="snapshots whose inter-arrival samples form the buffer (1: theirs may overlap)"
+    )
     window_fractions: tuple[float, ...] = Field((1.0, 0.5), description="fitting windows as buffer fractions")
     fits_per_window: int = Field(5, ge=1, description="best-n MAPs kept per window")
     service_scv: float = Field(0.5, gt=0.0, description="SCV of the per-record service time (0.5 = Erlang-2)")
@@ -85,6 +95,23 @@ class MEADConfig(AutoscalerConfig):
         if not v or any(not 0.0 < x <= 1.0 for x in v) or list(v) != sorted(set(v)):
             raise ValueError("levels must be strictly increasing CPU shares in (0, 1]")
         return v
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A fitted arrival model and how it is carried to a queue with another rate.
+
+    modulated: an MMPP fitted in real time; at another rate its bursts keep
+    their duration (splitting over subtasks or filtering scales the rates,
+    not the modulation's clock). Otherwise a shape with mean 1 that is
+    rescaled in time.
+    """
+
+    map: MAP
+    modulated: bool
+
+    def at_rate(self, rate: float) -> MAP:
+        return mmpp_at_rate(self.map, rate) if self.modulated else self.map.scale_to_rate(rate)
 
 
 @dataclass(frozen=True)
@@ -107,7 +134,7 @@ class Plan:
 class Model:
     """The queueing network for one decision: cached per (operator, level, MAP)."""
 
-    def __init__(self, maps: list[MAP], loads: dict[str, OperatorLoad], cfg: MEADConfig) -> None:
+    def __init__(self, maps: list[Workload], loads: dict[str, OperatorLoad], cfg: MEADConfig) -> None:
         self.maps = maps
         self.loads = loads
         self.cfg = cfg
@@ -121,7 +148,7 @@ class Model:
             if load.rate_per_subtask <= 0:
                 self._cache[key] = _ph_as_me(service)
             else:
-                self._cache[key] = solve_map_ph_1(self.maps[k].scale_to_rate(load.rate_per_subtask), service)
+                self._cache[key] = solve_map_ph_1(self.maps[k].at_rate(load.rate_per_subtask), service)
         return self._cache[key]
 
     def op_response(self, op: str, level: int, k: int) -> float:
@@ -188,10 +215,10 @@ class MEAD(Autoscaler):
     # ------------------------------------------------------------ analysis
 
     def interarrival_buffer(self, snapshot: MetricsSnapshot, history: History) -> np.ndarray:
-        """The most recent `buffer_events` inter-arrival times, oldest first."""
+        """The most recent `buffer_events` inter-arrival times from the last `buffer_snapshots` snapshots."""
         chunks: list[np.ndarray] = []
         n = 0
-        for snap in [snapshot, *reversed(history.snapshots)]:
+        for snap in [snapshot, *reversed(history.snapshots)][: self.config.buffer_snapshots]:
             ia = snap.interarrival_s
             if ia is None or len(ia) == 0:
                 if snap is snapshot:
@@ -205,22 +232,24 @@ class MEAD(Autoscaler):
             return np.zeros(0)
         return np.concatenate(chunks[::-1])[-self.config.buffer_events :]
 
-    def fit_maps(self, buffer: np.ndarray) -> list[MAP]:
-        """Best-n MAPs for every window (sec. IV-C), Poisson when the buffer is too short."""
-        maps: list[MAP] = []
+    def fit_maps(self, buffer: np.ndarray) -> list[Workload]:
+        """Best-n arrival models for every window (sec. IV-C); Poisson when nothing fits."""
+        out: list[Workload] = []
         seen: set[tuple[float, ...]] = set()
         for frac in self.config.window_fractions:
             window = buffer[-max(1, int(len(buffer) * frac)) :]
             try:
-                fitted = fit_map2(window, self.config.fits_per_window)
+                fitted = [Workload(m, True) for m, _ in fit_mmpp2(window, self.config.fits_per_window)]
+                if not fitted:
+                    fitted = [Workload(m, False) for m in fit_map2(window, self.config.fits_per_window)]
             except ValueError:
                 continue
-            for m in fitted:
-                key = tuple(np.round(np.concatenate([m.D0.ravel(), m.D1.ravel()]), 9))
+            for w in fitted:
+                key = (w.modulated, *np.round(np.concatenate([w.map.D0.ravel(), w.map.D1.ravel()]), 9))
                 if key not in seen:
                     seen.add(key)
-                    maps.append(m)
-        return maps or [poisson(1.0)]
+                    out.append(w)
+        return out or [Workload(poisson(1.0), False)]
 
     def loads(self, snapshot: MetricsSnapshot) -> dict[str, OperatorLoad]:
         topo = snapshot.topology
@@ -244,9 +273,9 @@ class MEAD(Autoscaler):
 
     # ------------------------------------------------------------ plan
 
-    def plan(self, snapshot: MetricsSnapshot, history: History) -> tuple[Plan, list[MAP], np.ndarray]:
+    def plan(self, snapshot: MetricsSnapshot, history: History) -> tuple[Plan, list[Workload], np.ndarray]:
         buffer = self.interarrival_buffer(snapshot, history)
-        maps = self.fit_maps(buffer) if len(buffer) >= 3 else [poisson(1.0)]
+        maps = self.fit_maps(buffer) if len(buffer) >= 3 else [Workload(poisson(1.0), False)]
         model = Model(maps, self.loads(snapshot), self.config)
         return greedy(model, snapshot.topology.paths(), snapshot.topology.names, self.config), maps, buffer
 
@@ -271,6 +300,7 @@ class MEAD(Autoscaler):
             "predicted_response_s": {"->".join(p): r for p, r in plan.response_s.items()},
             "violated_paths": ["->".join(p) for p in plan.violated],
             "maps": len(maps),
+            "modulated": any(w.modulated for w in maps),
             "interarrivals": int(len(buffer)),
             "scv": stats.scv if stats else None,
             "rho1": stats.rho1 if stats else None,

@@ -259,12 +259,12 @@ class MPC(Autoscaler):
         consumed = {s: ops[s].records_in_per_s or ops[s].records_out_per_s for s in sources}
         total = sum(consumed.values())
         shares: dict[str, float] = {}
-        known_inputs = {s: ops[s].input_rate for s in sources if ops[s].input_rate is not None}
+        known_inputs = {s: float(r) for s in sources if (r := ops[s].input_rate) is not None}
         for spec in topo.operators:
             name = spec.name
             if spec.is_source:
                 if known_inputs and snapshot.input_rate > 0 and name in known_inputs:
-                    shares[name] = float(known_inputs[name]) / snapshot.input_rate
+                    shares[name] = known_inputs[name] / snapshot.input_rate
                 elif total > 0:
                     shares[name] = consumed[name] / total
                 else:

@@ -162,8 +162,9 @@ def test_greedy_raises_only_the_slowest_operator_of_a_violating_path():
 
 def test_bursty_input_needs_more_cpu_than_poisson_for_the_same_target():
     cfg = MEADConfig(max_response_s=0.0025)
-    poisson_d = MEAD(cfg).decide(job(), NONE)
-    bursty_d = MEAD(cfg).decide(job(ia=bursty_ia()), NONE)
+    cheapest = (0.4, 0.4, 0.4)
+    poisson_d = MEAD(cfg).decide(job(shares=cheapest), NONE)
+    bursty_d = MEAD(cfg).decide(job(shares=cheapest, ia=bursty_ia()), NONE)
     assert poisson_d is not None and bursty_d is not None
     assert sum(bursty_d.cpu_share.values()) > sum(poisson_d.cpu_share.values())
     assert bursty_d.details["scv"] > 2.0
@@ -172,7 +173,7 @@ def test_bursty_input_needs_more_cpu_than_poisson_for_the_same_target():
 def test_p95_target_needs_at_least_the_cpu_of_the_mean_target():
     def decide(target: str):
         cfg = MEADConfig(target=target, max_response_s=0.0025, fits_per_window=2)
-        return MEAD(cfg).decide(job(ia=bursty_ia()), NONE)
+        return MEAD(cfg).decide(job(shares=(0.4, 0.4, 0.4), ia=bursty_ia()), NONE)
 
     mean_d, p95_d = decide("mean"), decide("p95")
     assert mean_d is not None and p95_d is not None
@@ -222,8 +223,61 @@ def test_without_interarrival_times_poisson_is_assumed():
 
 
 def test_buffer_spans_earlier_snapshots_up_to_its_capacity():
-    scaler = MEAD(MEADConfig(buffer_events=25_000))
+    scaler = MEAD(MEADConfig(buffer_events=25_000, buffer_snapshots=2))
     older = job(t=85.0, ia=np.full(20_000, 2e-3))
     buf = scaler.interarrival_buffer(job(t=100.0), History(snapshots=(older,)))
     assert len(buf) == 25_000
     assert (buf[:5000] == 2e-3).all()  # the oldest part comes from the earlier snapshot
+
+
+# ---------------------------------------------------------------- MMPP in real time
+
+
+SLOW_BURSTS = maps.mmpp2(100.0, 250.0, 1 / 50, 1 / 10)  # quiet 100/s for ~50 s, bursts of 250/s for ~10 s
+
+
+def test_mmpp_at_rate_scales_arrivals_and_keeps_the_burst_clock():
+    m = maps.mmpp_at_rate(SLOW_BURSTS, 10_000.0)
+    assert m.rate == pytest.approx(10_000.0)
+    Q0, Q1 = SLOW_BURSTS.D0 + SLOW_BURSTS.D1, m.D0 + m.D1
+    assert np.allclose(Q0, Q1)  # same modulating chain: bursts still last ~10 s
+    assert np.diag(m.D1)[1] / np.diag(m.D1)[0] == pytest.approx(2.5)
+
+
+def test_mmpp_fit_of_a_thinned_sample_recovers_the_burst_time_scale():
+    rng = np.random.default_rng(0)
+    x = maps.sample(SLOW_BURSTS, 20_000, rng)  # ~160 s of a thinned 100k rec/s stream, in real time
+    fits = maps.fit_mmpp2(x, n_best=2)
+    assert fits
+    m, _ = fits[0]
+    assert m.rate == pytest.approx(1.0 / x.mean())
+    switching = -np.diag(m.D0 + m.D1)
+    # mean sojourns of the fitted modulating chain are seconds (truth: 50 s and 10 s), not milliseconds
+    assert 1.0 < 1.0 / switching.max() and 1.0 / switching.min() < 500.0
+    # Carried to the full stream, the queue sees the bursts; a shape rescaled in time does not.
+    rate, service = 100_000.0, erlang(2, 0.8 / 100_000.0 * (SLOW_BURSTS.rate / SLOW_BURSTS.rate))
+    truth = solve_map_ph_1(maps.mmpp_at_rate(SLOW_BURSTS, rate), service).mean_response
+    fitted = max(solve_map_ph_1(maps.mmpp_at_rate(f, rate), service).mean_response for f, _ in fits)
+    shape = solve_map_ph_1(maps.fit_map2(x)[0].scale_to_rate(rate), service).mean_response
+    assert truth / 10 < fitted < truth * 10
+    assert shape < truth / 100
+
+
+def test_mead_on_a_thinned_bursty_sample_needs_more_cpu_than_on_poisson():
+    rng = np.random.default_rng(9)
+    thinned = maps.sample(maps.mmpp_at_rate(SLOW_BURSTS, 100.0), 6000, rng)
+    cfg = MEADConfig(max_response_s=0.5, fits_per_window=2)
+
+    def decide(ia):
+        snap = snapshot(TOPO, t=100.0, input_rate=1000.0, interarrival_s=ia)(
+            src=op(1, rin=1000, busy=100), map=op(1, rin=1000, busy=300), sink=op(1, rin=1000, busy=50)
+        )
+        return MEAD(cfg).decide(snap, NONE)
+
+    bursty_d = decide(thinned)
+    poisson_d = decide(np.random.default_rng(1).exponential(1e-2, size=6000))
+    assert bursty_d is not None and poisson_d is not None
+    assert bursty_d.details["modulated"] is True
+    assert poisson_d.cpu_share == {"src": 0.4, "map": 0.4, "sink": 0.4}
+    # bursts of 2.5x the mean for ~10 s overload the map at 0.4 (rho 0.75 on average): MEAD raises it
+    assert bursty_d.cpu_share["map"] > 0.4
