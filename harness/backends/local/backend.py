@@ -344,9 +344,12 @@ class LocalBackend:
             (INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
             (TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
             (LAG, ""): "sum(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_pendingRecords))",
-            (LATENCY, ""): "avg(max by (task_id, subtask_index) "
-                           "(flink_taskmanager_job_task_operator_deserializer_recordLag)) / 1000",
         }
+        # the same alternatives the snapshot catalogue tries, first with data wins (see _export_raw)
+        q[(LATENCY, "")] = " or ".join(
+            f"(avg(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_{m})) / 1000)"
+            for m in ("deserializer_recordLag", "KafkaSourceReader_deserializer_recordLag",
+                      "currentEmitEventTimeLag"))
         T = "flink_taskmanager_job_task_"
         for op in self.topology.names:
             ids = "|".join(sorted(self._vertex_ids_seen.get(op, set()))) or "none"
