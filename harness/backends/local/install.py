@@ -209,7 +209,8 @@ class Installer:
         (work / "pom.xml").write_text(_pom(artifacts))
         if out.exists():
             shutil.rmtree(out)
-        cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(work / "pom.xml"),
+               f"{DEPENDENCY_PLUGIN}:copy-dependencies",
                f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
         if not transitive:
             cmd.append("-DexcludeTransitive=true")
