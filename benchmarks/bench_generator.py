@@ -32,6 +32,17 @@ WORKDIR = Path("/tmp/bench-generator-kafka")
 PORT_OFFSET = 1000
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process so far (Linux /proc), or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_kafka() -> tuple[object, str]:
     from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
@@ -76,21 +87,26 @@ def main() -> None:
             gen = Generator(jar=jar, bootstrap=bootstrap, topics=topics, workdir=Path(tmp),
                             producers=a.producers, metrics_port=a.metrics_port, extra_args=extra)
             gen.start(rates=[a.rate] * (a.duration + 2))
+            broker_pid = stack.sup.get("kafka").pid if stack is not None else None  # type: ignore[attr-defined]
             t0 = time.monotonic()
             samples: list[tuple[float, int, int]] = []  # (t, produced, skipped)
+            cpu: list[tuple[float | None, float | None]] = []  # (generator, broker) CPU s per sample
             while time.monotonic() - t0 < a.duration:
                 m = gen.metrics()
                 samples.append((time.monotonic() - t0, m.total, m.skipped))
+                cpu.append((cpu_seconds(gen.pid), cpu_seconds(broker_pid)))
                 time.sleep(1.0 - (time.monotonic() - t0) % 1.0)
             final = gen.stop()
     finally:
         if stack is not None:
             stack.kafka.stop()  # type: ignore[attr-defined]
 
-    steady = [s for s in samples if s[0] >= a.warmup]
+    first = next((i for i, s in enumerate(samples) if s[0] >= a.warmup), len(samples))
+    steady = samples[first:]
     if len(steady) < 2:
         raise SystemExit("run too short for a measurement")
     (t_a, n_a, k_a), (t_b, n_b, k_b) = steady[0], steady[-1]
+    (g_a, b_a), (g_b, b_b) = cpu[first], cpu[-1]
     sustained = (n_b - n_a) / (t_b - t_a)
     per_s = [(b[1] - p[1]) / (b[0] - p[0]) for p, b in zip(steady, steady[1:], strict=False)]
     print()
@@ -100,6 +116,14 @@ def main() -> None:
     print(f"per-second rate: min {min(per_s):,.0f}  median {statistics.median(per_s):,.0f}  "
           f"max {max(per_s):,.0f}")
     print(f"skipped (generator behind target) in that window: {k_b - k_a:,}")
+    if n_b > n_a and g_a is not None and g_b is not None:
+        us_gen = (g_b - g_a) / (n_b - n_a) * 1e6
+        line = f"CPU per record: generator {us_gen:.2f} us"
+        if b_a is not None and b_b is not None:
+            us_broker = (b_b - b_a) / (n_b - n_a) * 1e6
+            line += (f", broker {us_broker:.2f} us -> both on {os.cpu_count()} idle cores: "
+                     f"~{(os.cpu_count() or 1) / (us_gen + us_broker) * 1e6:,.0f} records/s")
+        print(line)
     if final is not None:
         print(f"total acknowledged: {final.produced}  send errors: {final.errors}")
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f}")
