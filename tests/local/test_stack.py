@@ -98,7 +98,10 @@ def test_prometheus_scrapes_flink_kafka_and_task_managers(stack: LocalStack) -> 
         up = {r["metric"].get("process") for r in prom(stack, 'up{job="flink"} == 1')}
         series = {r["metric"].get("process") for r in prom(stack, "flink_taskmanager_Status_JVM_CPU_Load")}
         kafka = prom(stack, 'up{job="kafka"} == 1')
-        return tms <= up and tms <= series and "jobmanager" in up and bool(kafka)
+        # the probe topic of the Kafka test: its messages-in counter is the produced input rate
+        probe = [r for r in prom(stack, "kafka_topic_messages_in_total > 0")
+                 if r["metric"].get("topic", "").startswith("probe-")]
+        return tms <= up and tms <= series and "jobmanager" in up and bool(kafka) and bool(probe)
 
     assert eventually(scraped, 45), prom(stack, "up")
 
