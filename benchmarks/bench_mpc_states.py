@@ -115,7 +115,7 @@ def decision_times(snaps: dict[str, list[MetricsSnapshot]]) -> None:
                 ss = _with_interarrivals(ss, bursty)
                 MEAD(cfg).decide(ss[0], History())
                 times += _run(MEAD(cfg), ss)
-            _row(f"mead {target} {'bursty' if bursty else 'poisson'} (10 MAPs)", times)
+            _row(f"mead {target} {'bursty' if bursty else 'poisson'} (2 windows x best 5)", times)
 
 
 def main() -> None:
