@@ -105,15 +105,16 @@ def interarrival_sample(
     step_s: float = 1.0,
     unit_draws: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Inter-arrival times (s) representative of the records that arrived in `counts`' steps.
+    """Inter-arrival times (s) of a thinned copy of the records that arrived in `counts`' steps.
 
     At millions of records per second a literal run of `size` consecutive gaps
     covers milliseconds and never sees a burst. Instead the records are thinned
     (kept independently with probability q = size / total), which keeps a
-    (modulated) Poisson process of the same kind, and the thinned gaps are
-    multiplied by q so their mean is the true mean gap. Within a step the rate is
-    constant, so the gaps of step k are Exp(1) / rate_k (deterministic: 1 / rate_k);
-    steps contribute in proportion to their counts, in time order.
+    (modulated) Poisson process of the same kind at rate q x rate, and its gaps
+    stay in real time: the sample spans the whole window, so burst durations
+    survive for MEAD's MAP fit (MEAD rescales to the measured rate itself).
+    Within a step the rate is constant, so the thinned gaps of step k are
+    Exp(1) / (q rate_k) (deterministic: 1 / (q rate_k)), in time order.
     `unit_draws` (>= size standard exponentials) lets a caller that samples
     often reuse pre-drawn variates instead of drawing new ones.
     """
@@ -122,9 +123,10 @@ def interarrival_sample(
     if size <= 0 or total <= 0:
         return np.zeros(0)
     # Proportional allocation by cumulative rounding: no step is starved by flooring.
-    kept = np.floor(np.cumsum(counts) * min(1.0, size / total) + 1e-9)
+    q = min(1.0, size / total)
+    kept = np.floor(np.cumsum(counts) * q + 1e-9)
     per_step = np.diff(kept, prepend=0.0).astype(np.int64)
-    rates = np.repeat(counts / step_s, per_step)
+    rates = np.repeat(counts * q / step_s, per_step)
     if len(rates) == 0:
         return np.zeros(0)
     if cfg.kind == "deterministic":
