@@ -212,6 +212,11 @@ public final class QueryJob {
 
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv);
+        if ((args.flag("local") || args.flag("print-plan"))
+                && System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            // run with plain `java -cp`: the shaded slf4j-simple binding logs, keep it to warnings
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
         if (args.flag("print-plan") && "all".equals(args.get("query", ""))) {
             for (String q : OPERATORS.keySet()) {
                 String[] withQuery = java.util.Arrays.copyOf(argv, argv.length + 2);
