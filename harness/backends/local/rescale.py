@@ -61,12 +61,14 @@ class Timing:
     """How long a rescale kept the job from processing."""
 
     requested: float  # monotonic time of the request
-    down_from: float | None  # first moment seen not fully running (None: never seen down)
+    down_from: float | None  # first moment seen not fully running (None: polling never saw it down)
     running_at: float  # monotonic time every subtask ran again
 
     @property
     def downtime_s(self) -> float:
-        start = self.down_from if self.down_from is not None else self.running_at
+        """The outage; when polling missed it (it fit between two polls of a slow job manager),
+        the whole time since the request: an upper bound rather than a made-up zero."""
+        start = self.down_from if self.down_from is not None else self.requested
         return max(0.0, self.running_at - min(start, self.running_at))
 
 
@@ -266,6 +268,10 @@ class Rescaler:
         return new, self._sharpen(timing, state.job_id)
 
     def _savepoint(self, state: JobState, target: dict[str, int]) -> tuple[JobState, Timing]:
+        total = sum(target.values())
+        # new task managers start while the job still runs (as for in_place), so the measured
+        # downtime is the savepoint + resubmission, not JVM start-up
+        self._grow(total)
         t0 = self.clock()
         trigger = self.rest.stop_with_savepoint(state.job_id, self.savepoint_dir, drain=False)
         location = None
@@ -279,9 +285,7 @@ class Rescaler:
                 raise TimeoutError(f"savepoint of {state.job_id} not done after {self.timeout_s:.0f} s")
             else:
                 self.sleep(POLL_S)
-        total = sum(target.values())
         self._shrink(total, busy=set())
-        self._grow(total)
         job_id = self.submit(target, location)
         new = self.current(job_id)
         timing = self.wait_running(job_id, target, new.vertex_ids, since=t0)
