@@ -70,6 +70,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=24)
     ap.add_argument("--metrics-port", type=int, default=9405 + PORT_OFFSET)
     ap.add_argument("--no-kafka", action="store_true", help="generate without sending (generator cost)")
+    ap.add_argument("--compression", default=None, help="producer compression (default: the generator's, lz4)")
+    ap.add_argument("--linger-ms", type=int, default=None, help="producer linger.ms (default: the generator's, 5)")
     a = ap.parse_args()
 
     jar = ensure_jar(lambda m: print(f"  [build] {m}"))
@@ -83,6 +85,10 @@ def main() -> None:
         if stack is not None:
             stack.ensure_topics(topics, a.partitions)  # type: ignore[attr-defined]
         extra = ["--log-every-s", "0"] + (["--no-kafka"] if a.no_kafka else [])
+        if a.compression:
+            extra += ["--compression", a.compression]
+        if a.linger_ms is not None:
+            extra += ["--linger-ms", str(a.linger_ms)]
         with tempfile.TemporaryDirectory(prefix="bench-gen-") as tmp:
             gen = Generator(jar=jar, bootstrap=bootstrap, topics=topics, workdir=Path(tmp),
                             producers=a.producers, metrics_port=a.metrics_port, extra_args=extra)
