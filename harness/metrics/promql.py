@@ -47,17 +47,23 @@ def _per_subtask(metric: str) -> str:
     return f'avg by (task_id, subtask_index) (avg_over_time({metric}{{job_id="{{job}}"}}[{{w}}]))'
 
 
+def _counter_rate(metric: str) -> str:
+    return f'avg by (task_id, subtask_index) (rate({metric}{{job_id="{{job}}"}}[{{w}}]))'
+
+
 T = "flink_taskmanager_job_task_"
 
 CATALOGUE: tuple[Query, ...] = (
     # ---- per subtask (operator level is aggregated from these in harness.metrics.prometheus) ----
+    # Rates from the counters over exactly the window: Flink's *PerSecond meters average over the
+    # last 60 s, which lags a rate change by a minute; the meters remain as the fallback.
     Query(
-        "records_in", (_per_subtask(T + "numRecordsInPerSecond"),), SUBTASK, "records/s",
-        "records a subtask reads from its input gates",
+        "records_in", (_counter_rate(T + "numRecordsIn"), _per_subtask(T + "numRecordsInPerSecond")),
+        SUBTASK, "records/s", "records a subtask reads from its input gates",
         "DS2's observed rate and Dhalion's scale-up input; summed per operator"),
     Query(
-        "records_out", (_per_subtask(T + "numRecordsOutPerSecond"),), SUBTASK, "records/s",
-        "records a subtask emits",
+        "records_out", (_counter_rate(T + "numRecordsOut"), _per_subtask(T + "numRecordsOutPerSecond")),
+        SUBTASK, "records/s", "records a subtask emits",
         "selectivity for DS2; for sources it is the records taken from Kafka (source tasks report 0 in)"),
     Query(
         "busy", (_per_subtask(T + "busyTimeMsPerSecond"),), SUBTASK, "ms/s",

@@ -67,9 +67,9 @@ class FakeProm:
 def full_answers() -> dict[tuple[str, int | None], list[dict]]:
     tm = {SRC: ["tm_1"], MAP: ["tm_2", "tm_3"], SINK: ["tm_4"]}
     return {
-        ("flink_taskmanager_job_task_numRecordsOutPerSecond", None): [
+        ("flink_taskmanager_job_task_numRecordsOut{", None): [
             sub(SRC, 0, 1000.0), sub(MAP, 0, 480.0), sub(MAP, 1, 520.0), sub(SINK, 0, 0.0)],
-        ("flink_taskmanager_job_task_numRecordsInPerSecond", None): [
+        ("flink_taskmanager_job_task_numRecordsIn{", None): [
             sub(SRC, 0, 0.0), sub(MAP, 0, 480.0), sub(MAP, 1, 520.0), sub(SINK, 0, 1000.0)],
         ("flink_taskmanager_job_task_busyTimeMsPerSecond", None): [
             sub(SRC, 0, 300.0), sub(MAP, 0, 600.0), sub(MAP, 1, 800.0), sub(SINK, 0, 100.0)],
@@ -167,6 +167,16 @@ def test_failing_query_counts_as_empty() -> None:
     snap = build_snapshot(fetched, view(), 0.0, 15.0)
     # idle falls back to what busy and backpressure leave
     assert snap.op("bids_source").subtasks[0].idle_ms_per_s == pytest.approx(200.0)
+
+
+def test_records_rate_falls_back_to_flink_meters() -> None:
+    answers = full_answers()
+    answers[("numRecordsOutPerSecond", None)] = answers.pop(("flink_taskmanager_job_task_numRecordsOut{", None))
+    prom = FakeProm(answers)
+    fetched = fetch(prom, view(), 15.0)
+    assert "records_out" not in fetched.missing
+    assert any("rate(flink_taskmanager_job_task_numRecordsOut{" in q for q in prom.seen)
+    assert build_snapshot(fetched, view(), 0.0, 15.0).throughput == pytest.approx(1000.0)
 
 
 def test_alternative_expression_used_when_first_is_empty() -> None:

@@ -354,13 +354,13 @@ class LocalBackend:
         for op in self.topology.names:
             ids = "|".join(sorted(self._vertex_ids_seen.get(op, set()))) or "none"
             sel = f'{{task_id=~"{ids}"}}'
-            q[(RECORDS_OUT, op)] = f"sum(max by (subtask_index) ({T}numRecordsOutPerSecond{sel}))"
-            q[(RECORDS_IN, op)] = f"sum(max by (subtask_index) ({T}numRecordsInPerSecond{sel}))"
+            q[(RECORDS_OUT, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsOut{sel}[{w}])))"
+            q[(RECORDS_IN, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsIn{sel}[{w}])))"
             q[(BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
             q[(BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
         srcs = "|".join(sorted(v for s in self.topology.sources for v in self._vertex_ids_seen.get(s.name, set())))
-        q[(THROUGHPUT, "")] = (f'sum(max by (task_id, subtask_index) ({T}numRecordsOutPerSecond'
-                               f'{{task_id=~"{srcs or "none"}"}}))')
+        q[(THROUGHPUT, "")] = (f'sum(avg by (task_id, subtask_index) (rate({T}numRecordsOut'
+                               f'{{task_id=~"{srcs or "none"}"}}[{w}])))')
         return q
 
     def _export_raw(self) -> pd.DataFrame:
