@@ -93,6 +93,10 @@ class LocalConfig(BaseModel):
         120.0, gt=0, description="jobmanager.adaptive-scheduler.submission.resource-wait-timeout"
     )
 
+    class_data_sharing: bool = Field(
+        True, description="AppCDS archives for the JVMs: about half the start-up CPU (see cds.py)"
+    )
+
     # supervision
     scrape_interval_s: float = Field(5.0, gt=0, description="Prometheus scrape interval")
     startup_timeout_s: float = Field(120.0, gt=0, description="how long `up` waits for a service to be healthy")
@@ -116,6 +120,11 @@ class LocalConfig(BaseModel):
         if self.install_dir is not None:
             return self.install_dir.expanduser().resolve()
         return Path("~/.cache/autoscaler-bench/install").expanduser()
+
+    @property
+    def cds_root(self) -> Path:
+        """Class-data-sharing archives (per JDK, role and class path; shared like the installs)."""
+        return self.install_root / "cds"
 
     @property
     def root(self) -> Path:

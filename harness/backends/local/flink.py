@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from harness.backends.local.cds import CdsPlan, ClassDataSharing
 from harness.backends.local.config import LocalConfig
 from harness.backends.local.errors import StackError
 from harness.backends.local.install import Installation
@@ -46,6 +47,7 @@ class FlinkCluster:
         self.cfg = cfg
         self.sup = sup
         self.dir = cfg.root / "flink"
+        self.cds = ClassDataSharing(cfg.cds_root, enabled=cfg.class_data_sharing)
         self.conf_dir = self.dir / "conf"
         self.ports = cfg.ports()
 
@@ -186,21 +188,26 @@ class FlinkCluster:
         jars = sorted(p for p in (inst.flink_home / "lib").glob("*.jar") if p != dist)
         return ":".join(str(p) for p in [*jars, dist])
 
-    def java_command(self, inst: Installation, role: str, log_file: Path, dynamic: list[str]) -> list[str]:
+    def java_command(
+        self, inst: Installation, role: str, log_file: Path, dynamic: list[str]
+    ) -> tuple[list[str], CdsPlan]:
+        """The JVM command of one process and its class-data-sharing plan (see cds.py)."""
         jvm, props = self.resource_params(inst)[role]
         main = self.ROLES[role][1]
         opts = self._distribution_java_opts(inst).split()
         gc = ["-XX:+UseG1GC"] if role == "taskmanager" else []
         log = self.conf_dir / "log4j-console.properties"
+        cp = self.classpath(inst)
+        plan = self.cds.plan(inst.java, f"flink-{role}", cp, [*gc, *jvm, *opts])
         return [
-            str(inst.java), *gc, *jvm, *opts,
+            str(inst.java), *plan.flags, *gc, *jvm, *opts,
             "-Dconsole.log.level=OFF",  # stdout goes to a file already; keep one copy of the log
             f"-Dlog.file={log_file}",
             f"-Dlog4j.configuration=file:{log}", f"-Dlog4j.configurationFile=file:{log}",
             f"-Dlogback.configurationFile=file:{self.conf_dir / 'logback-console.xml'}",
-            "-classpath", self.classpath(inst), main,
+            "-classpath", cp, main,
             "--configDir", str(self.conf_dir), *props, *dynamic,
-        ]
+        ], plan
 
     def _env(self, inst: Installation, log_dir: Path) -> dict[str, str]:
         return {
@@ -247,13 +254,10 @@ class FlinkCluster:
         port = self.reporter_port(0)
         self._remember_reporter(JOBMANAGER, port)
         log_dir = self.dir / "log" / JOBMANAGER
-        self.sup.start(
-            JOBMANAGER,
-            self.java_command(inst, "jobmanager", log_dir / "jobmanager.log",
-                              ["-D", f"metrics.reporter.prom.port={port}"]),
-            log_dir / "stdout.log",
-            env=self._env(inst, log_dir),
-        )
+        cmd, plan = self.java_command(inst, "jobmanager", log_dir / "jobmanager.log",
+                                      ["-D", f"metrics.reporter.prom.port={port}"])
+        info = self.sup.start(JOBMANAGER, cmd, log_dir / "stdout.log", env=self._env(inst, log_dir))
+        self.cds.attach(plan, info.pid)
 
     def next_taskmanager_id(self) -> str:
         """Monotonic ids (tm-1, tm-2, ...): a restarted stack never reuses a live or recent id."""
@@ -268,15 +272,12 @@ class FlinkCluster:
         port = self.reporter_port(1 + (index - 1) % (self.ports.reporter_last - self.ports.reporter_first))
         self._remember_reporter(tm_id, port)
         log_dir = self.dir / "log" / tm_id
-        self.sup.start(
-            tm_id,
-            self.java_command(inst, "taskmanager", log_dir / "taskmanager.log",
-                              ["-D", f"taskmanager.resource-id={tm_id}",
-                               "-D", f"metrics.reporter.prom.port={port}"]),
-            log_dir / "stdout.log",
-            env=self._env(inst, log_dir),
-            cgroup_procs=cgroup_procs,
-        )
+        cmd, plan = self.java_command(inst, "taskmanager", log_dir / "taskmanager.log",
+                                      ["-D", f"taskmanager.resource-id={tm_id}",
+                                       "-D", f"metrics.reporter.prom.port={port}"])
+        info = self.sup.start(tm_id, cmd, log_dir / "stdout.log", env=self._env(inst, log_dir),
+                              cgroup_procs=cgroup_procs)
+        self.cds.attach(plan, info.pid)
 
     def stop_taskmanager(self, tm_id: str) -> None:
         self.sup.stop(tm_id)

@@ -138,6 +138,7 @@ class KafkaService:
             return
         self.write_config()
         self.format_storage(inst)
+        # no class-data sharing here: the JVM refuses to dump an archive with a java agent attached
         self.sup.start(NAME, self._java(inst, "kafka.Kafka", str(self.dir / "server.properties"), agent=True),
                        self.dir / "logs" / "stdout.log", env={"JAVA_HOME": str(inst.java_home)})
 

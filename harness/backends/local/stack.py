@@ -201,15 +201,35 @@ class LocalStack:
     def down(self) -> None:
         """Stop every process of this stack (pidfiles, process groups, then a sweep) and remove cgroups."""
         # task managers first (the job fails over nowhere), then the rest together
-        self.sup.stop_many(self.sup.names("tm-"))
-        self.sup.stop_many(self.sup.names(), timeout=20.0)
+        self._stop_gently(self.sup.names("tm-"), 15.0)
+        self._stop_gently(self.sup.names(), 20.0)
         self.flink.forget_reporters()
         self.sup.sweep()
         self.cgroups.cleanup()
+        self._promote_archives()
         for marker in self.sup.run_dir.glob("*.boost"):
             marker.unlink(missing_ok=True)
         if self.prometheus.targets_file.parent.exists():
             self.prometheus.set_flink_targets([])
+
+    def _stop_gently(self, names: list[str], timeout: float) -> None:
+        """Stop `names`; a JVM that writes a class-data archive at exit gets a CPU and time to write it."""
+        dumpers = self.flink.cds.dumping_pids()
+        slow = False
+        for name in names:
+            info = self.sup.get(name)
+            if info is None or info.pid not in dumpers:
+                continue
+            slow = True
+            if name.startswith("tm-") and self._cgroups_on() and self.cgroups.group(name).exists():
+                with contextlib.suppress(StackError):
+                    self.cgroups.group(name).set_cpus(max(1.0, self.cfg.taskmanager_startup_cpu))
+        self.sup.stop_many(names, timeout=max(timeout, 90.0) if slow else timeout)
+
+    def _promote_archives(self) -> None:
+        """Move class-data-sharing archives written by stopped JVMs into place (never fails `down`)."""
+        with contextlib.suppress(Exception):
+            self.flink.cds.promote()
 
     def status(self) -> StackStatus:
         out: list[ServiceStatus] = []
@@ -307,8 +327,10 @@ class LocalStack:
             marker.unlink(missing_ok=True)
 
     def stop_taskmanager(self, tm_id: str) -> None:
+        self._stop_gently([tm_id], 15.0)
         self.flink.stop_taskmanager(tm_id)
         self._boost_marker(tm_id).unlink(missing_ok=True)
+        self._promote_archives()
         self.cgroups.remove(tm_id)
         self._write_targets()
 
