@@ -141,6 +141,12 @@ def test_adding_and_removing_a_task_manager(stack: LocalStack) -> None:
     assert not stack.cgroups.group(tm).exists()
 
 
+def test_up_again_keeps_the_running_processes(stack: LocalStack) -> None:
+    before = {s.name: s.pid for s in stack.status().services}
+    stack.up(taskmanagers=2)
+    assert {s.name: s.pid for s in stack.status().services} == before
+
+
 def test_tsdb_snapshot_lands_under_the_data_dir(stack: LocalStack) -> None:
     snap = stack.tsdb_snapshot()
     assert snap.is_dir() and snap.is_relative_to(stack.root)

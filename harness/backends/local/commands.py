@@ -21,7 +21,7 @@ from harness.backends.local.stack import LocalStack
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
-WorkdirOpt = Annotated[Path, typer.Option(help="work directory: installs, data, logs, pidfiles")]
+WorkdirOpt = Annotated[Path, typer.Option(help="work directory: configs, data, logs, pidfiles")]
 OffsetOpt = Annotated[int, typer.Option(help="added to every default port (run several stacks side by side)")]
 
 
@@ -93,9 +93,12 @@ def register(app: typer.Typer) -> None:
                     console.print(f"{query} running as job {job}")
         except StackError as exc:
             raise _die(exc) from exc
+        except (RuntimeError, ValueError) as exc:  # job jar build (JobJarError) or bad query arguments
+            raise _die(StackError(f"query {query}", str(exc))) from exc
         table, _ = status_table(stack)
         console.print(table)
         console.print(f"Flink {stack.rest_url}  Prometheus {stack.prometheus_url}  Kafka {stack.kafka_bootstrap}")
+        console.print("versions: " + ", ".join(f"{k} {v}" for k, v in stack.versions().items()))
 
     @app.command()
     def status(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
