@@ -1,0 +1,43 @@
+"""Pure parts of the local backend: checkpoint lookup for job-manager recovery, export queries."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.backends.local.backend import LocalBackend, latest_checkpoint
+from harness.record import (
+    BACKPRESSURED,
+    BUSY,
+    INPUT_RATE,
+    LAG,
+    LATENCY,
+    RECORDS_IN,
+    RECORDS_OUT,
+    TASKMANAGERS,
+    THROUGHPUT,
+)
+from harness.topology import load_topology
+
+
+def test_latest_complete_checkpoint_across_jobs(tmp_path: Path) -> None:
+    assert latest_checkpoint(tmp_path / "none") is None
+    for i, (job, chk, complete) in enumerate([("a", 3, True), ("b", 7, True), ("b", 8, False)]):
+        d = tmp_path / job / f"chk-{chk}"
+        d.mkdir(parents=True)
+        if complete:
+            (d / "_metadata").write_text("x")
+            os.utime(d / "_metadata", (1000 + i, 1000 + i))
+    assert latest_checkpoint(tmp_path) == tmp_path / "b" / "chk-7"  # chk-8 has no _metadata yet
+
+
+def test_export_queries_cover_the_record_metrics_and_all_vertex_ids() -> None:
+    b = LocalBackend()
+    b.topology = load_topology("q11")
+    b._vertex_ids_seen = {"bids_source": {"s1"}, "session_window": {"w1", "w2"}, "sink": {"k1"}}
+    q = b._export_queries(5.0)
+    assert {m for m, op in q if op == ""} >= {INPUT_RATE, THROUGHPUT, LAG, LATENCY, TASKMANAGERS}
+    for op in ("bids_source", "session_window", "sink"):
+        assert {(m, op) for m in (RECORDS_IN, RECORDS_OUT, BUSY, BACKPRESSURED)} <= set(q)
+    assert 'task_id=~"w1|w2"' in q[(BUSY, "session_window")]
+    assert 'task_id=~"s1"' in q[(THROUGHPUT, "")]
