@@ -83,16 +83,16 @@ def run_pieces(ref: RunRef, df: pd.DataFrame) -> RunPieces:
         prov = mx.provisioning(inp[0], ideal, tm[0], tm[1], end)
         pieces.spec = SpecFacts(prov.accuracy_u, prov.accuracy_o, prov.timeshare_u, prov.timeshare_o,
                                 mx.time_weighted_mean(inp[0], ideal, end))
-    if inp is not None and lag is not None:
+    if lag is not None:
         pieces.excess = _excess_facts(inp, lag)
     pieces.qos = _qos(arrays, start, meta.period_s, meta.slo_latency_s, meta.slo_throughput_ratio)
     return pieces
 
 
-def _excess_facts(inp: tuple[np.ndarray, np.ndarray], lag: tuple[np.ndarray, np.ndarray]) -> ExcessFacts:
-    busy = np.nonzero(inp[1] > 0)[0]
+def _excess_facts(inp: tuple[np.ndarray, np.ndarray] | None, lag: tuple[np.ndarray, np.ndarray]) -> ExcessFacts:
+    busy = np.nonzero(inp[1] > 0)[0] if inp is not None else np.array([], dtype=int)
     stop = math.nan
-    if len(busy) and busy[-1] + 1 < len(inp[0]):
+    if inp is not None and len(busy) and busy[-1] + 1 < len(inp[0]):
         stop = float(inp[0][busy[-1] + 1])
     drained = math.nan
     if not math.isnan(stop):

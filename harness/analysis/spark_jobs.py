@@ -49,6 +49,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    # list the run records' files on the driver: a distributed listing job costs one task per path
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    "spark.ui.showConsoleProgress": "false",
 }
 
 
@@ -92,20 +95,45 @@ def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
 
 
 def _runs_frame(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
+    """Per-run constants: loop period, SLO, and the ideal scaler's demand coefficients (in operator order)."""
     rows = [(r.meta.run_id, r.meta.period_s, r.meta.slo_latency_s, r.meta.slo_throughput_ratio,
-             float(r.meta.min_parallelism)) for r in refs]
+             float(r.meta.min_parallelism), [float(c) for c in r.meta.coefficients.values()]) for r in refs]
     return spark.createDataFrame(rows, "run_id string, period_s double, slo_lat double, slo_ratio double, "
-                                       "min_p double")
+                                       "min_p double, coefs array<double>")
 
 
-def series_stats(job: DataFrame) -> DataFrame:
-    """(run, metric, operator) -> time-weighted mean/sum, span, max, min, last, n, p50, p95."""
+def partitioned_job_samples(spark: SparkSession, refs: list[RunRef], partitions: int
+                            ) -> tuple[DataFrame, pd.DataFrame]:
+    """Job- and operator-level samples (subtask -1), hash-partitioned by run and cached.
+
+    This is the only shuffle: every later window and aggregation groups by
+    run_id plus other keys, which this partitioning already satisfies, so
+    Spark plans them without exchanging data again.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    samples = load_samples(spark, refs).repartition(partitions, "run_id").persist(StorageLevel.MEMORY_AND_DISK)
+    bounds = samples.groupBy("run_id").agg(F.min("ts").alias("run_start"), F.max("ts").alias("run_end")).toPandas()
+    bounds_df = spark.createDataFrame(bounds, "run_id string, run_start double, run_end double")
+    job = (samples.where(F.col("subtask") == -1).drop("subtask").join(F.broadcast(bounds_df), "run_id")
+           .persist(StorageLevel.MEMORY_AND_DISK))
+    job.count()
+    samples.unpersist()
+    return job, bounds
+
+
+def series_stats(job: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(run, metric, operator) -> time-weighted sum/mean, span, max, min, last, n; and p50/p95 apart.
+
+    Percentiles are computed only for `PERCENTILE_METRICS`: an exact percentile
+    keeps every value of its group in memory.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("run_id", "metric", "operator").orderBy("ts")
     held = job.withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts"))
-    pct_value = F.when(F.col("metric").isin(*PERCENTILE_METRICS) & (F.col("operator") == ""), F.col("value"))
     agg = held.groupBy("run_id", "metric", "operator").agg(
         F.sum(F.col("value") * F.col("dt")).alias("tw_sum"),
         F.sum("dt").alias("span"),
@@ -114,51 +142,58 @@ def series_stats(job: DataFrame) -> DataFrame:
         F.min("value").alias("min"),
         F.max_by("value", "ts").alias("last"),
         F.count("value").alias("n"),
-        F.percentile(pct_value, F.array(F.lit(0.5), F.lit(0.95))).alias("pct"),
-    )
-    return agg.select(
+    ).select(
         "run_id", "metric", "operator",
         F.when(F.col("span") > 0, F.col("tw_sum") / F.col("span")).otherwise(F.col("plain_mean")).alias("tw_mean"),
         "tw_sum", "span", "max", "min", "last", "n",
-        F.col("pct").getItem(0).alias("p50"), F.col("pct").getItem(1).alias("p95"),
     )
+    pct = (job.where(F.col("metric").isin(*PERCENTILE_METRICS) & (F.col("operator") == ""))
+           .groupBy("run_id", "metric", "operator")
+           .agg(F.percentile("value", F.array(F.lit(0.5), F.lit(0.95))).alias("pct"))
+           .select("run_id", "metric", "operator", F.col("pct").getItem(0).alias("p50"),
+                   F.col("pct").getItem(1).alias("p95")))
+    return agg, pct
 
 
-def provisioning(job: DataFrame, coefs: DataFrame, runs: DataFrame) -> DataFrame:
-    """Gesscale's accuracyU/O and timeshareU/O (sec. V) of actual task managers against ideal(t)."""
+def provisioning(job: DataFrame, runs: DataFrame) -> DataFrame:
+    """Gesscale's accuracyU/O and timeshareU/O (sec. V): actual task managers against ideal(t).
+
+    One pass per run: ideal(t) from each input-rate sample (sum over operators
+    of max(min_p, ceil(rate x coefficient))), both step functions forward-filled
+    over the run's ordered samples. Rows sharing a timestamp get dt = 0 except
+    the last, which has seen every value at that time.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    inp = job.where((F.col("metric") == INPUT_RATE) & (F.col("operator") == ""))
-    need = F.greatest(F.col("min_p"), F.ceil(F.col("value") * F.col("coef") - F.lit(CEIL_EPS)).cast("double"))
-    ideal = (inp.join(F.broadcast(coefs), "run_id").join(F.broadcast(runs.select("run_id", "min_p")), "run_id")
-             .groupBy("run_id", "ts", "run_end").agg(F.sum(need).alias("ideal")))
-    w_i = Window.partitionBy("run_id").orderBy("ts")
-    ideal_avg = (ideal.withColumn("dt", F.coalesce(F.lead("ts").over(w_i), F.col("run_end")) - F.col("ts"))
-                 .groupBy("run_id").agg(
-                     (F.sum(F.col("ideal") * F.col("dt")) / F.sum("dt")).alias("tw"),
-                     F.sum("dt").alias("span"), F.avg("ideal").alias("plain"))
-                 .select("run_id", F.when(F.col("span") > 0, F.col("tw")).otherwise(F.col("plain"))
-                         .alias("ideal_avg")))
-    tm = job.where((F.col("metric") == TASKMANAGERS) & (F.col("operator") == "")).select(
-        "run_id", "ts", "run_end", F.lit(None).cast("double").alias("ideal"), F.col("value").alias("actual"))
-    grid = (ideal.select("run_id", "ts", "run_end", "ideal", F.lit(None).cast("double").alias("actual"))
-            .unionByName(tm)
-            .groupBy("run_id", "ts", "run_end").agg(F.max("ideal").alias("ideal"), F.max("actual").alias("actual")))
+    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, TASKMANAGERS))
+            .join(F.broadcast(runs.where(F.size("coefs") > 0).select("run_id", "coefs", "min_p")), "run_id"))
+    need = F.aggregate(
+        F.transform("coefs", lambda c: F.greatest(F.col("min_p"),
+                                                  F.ceil(F.col("value") * c - F.lit(CEIL_EPS)).cast("double"))),
+        F.lit(0.0), lambda acc, x: acc + x)
     upto = Window.partitionBy("run_id").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    filled = (grid.withColumn("i", F.last("ideal", ignorenulls=True).over(upto))
-              .withColumn("a", F.last("actual", ignorenulls=True).over(upto))
-              .where(F.col("i").isNotNull() & F.col("a").isNotNull()))
     w = Window.partitionBy("run_id").orderBy("ts")
-    filled = filled.withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts"))
-    period = F.sum("dt")
-    prov = filled.groupBy("run_id").agg(
-        (F.sum(F.greatest(F.lit(0.0), F.col("i") - F.col("a")) * F.col("dt")) / period).alias("accuracy_u"),
-        (F.sum(F.greatest(F.lit(0.0), F.col("a") - F.col("i")) * F.col("dt")) / period).alias("accuracy_o"),
-        (100.0 * F.sum(F.when(F.col("i") > F.col("a"), F.col("dt")).otherwise(0.0)) / period).alias("timeshare_u"),
-        (100.0 * F.sum(F.when(F.col("a") > F.col("i"), F.col("dt")).otherwise(0.0)) / period).alias("timeshare_o"),
+    x = (rows.select("run_id", "ts", "run_end",
+                     F.when(F.col("metric") == INPUT_RATE, need).alias("ideal"),
+                     F.when(F.col("metric") == TASKMANAGERS, F.col("value")).alias("actual"))
+         .withColumn("i", F.last("ideal", ignorenulls=True).over(upto))
+         .withColumn("a", F.last("actual", ignorenulls=True).over(upto))
+         .withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts")))
+    both = F.col("i").isNotNull() & F.col("a").isNotNull()
+    dt_both = F.when(both, F.col("dt"))
+    dt_i = F.when(F.col("i").isNotNull(), F.col("dt"))
+    period = F.sum(dt_both)
+    return x.groupBy("run_id").agg(
+        (F.sum(F.greatest(F.lit(0.0), F.col("i") - F.col("a")) * dt_both) / period).alias("accuracy_u"),
+        (F.sum(F.greatest(F.lit(0.0), F.col("a") - F.col("i")) * dt_both) / period).alias("accuracy_o"),
+        (100.0 * F.sum(F.when(both & (F.col("i") > F.col("a")), F.col("dt")).otherwise(0.0)) / period)
+        .alias("timeshare_u"),
+        (100.0 * F.sum(F.when(both & (F.col("a") > F.col("i")), F.col("dt")).otherwise(0.0)) / period)
+        .alias("timeshare_o"),
+        F.when(F.sum(dt_i) > 0, F.sum(F.col("i") * dt_i) / F.sum(dt_i)).otherwise(F.avg("ideal")).alias("ideal_avg"),
+        period.alias("period"),
     )
-    return prov.join(ideal_avg, "run_id", "left")
 
 
 def qos_violations(job: DataFrame, runs: DataFrame) -> DataFrame:
@@ -166,12 +201,13 @@ def qos_violations(job: DataFrame, runs: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, THROUGHPUT, LATENCY))
-            .join(F.broadcast(runs), "run_id")
+            .join(F.broadcast(runs.select("run_id", "period_s", "slo_lat", "slo_ratio")), "run_id")
             .withColumn("bucket", F.floor((F.col("ts") - F.col("run_start")) / F.col("period_s"))))
-    steps = rows.groupBy("run_id", "bucket", "slo_lat", "slo_ratio").agg(
+    steps = rows.groupBy("run_id", "bucket").agg(
         F.avg(F.when(F.col("metric") == INPUT_RATE, F.col("value"))).alias("inp"),
         F.avg(F.when(F.col("metric") == THROUGHPUT, F.col("value"))).alias("thr"),
         F.avg(F.when(F.col("metric") == LATENCY, F.col("value"))).alias("lat"),
+        F.first("slo_lat").alias("slo_lat"), F.first("slo_ratio").alias("slo_ratio"),
     )
     ratio_bad = (F.col("inp") > 0) & F.col("thr").isNotNull() & (F.col("thr") / F.col("inp") < F.col("slo_ratio"))
     lat_bad = F.col("lat").isNotNull() & (F.col("lat") > F.col("slo_lat"))
@@ -181,52 +217,51 @@ def qos_violations(job: DataFrame, runs: DataFrame) -> DataFrame:
 
 def excess_facts(job: DataFrame) -> DataFrame:
     """When the input stopped (if it did) and when the Kafka backlog was drained after that."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    inp = job.where((F.col("metric") == INPUT_RATE) & (F.col("operator") == ""))
-    last_busy = inp.groupBy("run_id").agg(F.max(F.when(F.col("value") > 0, F.col("ts"))).alias("last_busy"))
-    stop = (inp.join(last_busy, "run_id")
-            .groupBy("run_id").agg(F.min(F.when(F.col("ts") > F.col("last_busy"), F.col("ts"))).alias("stop_ts")))
-    lag = job.where((F.col("metric") == LAG) & (F.col("operator") == "")).join(stop, "run_id")
-    return lag.groupBy("run_id").agg(
+    per_run = Window.partitionBy("run_id")
+    is_inp = F.col("metric") == INPUT_RATE
+    is_lag = F.col("metric") == LAG
+    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, LAG))
+            .withColumn("last_busy", F.max(F.when(is_inp & (F.col("value") > 0), F.col("ts"))).over(per_run))
+            .withColumn("stop_ts", F.min(F.when(is_inp & (F.col("ts") > F.col("last_busy")), F.col("ts")))
+                        .over(per_run)))
+    return rows.groupBy("run_id").agg(
         F.first("stop_ts").alias("stop_ts"),
-        F.min(F.when((F.col("ts") >= F.col("stop_ts")) & (F.col("value") <= 1.0), F.col("ts"))).alias("drained_ts"),
-        F.max("ts").alias("last_lag_ts"),
-    )
+        F.min(F.when(is_lag & (F.col("ts") >= F.col("stop_ts")) & (F.col("value") <= 1.0), F.col("ts")))
+        .alias("drained_ts"),
+        F.max(F.when(is_lag, F.col("ts"))).alias("last_lag_ts"),
+    ).where(F.col("last_lag_ts").isNotNull())
 
 
 def _nan(v: Any) -> float:
-    return math.nan if v is None else float(v)
+    return math.nan if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
 def summarise(spark: SparkSession, refs: list[RunRef],
               progress: Callable[[str], Any] | None = None) -> AnalysisResult:
     """The per-run summary of every run; Spark reduces the samples, the driver assembles rows."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     def step(msg: str) -> None:
         if progress is not None:
             progress(msg)
 
     runs = _runs_frame(spark, refs)
-    coef_rows = [(r.meta.run_id, op, float(c)) for r in refs for op, c in r.meta.coefficients.items()]
-    coefs = spark.createDataFrame(coef_rows or [("", "", 0.0)], "run_id string, op string, coef double")
     have_ts = [r for r in refs if r.timeseries_path is not None]
     stats_pdf = pd.DataFrame(columns=SERIES_STATS_COLUMNS)
     bounds_pdf = pd.DataFrame(columns=["run_id", "run_start", "run_end"])
     prov_pdf = qos_pdf = excess_pdf = pd.DataFrame(columns=["run_id"])
     if have_ts:
-        step("reading samples")
-        samples = load_samples(spark, have_ts)
-        bounds = samples.groupBy("run_id").agg(F.min("ts").alias("run_start"), F.max("ts").alias("run_end"))
-        job = (samples.where(F.col("subtask") == -1).join(F.broadcast(bounds), "run_id")
-               .persist(StorageLevel.MEMORY_AND_DISK))
+        step("reading and partitioning samples")
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+        job, bounds_pdf = partitioned_job_samples(spark, have_ts, partitions)
         step("series statistics")
-        stats_pdf = series_stats(job).toPandas()
-        bounds_pdf = bounds.toPandas()
+        agg, pct = series_stats(job)
+        stats_pdf = agg.toPandas().merge(pct.toPandas(), on=["run_id", "metric", "operator"], how="left")
+        stats_pdf = stats_pdf[SERIES_STATS_COLUMNS].fillna({"p50": math.nan, "p95": math.nan})
         step("SPEC provisioning")
-        prov_pdf = provisioning(job, coefs, runs).toPandas()
+        prov_pdf = provisioning(job, runs).toPandas()
         step("QoS violations")
         qos_pdf = qos_violations(job, runs).toPandas()
         step("excess time")
@@ -245,7 +280,7 @@ def summarise(spark: SparkSession, refs: list[RunRef],
         start, end = bounds_by.get(rid, (0.0, 0.0))
         pieces = RunPieces(start, end, series.get(rid, {}), qos=qos_by.get(rid, (0, 0)), excess=excess_by.get(rid))
         p = prov_by.get(rid)
-        if p is not None and ref.meta.coefficients:
+        if p is not None and ref.meta.coefficients and _nan(p.period) > 0:
             pieces.spec = SpecFacts(_nan(p.accuracy_u), _nan(p.accuracy_o), _nan(p.timeshare_u),
                                     _nan(p.timeshare_o), _nan(p.ideal_avg))
         event_cols, stages = event_metrics(ref.meta, ref.events, end)
@@ -257,27 +292,40 @@ def summarise(spark: SparkSession, refs: list[RunRef],
 
 
 def aggregate_cells(spark: SparkSession, summary: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Per-cell mean, t-interval and n computed by Spark (same columns as `aggregate.aggregate_cells`)."""
+    """Per-cell mean, t-interval and n computed by Spark (same columns as `aggregate.aggregate_cells`).
+
+    The summary goes to Spark in long format (cell, metric, value), so one
+    groupBy with three aggregates serves every metric; the driver applies the
+    t quantile and pivots back to one row per cell.
+    """
     from pyspark.sql import functions as F
 
     if summary.empty:
         return pd.DataFrame(columns=CELL_KEYS + ["runs"])
     cols = metric_columns(summary)
-    pdf = summary[CELL_KEYS + cols].copy()
+    wide = summary[CELL_KEYS + cols].copy()
     for c in cols:
-        pdf[c] = pdf[c].astype(float)
-    sdf = spark.createDataFrame(pdf)
-    exprs = []
+        wide[c] = wide[c].astype(float)
+    for k in CELL_KEYS:
+        wide[k] = wide[k].astype(str)
+    long = wide.melt(id_vars=CELL_KEYS, value_vars=cols, var_name="metric", value_name="value")
+    schema = ", ".join(f"{k} string" for k in CELL_KEYS) + ", metric string, value double"
+    sdf = spark.createDataFrame(long, schema)
+    v = F.when(~F.isnan("value"), F.col("value"))
+    agg = (sdf.groupBy(*CELL_KEYS, "metric")
+           .agg(F.avg(v).alias("mean"), F.stddev_samp(v).alias("sd"), F.count(v).alias("n"),
+                F.count("*").alias("runs"))
+           .toPandas())
+    agg["ci"] = [ci_half_width(_nan(s), int(k), level) for s, k in zip(agg["sd"], agg["n"], strict=True)]
+    index = agg.set_index(CELL_KEYS + ["metric"])
+    mean, ci, n = (index[c].unstack("metric") for c in ("mean", "ci", "n"))
+    data: dict[str, Any] = {}
     for c in cols:
-        v = F.when(~F.isnan(F.col(c)), F.col(c))
-        exprs += [F.avg(v).alias(f"{c}__mean"), F.stddev_samp(v).alias(f"{c}__sd"), F.count(v).alias(f"{c}__n")]
-    agg = sdf.groupBy(*CELL_KEYS).agg(*exprs, F.count("*").alias("runs")).toPandas()
-    data: dict[str, Any] = {k: agg[k] for k in CELL_KEYS}
-    for c in cols:
-        n = agg[f"{c}__n"].astype(int)
-        data[c] = agg[f"{c}__mean"].astype(float)
-        data[f"{c}_ci"] = [ci_half_width(_nan(s), int(k), level) for s, k in zip(agg[f"{c}__sd"], n, strict=True)]
-        data[f"{c}_n"] = n
-    data["runs"] = agg["runs"].astype(int)
-    out = pd.DataFrame(data)
+        data[c] = mean[c].astype(float)
+        data[f"{c}_ci"] = ci[c].astype(float)
+        data[f"{c}_n"] = n[c].astype(int)
+    data["runs"] = index["runs"].groupby(level=CELL_KEYS).max().astype(int)
+    out = pd.DataFrame(data).reset_index()
+    for k in CELL_KEYS:  # back to the summary's dtypes
+        out[k] = out[k].astype(summary[k].dtype)
     return out.sort_values(CELL_KEYS).reset_index(drop=True)
