@@ -77,6 +77,9 @@ class LocalConfig(BaseModel):
     state_backend: str = Field("hashmap", pattern="^(hashmap|rocksdb)$")
     restart_attempts: int = Field(1000, ge=0, description="fixed-delay restart strategy attempts")
     restart_delay_s: float = Field(2.0, ge=0, description="fixed-delay restart strategy delay")
+    heartbeat_timeout_s: float = Field(
+        20.0, ge=5, description="heartbeat.timeout: how soon Flink declares a silent task manager lost (50 s)"
+    )
     adaptive_cooldown_s: float = Field(
         1.0, ge=0, description="jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling (default 30 s)"
     )

@@ -100,7 +100,7 @@ class FlinkCluster:
             "restart-strategy.fixed-delay.delay": _seconds(c.restart_delay_s),
             # notice a dead task manager in seconds, not the default 50 s
             "heartbeat.interval": 2000,
-            "heartbeat.timeout": 15000,
+            "heartbeat.timeout": int(c.heartbeat_timeout_s * 1000),
             "io.tmp.dirs": str(self.dir / "tmp"),
             "web.upload.dir": str(self.dir / "uploads"),
             "web.submit.enable": True,
