@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,10 +71,17 @@ def main() -> None:
     ap.add_argument("--query", default=None, help="also submit this query (needs the job jar)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--port-offset", type=int, default=3200)
-    ap.add_argument("--workdir", type=Path, default=Path(f"/tmp/bench-up-{os.getpid()}"))
+    ap.add_argument("--workdir", type=Path, default=None, help="default: a fresh temporary directory")
     a = ap.parse_args()
+    if a.workdir is None:
+        with tempfile.TemporaryDirectory(prefix="bench-up-") as tmp:
+            run(a, Path(tmp))
+    else:
+        run(a, a.workdir)
 
-    stack = LocalStack(LocalConfig(workdir=a.workdir, port_offset=a.port_offset, startup_timeout_s=300))
+
+def run(a: argparse.Namespace, workdir: Path) -> None:
+    stack = LocalStack(LocalConfig(workdir=workdir, port_offset=a.port_offset, startup_timeout_s=300))
     t = time.perf_counter()
     stack.ensure_installed(progress=lambda m: print(f"  install: {m}"))
     print(f"install check: {time.perf_counter() - t:.1f} s  versions: {stack.versions()}")

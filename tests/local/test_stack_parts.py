@@ -160,3 +160,11 @@ def test_prometheus_config_scrapes_every_5s_and_targets_follow_task_managers(tmp
     doc = json.loads(p.targets_file.read_text())
     assert doc == file_sd([FlinkTarget("jobmanager", 9250), FlinkTarget("tm-2", 9252)])
     assert doc[1] == {"targets": ["127.0.0.1:9252"], "labels": {"role": "taskmanager", "process": "tm-2"}}
+
+
+def test_kafka_cluster_ids_never_look_like_options() -> None:
+    from harness.backends.local.kafka import new_cluster_id
+
+    ids = {new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)

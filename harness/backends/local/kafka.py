@@ -63,6 +63,17 @@ logger.org.level = WARN
 """
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, as Kafka makes them.
+
+    Like Kafka's Uuid.randomUuid, never one starting with '-': the storage tool would read it as an
+    option (1 id in 64 would fail to format)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 class KafkaService:
     """Writes the broker's config, formats its storage once, starts it and creates topics."""
 
@@ -128,7 +139,7 @@ class KafkaService:
         """Format the KRaft log dir with a new cluster id, once (meta.properties marks it done)."""
         if (self.dir / "data" / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         run_checked(self._java(inst, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
                         str(self.dir / "server.properties"), "--ignore-formatted"),
              NAME, "formatting Kafka storage")
