@@ -52,6 +52,18 @@ def generate(root: Path, runs: int, minutes: float, step_s: float, console: Cons
             bar.advance(task)
 
 
+def jvm_cpu_s() -> float:
+    """CPU seconds the Spark driver JVM has used (Linux /proc): a figure less sensitive to other load."""
+    try:
+        from pyspark import SparkContext
+
+        pid = SparkContext._gateway.proc.pid  # type: ignore[union-attr]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except Exception:
+        return float("nan")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=500)
@@ -78,6 +90,7 @@ def main() -> None:
         console.print(f"{len(refs)} runs, ~{rows / 1e6:.1f} M long-format rows, {os.cpu_count()} cores")
 
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         spark = spark_jobs.build_session(args.master)
         t_start = time.perf_counter() - t0
         by_spark = spark_jobs.summarise(spark, refs)
@@ -85,17 +98,21 @@ def main() -> None:
         out_spark = root / "_out-spark"
         write_tables(build_tables(cells_spark, by_spark.convergence), out_spark)
         t_spark = time.perf_counter() - t0
+        cpu_spark = jvm_cpu_s() + time.process_time() - cpu0
         spark.stop()
-        console.print(f"Spark ({args.master}): {t_spark:.1f} s total, of which session start {t_start:.1f} s")
+        console.print(f"Spark ({args.master}): {t_spark:.1f} s total, of which session start {t_start:.1f} s; "
+                      f"CPU {cpu_spark:.1f} s (JVM + driver); load average {os.getloadavg()[0]:.1f}")
 
         if args.skip_pandas:
             return
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         by_pandas = pandas_engine.summarise(refs)
         cells_pandas = aggregate_cells(by_pandas.summary)
         write_tables(build_tables(cells_pandas, by_pandas.convergence), root / "_out-pandas")
         t_pandas = time.perf_counter() - t0
-        console.print(f"pandas: {t_pandas:.1f} s")
+        cpu_pandas = time.process_time() - cpu0
+        console.print(f"pandas: {t_pandas:.1f} s; CPU {cpu_pandas:.1f} s")
 
         problems = (compare_frames(by_pandas.summary, by_spark.summary, ["run_id"])
                     + compare_frames(cells_pandas, cells_spark, CELL_KEYS))
@@ -107,7 +124,8 @@ def main() -> None:
             console.print(f"Spark and pandas agree on {len(by_spark.summary)} run summaries x "
                           f"{by_spark.summary.shape[1]} columns and {len(cells_spark)} cells (rtol 1e-6)")
         console.print(f"RESULT runs={len(refs)} spark_s={t_spark:.1f} spark_start_s={t_start:.1f} "
-                      f"pandas_s={t_pandas:.1f} agree={not problems}")
+                      f"spark_cpu_s={cpu_spark:.1f} pandas_s={t_pandas:.1f} pandas_cpu_s={cpu_pandas:.1f} "
+                      f"agree={not problems}")
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

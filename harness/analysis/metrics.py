@@ -35,12 +35,12 @@ def step_widths(ts: np.ndarray, end: float | None = None) -> np.ndarray:
 
 
 def _clean(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    ts = np.asarray(ts, dtype=float)
-    values = np.asarray(values, dtype=float)
-    keep = ~np.isnan(values)
-    ts, values = ts[keep], values[keep]
-    order = np.argsort(ts, kind="stable")
-    return ts[order], values[order]
+    t_arr = np.asarray(ts, dtype=float)
+    v_arr = np.asarray(values, dtype=float)
+    keep = ~np.isnan(v_arr)
+    t_arr, v_arr = t_arr[keep], v_arr[keep]
+    order = np.argsort(t_arr, kind="stable")
+    return t_arr[order], v_arr[order]
 
 
 def time_weighted_mean(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,

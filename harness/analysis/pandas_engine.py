@@ -118,7 +118,10 @@ def _qos(arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], start: fl
 
 def summarise(refs: list[RunRef], progress: Callable[[int], Any] | None = None) -> AnalysisResult:
     """The per-run summary of every run, computed with pandas."""
-    rows, conv, ops, stats = [], [], [], []
+    rows: list[dict[str, Any]] = []
+    conv: list[dict[str, Any]] = []
+    ops: list[dict[str, Any]] = []
+    stats: list[dict[str, Any]] = []
     for ref in refs:
         df = read_timeseries(ref)
         pieces = run_pieces(ref, df)

@@ -43,7 +43,14 @@ def summarise(refs: list[RunRef], engine: Engine = "spark", master: str = "local
               progress: Callable[[str], Any] | None = None) -> tuple[AnalysisResult, pd.DataFrame]:
     """Per-run summary and per-cell aggregates with the chosen engine."""
     if engine == "pandas":
-        result = pandas_engine.summarise(refs, progress=(lambda _n: None))
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            if progress:
+                progress(f"run {done[0]}/{len(refs)}")
+
+        result = pandas_engine.summarise(refs, progress=tick)
         return result, aggregate_cells(result.summary)
     from harness.analysis import spark_jobs
 

@@ -85,10 +85,9 @@ def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
         StructField("operator", StringType()), StructField("subtask", IntegerType()),
         StructField("value", DoubleType()),
     ])
-    with_ts = [r for r in refs if r.timeseries_path is not None]
-    files = spark.createDataFrame(
-        [(str(r.timeseries_path.resolve()), r.meta.run_id) for r in with_ts], "file string, run_id string")
-    raw = spark.read.schema(schema).parquet(*[str(r.timeseries_path.resolve()) for r in with_ts])
+    with_ts = [(str(r.timeseries_path.resolve()), r.meta.run_id) for r in refs if r.timeseries_path is not None]
+    files = spark.createDataFrame(with_ts, "file string, run_id string")
+    raw = spark.read.schema(schema).parquet(*[f for f, _ in with_ts])
     raw = raw.withColumn("file", _norm_path(F.input_file_name()))
     df = raw.join(F.broadcast(files), "file").drop("file")
     return df.where(F.col("value").isNotNull() & ~F.isnan("value"))
@@ -258,7 +257,8 @@ def summarise(spark: SparkSession, refs: list[RunRef],
         job, bounds_pdf = partitioned_job_samples(spark, have_ts, partitions)
         step("series statistics")
         agg, pct = series_stats(job)
-        stats_pdf = agg.toPandas().merge(pct.toPandas(), on=["run_id", "metric", "operator"], how="left")
+        stats_pdf = pd.DataFrame(agg.toPandas()).merge(pct.toPandas(), on=["run_id", "metric", "operator"],
+                                                       how="left")
         stats_pdf = stats_pdf[SERIES_STATS_COLUMNS].fillna({"p50": math.nan, "p95": math.nan})
         step("SPEC provisioning")
         prov_pdf = provisioning(job, runs).toPandas()
@@ -312,10 +312,10 @@ def aggregate_cells(spark: SparkSession, summary: pd.DataFrame, level: float = 0
     schema = ", ".join(f"{k} string" for k in CELL_KEYS) + ", metric string, value double"
     sdf = spark.createDataFrame(long, schema)
     v = F.when(~F.isnan("value"), F.col("value"))
-    agg = (sdf.groupBy(*CELL_KEYS, "metric")
-           .agg(F.avg(v).alias("mean"), F.stddev_samp(v).alias("sd"), F.count(v).alias("n"),
-                F.count("*").alias("runs"))
-           .toPandas())
+    agg = pd.DataFrame(sdf.groupBy(*CELL_KEYS, "metric")
+                       .agg(F.avg(v).alias("mean"), F.stddev_samp(v).alias("sd"), F.count(v).alias("n"),
+                            F.count("*").alias("runs"))
+                       .toPandas())
     agg["ci"] = [ci_half_width(_nan(s), int(k), level) for s, k in zip(agg["sd"], agg["n"], strict=True)]
     index = agg.set_index(CELL_KEYS + ["metric"])
     mean, ci, n = (index[c].unstack("metric") for c in ("mean", "ci", "n"))

@@ -110,11 +110,18 @@ def _convergence_table(cells: pd.DataFrame, labels: list[str],
     raw: dict[str, Any] = {"configuration": labels, "n": cells["runs"].to_numpy()}
     shown: dict[str, Any] = {"configuration": labels, "n": cells["runs"].to_numpy()}
     for stage in sorted(conv["stage"].unique()):
-        times, acts, t_raw, a_raw, frac = [], [], [], [], []
+        times: list[str] = []
+        acts: list[str] = []
+        t_raw: list[float] = []
+        a_raw: list[float] = []
+        frac: list[float] = []
         for cell_id in cells["cell_id"]:
             sel = conv[(conv["cell_id"] == cell_id) & (conv["stage"] == stage)]
             if sel.empty:
-                times.append("-"), acts.append("-"), t_raw.append(math.nan), a_raw.append(math.nan)
+                times.append("-")
+                acts.append("-")
+                t_raw.append(math.nan)
+                a_raw.append(math.nan)
                 frac.append(math.nan)
                 continue
             ok = sel[sel["converged"].astype(bool)]
@@ -127,7 +134,9 @@ def _convergence_table(cells: pd.DataFrame, labels: list[str],
             else:
                 times.append(fmt(mean_t))
             acts.append(fmt(float(sel["actions"].mean())))
-            t_raw.append(mean_t), a_raw.append(float(sel["actions"].mean())), frac.append(len(ok) / len(sel))
+            t_raw.append(mean_t)
+            a_raw.append(float(sel["actions"].mean()))
+            frac.append(len(ok) / len(sel))
         raw[f"{stage}_time_min"], raw[f"{stage}_actions"], raw[f"{stage}_converged_frac"] = t_raw, a_raw, frac
         shown[f"{stage} time (min)"], shown[f"{stage} actions"] = times, acts
     return pd.DataFrame(raw), pd.DataFrame(shown)
