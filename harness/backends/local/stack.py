@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,29 +162,38 @@ class LocalStack:
             raise
 
     def _wait_healthy(self, taskmanagers: int, say: Progress) -> None:
+        """Poll every service's health check in its own thread (a slow probe of one service must not
+        delay noticing the others); fail fast when a process dies, or at the start-up timeout."""
+        quick = FlinkRest(self.flink.rest_url, timeout=2.0)
         checks: list[tuple[str, Callable[[], bool], Path]] = [
             (kafka_mod.NAME, self.kafka.healthy, self.kafka.dir / "logs"),
-            (JOBMANAGER, lambda: self.rest.overview() is not None, self.flink.dir / "log" / JOBMANAGER),
+            (JOBMANAGER, lambda: quick.overview() is not None, self.flink.dir / "log" / JOBMANAGER),
             (prom_mod.NAME, self.prometheus.healthy, self.prometheus.dir / "prometheus.log"),
-            ("taskmanagers", lambda: len(set(self.rest.taskmanager_ids()) & set(self.taskmanager_ids()))
+            ("taskmanagers", lambda: len(set(quick.taskmanager_ids()) & set(self.taskmanager_ids()))
              >= taskmanagers, self.flink.dir / "log"),
         ]
         t0 = time.monotonic()
         deadline = t0 + self.cfg.startup_timeout_s
-        pending = list(checks)
-        while pending:
-            for item in list(pending):
-                name, check, log = item
+        failed = threading.Event()
+
+        def wait_one(name: str, check: Callable[[], bool], log: Path) -> None:
+            while not failed.is_set():
                 self._fail_if_dead(name, log)
                 if check():
-                    pending.remove(item)
                     say(f"{name} healthy after {time.monotonic() - t0:.1f} s")
-            if pending and time.monotonic() > deadline:
-                name, _, log = pending[0]
-                raise StackError(name, f"not healthy after {self.cfg.startup_timeout_s:.0f} s; "
-                                       f"log tail of {log}:\n{_tail(self._log_file(log))}")
-            if pending:
-                time.sleep(0.5)
+                    return
+                if time.monotonic() > deadline:
+                    raise StackError(name, f"not healthy after {self.cfg.startup_timeout_s:.0f} s; "
+                                           f"log tail of {log}:\n{_tail(self._log_file(log))}")
+                time.sleep(0.25)
+
+        with ThreadPoolExecutor(max_workers=len(checks)) as pool:
+            futures = [pool.submit(wait_one, *c) for c in checks]
+            try:
+                for fut in as_completed(futures):
+                    fut.result()
+            finally:
+                failed.set()  # stop the other pollers when one failed
 
     def _log_file(self, log: Path) -> Path:
         if log.is_file():
