@@ -131,7 +131,10 @@ def run(
         def on_progress(t: float, total: float) -> None:
             progress.update(task, completed=t, total=total)
 
-        path = run_experiment(experiment, run_dir, on_progress=on_progress)
+        def on_phase(name: str) -> None:
+            progress.update(task, description=name)
+
+        path = run_experiment(experiment, run_dir, on_progress=on_progress, on_phase=on_phase)
     _print_summary(path)
     if plot is not None:
         from harness.report.run_figure import plot_run

@@ -63,6 +63,7 @@ def run_experiment(
     run_dir: Path,
     on_progress: Callable[[float, float], None] | None = None,
     backend: Backend | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> Path:
     """Run one experiment and write its record to `run_dir`; returns `run_dir`."""
     topology = load_topology(experiment.query)
@@ -76,8 +77,11 @@ def run_experiment(
     timeseries = pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
     backend_facts: dict[str, Any] = {}
     saved = False
+    phase = on_phase or (lambda _: None)
     try:
+        phase(f"starting {experiment.backend}")
         backend.start(experiment, pattern, topology)
+        phase("running")
         events.add(0.0, EV_PHASE, "start", duration_s=duration)
         for stage in pattern.stages:
             events.add(stage.start_s, EV_PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
@@ -100,6 +104,7 @@ def run_experiment(
         status = f"failed: {type(exc).__name__}: {exc}"
         events.add(_safe_now(backend), EV_FAULT, status, traceback=traceback.format_exc(limit=8))
     finally:
+        phase("writing the run record")
         try:
             timeseries = backend.timeseries()
             backend_facts = backend.facts()
