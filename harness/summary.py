@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.metrics import percentile, time_weighted_mean
-from harness.record import EV_ACTION, INPUT_RATE, LATENCY, TASKMANAGERS, THROUGHPUT, RunRecord
+from harness.record import CPU, CPU_SHARE, EV_ACTION, INPUT_RATE, LATENCY, TASKMANAGERS, THROUGHPUT, RunRecord
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class RunSummary:
     scale_count: int
     input_rate: float
     throughput: float
+    cpu: float
+    cpu_share: float  # mean CPU share per task manager (vertical scaling); nan when never set
     status: str
     flagged: bool
 
@@ -37,6 +39,8 @@ class RunSummary:
              f"{self.latency_avg:.2f} / {self.latency_p50:.2f} / {self.latency_p95:.2f} / {self.latency_max:.2f}"),
             ("scale count", str(self.scale_count)),
             ("input rate vs throughput (rec/s)", f"{self.input_rate:,.0f} vs {self.throughput:,.0f}"),
+            ("avg task manager CPU load", f"{self.cpu:.2f}"),
+            *([("mean CPU share per operator", f"{self.cpu_share:.2f}")] if not np.isnan(self.cpu_share) else []),
         ]
 
 
@@ -51,6 +55,9 @@ def summarise(record: RunRecord) -> RunSummary:
     lat_t, lat_v = series(LATENCY)
     _, in_v = series(INPUT_RATE)
     _, thr_v = series(THROUGHPUT)
+    cpu_t, cpu_v = series(CPU)
+    ts = record.timeseries
+    shares = ts[(ts.metric == CPU_SHARE) & (ts.operator != "") & (ts.subtask == -1)]
     return RunSummary(
         avg_tm=time_weighted_mean(tm_t, tm_v, end),
         max_tm=float(tm_v.max()) if len(tm_v) else float("nan"),
@@ -61,6 +68,8 @@ def summarise(record: RunRecord) -> RunSummary:
         scale_count=len(record.events_of(EV_ACTION)),
         input_rate=float(in_v.mean()) if len(in_v) else float("nan"),
         throughput=float(thr_v.mean()) if len(thr_v) else float("nan"),
+        cpu=time_weighted_mean(cpu_t, cpu_v, end),
+        cpu_share=float(shares.value.mean()) if len(shares) else float("nan"),
         status=record.status,
         flagged=bool(record.meta.get("flagged")),
     )
