@@ -40,7 +40,7 @@ def one(stack: LocalStack, taskmanagers: int, query: str | None) -> dict[str, fl
             marks[msg.split(" healthy after ")[0]] = time.perf_counter() - t0
 
     try:
-        stack.up(taskmanagers, progress=progress)
+        stack.up(taskmanagers, progress=progress, keep_boost=bool(query))
         marks["up (all healthy)"] = time.perf_counter() - t0
         if query:
             marks.update(submit(stack, query, t0))
@@ -62,6 +62,7 @@ def submit(stack: LocalStack, query: str, t0: float) -> dict[str, float]:
     main, args = jobjar.job_command(query, stack.kafka_bootstrap, {op: 1 for op in topo.names})
     jid = stack.submit_job(jobjar.ensure_jar(), main, args)
     wait_job_running(stack, jid)
+    stack.end_startup_boost()
     return {f"up + {query} running": time.perf_counter() - t0}
 
 

@@ -63,6 +63,21 @@ def submit_query(stack: LocalStack, query: str) -> str | None:
     return stack.submit_job(Path(jar), main_class, list(args))
 
 
+def wait_running(stack: LocalStack, job: str) -> bool:
+    """True once every subtask of `job` runs (False after the start-up timeout)."""
+    import time
+
+    deadline = time.monotonic() + stack.cfg.startup_timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if stack.rest.job(job).running:
+                return True
+        except Exception:  # noqa: BLE001 - the job may not be listed yet
+            pass
+        time.sleep(0.5)
+    return False
+
+
 def register(app: typer.Typer) -> None:
     """Add `up`, `status` and `down` to a Typer app (the main `bench` app mounts them)."""
 
@@ -85,12 +100,15 @@ def register(app: typer.Typer) -> None:
             needed = max(taskmanagers, len(load_topology(query).names))
         try:
             with console.status("bringing the local stack up") as spinner:
-                stack.up(needed, progress=lambda m: spinner.update(m))
+                stack.up(needed, progress=lambda m: spinner.update(m), keep_boost=bool(query))
             if query:
                 with console.status(f"submitting {query}"):
                     job = submit_query(stack, query)
                 if job:
-                    console.print(f"{query} running as job {job}")
+                    with console.status(f"waiting for {query} to run"):
+                        running = wait_running(stack, job)
+                    console.print(f"{query} {'running' if running else 'submitted (not running yet)'} as job {job}")
+            stack.end_startup_boost()
         except StackError as exc:
             raise _die(exc) from exc
         except (RuntimeError, ValueError) as exc:  # job jar build (JobJarError) or bad query arguments

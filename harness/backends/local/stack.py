@@ -129,10 +129,13 @@ class LocalStack:
         }
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def up(self, taskmanagers: int = 1, progress: Progress | None = None) -> None:
+    def up(self, taskmanagers: int = 1, progress: Progress | None = None, keep_boost: bool = False) -> None:
         """Start Kafka, the job manager, `taskmanagers` task managers and Prometheus; wait until all are
         healthy. Services already running are kept (so `up` is idempotent). On failure everything is
-        stopped again and a StackError names the service and shows its log tail."""
+        stopped again and a StackError names the service and shows its log tail.
+
+        keep_boost: leave new task managers at the start-up CPU quota, so a job submitted next deploys
+        fast; the caller must then call `end_startup_boost()` once the job runs (before measuring)."""
         say = progress or (lambda _: None)
         inst = self.ensure_installed(progress)
         self._check_cgroups()
@@ -156,7 +159,8 @@ class LocalStack:
             self._write_targets()
             say(f"waiting for {taskmanagers} task manager(s) and all services to be healthy")
             self._wait_healthy(taskmanagers, say)
-            self._end_startup_boost()
+            if not keep_boost:
+                self._end_startup_boost()
         except BaseException:
             self.down()
             raise
@@ -320,6 +324,10 @@ class LocalStack:
 
     def _boost_marker(self, tm_id: str) -> Path:
         return self.sup.run_dir / f"{tm_id}.boost"
+
+    def end_startup_boost(self) -> None:
+        """Put every task manager still at its start-up quota on the configured quota."""
+        self._end_startup_boost()
 
     def _end_startup_boost(self, tm_id: str | None = None) -> None:
         """Set the configured quota on `tm_id` (or every task manager) if it still runs boosted.
