@@ -47,7 +47,7 @@ def start_kafka() -> tuple[object, str]:
     from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
 
-    stack = LocalStack(LocalConfig(workdir=WORKDIR, port_offset=PORT_OFFSET))
+    stack = LocalStack(LocalConfig.model_validate({"workdir": WORKDIR, "port_offset": PORT_OFFSET}))
     inst = stack.ensure_installed(lambda m: print(f"  [install] {m}"))
     stack.kafka.start(inst)
     deadline = time.monotonic() + 90

@@ -22,7 +22,7 @@ def kafka() -> Iterator[str]:
     from harness.backends.local.stack import LocalStack
     from harness.backends.local.supervisor import port_open
 
-    stack = LocalStack(LocalConfig(workdir=WORKDIR, port_offset=PORT_OFFSET))
+    stack = LocalStack(LocalConfig.model_validate({"workdir": WORKDIR, "port_offset": PORT_OFFSET}))
     if not stack.sup.alive("kafka") and port_open(stack.ports.kafka):
         pytest.skip(f"port {stack.ports.kafka} is taken by another process")
     try:
@@ -90,8 +90,9 @@ def consume(bootstrap: str, topic: str, start: dict[int, int]) -> list[tuple[int
         deadline = time.monotonic() + 60
         while len(out) < want and time.monotonic() < deadline:
             for m in c.consume(num_messages=10_000, timeout=1.0):
-                if m.error() is None:
-                    out.append((m.timestamp()[1], m.value().decode()))
+                value = m.value()
+                if m.error() is None and value is not None:
+                    out.append((m.timestamp()[1], value.decode()))
     finally:
         c.close()
     return out

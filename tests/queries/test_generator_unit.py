@@ -32,7 +32,7 @@ generator_done 0
 
 
 def test_schedule_has_one_line_per_second_of_the_pattern() -> None:
-    pat = build_pattern(PatternConfig(name="cosine", scale=0.001, time_scale=60), seed=3)
+    pat = build_pattern(PatternConfig.model_validate({"name": "cosine", "scale": 0.001, "time_scale": 60}), seed=3)
     text = schedule_text(pat.per_second())
     values = np.array([float(x) for x in text.splitlines()])
     assert len(values) == int(np.ceil(pat.duration_s))
