@@ -5,7 +5,8 @@ Starts a Kafka broker of its own with the local stack's Kafka service (work dire
 `--bootstrap` points at a running broker; creates the topic (24 partitions); runs the Java generator
 (`bench.nexmark.Generator`) at a constant target well above 50 k/s for `--duration` seconds; reads
 its Prometheus endpoint once a second; prints the sustained rate after a warm-up, the per-second
-spread, and the records it had to skip. Everything it started is stopped at the end.
+spread, and the records it had to skip. Everything it started is stopped at the end (and the
+broker's data deleted).
 
     .venv/bin/python benchmarks/bench_generator.py                       # 30 s at 150 k/s target
     .venv/bin/python benchmarks/bench_generator.py --rate 80000 --producers 3 --duration 20
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -106,6 +108,8 @@ def main() -> None:
     finally:
         if stack is not None:
             stack.kafka.stop()  # type: ignore[attr-defined]
+            # the produced data is only ballast (hundreds of MB per run); the next start re-formats
+            shutil.rmtree(WORKDIR / "kafka" / "data", ignore_errors=True)
 
     first = next((i for i, s in enumerate(samples) if s[0] >= a.warmup), len(samples))
     steady = samples[first:]
