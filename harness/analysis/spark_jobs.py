@@ -15,6 +15,8 @@ engine computes them independently and `compare_frames` checks both agree.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,9 @@ def build_session(master: str = "local[*]", app: str = "bench-analysis",
     """A session with a quiet, modest local footprint (no UI, few shuffle partitions)."""
     from pyspark.sql import SparkSession
 
+    # Python workers (if any are ever needed) run this interpreter, not whatever `python3` is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
@@ -86,7 +91,7 @@ def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
         StructField("value", DoubleType()),
     ])
     with_ts = [(str(r.timeseries_path.resolve()), r.meta.run_id) for r in refs if r.timeseries_path is not None]
-    files = spark.createDataFrame(with_ts, "file string, run_id string")
+    files = spark.createDataFrame(pd.DataFrame(with_ts, columns=["file", "run_id"]), "file string, run_id string")
     raw = spark.read.schema(schema).parquet(*[f for f, _ in with_ts])
     raw = raw.withColumn("file", _norm_path(F.input_file_name()))
     df = raw.join(F.broadcast(files), "file").drop("file")
@@ -95,8 +100,10 @@ def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
 
 def _runs_frame(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
     """Per-run constants: loop period, SLO, and the ideal scaler's demand coefficients (in operator order)."""
-    rows = [(r.meta.run_id, r.meta.period_s, r.meta.slo_latency_s, r.meta.slo_throughput_ratio,
-             float(r.meta.min_parallelism), [float(c) for c in r.meta.coefficients.values()]) for r in refs]
+    rows = pd.DataFrame(
+        [(r.meta.run_id, r.meta.period_s, r.meta.slo_latency_s, r.meta.slo_throughput_ratio,
+          float(r.meta.min_parallelism), [float(c) for c in r.meta.coefficients.values()]) for r in refs],
+        columns=["run_id", "period_s", "slo_lat", "slo_ratio", "min_p", "coefs"])
     return spark.createDataFrame(rows, "run_id string, period_s double, slo_lat double, slo_ratio double, "
                                        "min_p double, coefs array<double>")
 
