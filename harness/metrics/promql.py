@@ -47,6 +47,12 @@ def _per_subtask(metric: str) -> str:
     return f'avg by (task_id, subtask_index) (avg_over_time({metric}{{job_id="{{job}}"}}[{{w}}]))'
 
 
+def _per_subtask_measured(metric: str) -> str:
+    """Like `_per_subtask` for gauges that are NaN while unmeasured (a source's lag before its first
+    record after a restart): `>= 0` drops NaN samples, so one idle subtask does not blank the rest."""
+    return f'avg by (task_id, subtask_index) (avg_over_time(({metric}{{job_id="{{job}}"}} >= 0)[{{w}}:{{step}}]))'
+
+
 def _counter_rate(metric: str) -> str:
     return f'avg by (task_id, subtask_index) (rate({metric}{{job_id="{{job}}"}}[{{w}}]))'
 
@@ -118,8 +124,8 @@ CATALOGUE: tuple[Query, ...] = (
     Query(
         "event_time_lag",
         (
-            _per_subtask(T + "operator_deserializer_recordLag"),
-            _per_subtask(T + "operator_KafkaSourceReader_deserializer_recordLag"),
+            _per_subtask_measured(T + "operator_deserializer_recordLag"),
+            _per_subtask_measured(T + "operator_KafkaSourceReader_deserializer_recordLag"),
             _per_subtask(T + "operator_currentEmitEventTimeLag"),
         ),
         SUBTASK, "ms", "emit time minus event time of the records a source subtask emits",

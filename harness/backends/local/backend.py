@@ -347,7 +347,8 @@ class LocalBackend:
         }
         # the same alternatives the snapshot catalogue tries, first with data wins (see _export_raw)
         q[(LATENCY, "")] = " or ".join(
-            f"(avg(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_{m})) / 1000)"
+            # `>= 0` drops NaN: a restarted source has no lag measurement until its first record
+            f"(avg(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_{m} >= 0)) / 1000)"
             for m in ("deserializer_recordLag", "KafkaSourceReader_deserializer_recordLag",
                       "currentEmitEventTimeLag"))
         T = "flink_taskmanager_job_task_"

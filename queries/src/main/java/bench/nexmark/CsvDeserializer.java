@@ -23,6 +23,7 @@ import java.nio.charset.StandardCharsets;
  *   <li>{@code recordLag}: emit time minus event time of that last record, ms (time it spent in Kafka and
  *       the fetcher; frozen when idle);</li>
  *   <li>{@code malformedRecords}: records that could not be parsed and were dropped.</li>
+ *   <li>both lags are NaN until the subtask has emitted its first record since it (re)started.</li>
  * </ul>
  * The record's event time is the Kafka record timestamp, which the generator sets to the CSV dateTime.
  */
@@ -58,11 +59,13 @@ public final class CsvDeserializer<T> implements KafkaRecordDeserializationSchem
     public void open(DeserializationSchema.InitializationContext context) {
         lastEventTime = -1;
         MetricGroup group = context.getMetricGroup();
-        group.gauge("eventTimeLag", (Gauge<Long>) () -> {
+        // Before the first record after a (re)start there is no measurement: NaN, not 0, so a
+        // restarting job never looks as if it had no latency.
+        group.gauge("eventTimeLag", (Gauge<Double>) () -> {
             long t = lastEventTime;
-            return t < 0 ? 0L : Math.max(0L, System.currentTimeMillis() - t);
+            return t < 0 ? Double.NaN : (double) Math.max(0L, System.currentTimeMillis() - t);
         });
-        group.gauge("recordLag", (Gauge<Long>) () -> lastRecordLag);
+        group.gauge("recordLag", (Gauge<Double>) () -> lastEventTime < 0 ? Double.NaN : (double) lastRecordLag);
         malformed = group.counter("malformedRecords");
     }
 
