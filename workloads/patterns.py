@@ -258,8 +258,9 @@ def build_pattern(cfg: PatternConfig, seed: int, query: str | None = None) -> Lo
     """Generate the pattern of an experiment, deterministic for a given seed."""
     rng = np.random.default_rng(seed)
     params = cfg.typed_params(query)
+    stages: list[tuple[str, int, int]] = []
     if isinstance(params, TraceParams):
-        rates, step_full_s, stages = _trace_rates(params), 1.0, []
+        rates, step_full_s = _trace_rates(params), 1.0
     else:
         rates, stages = _minute_rates(cfg.name, params, rng)
         step_full_s = 60.0
