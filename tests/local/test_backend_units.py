@@ -29,6 +29,9 @@ def test_latest_complete_checkpoint_across_jobs(tmp_path: Path) -> None:
             (d / "_metadata").write_text("x")
             os.utime(d / "_metadata", (1000 + i, 1000 + i))
     assert latest_checkpoint(tmp_path) == tmp_path / "b" / "chk-7"  # chk-8 has no _metadata yet
+    # only this run's jobs: a newer checkpoint of another run in the same work directory is ignored
+    assert latest_checkpoint(tmp_path, ["a"]) == tmp_path / "a" / "chk-3"
+    assert latest_checkpoint(tmp_path, ["c"]) is None
 
 
 def test_export_queries_cover_the_record_metrics_and_all_vertex_ids() -> None:

@@ -114,6 +114,20 @@ def test_supervisor_starts_detached_and_stops_the_whole_group(tmp_path: Path) ->
     assert out.stdout.strip() == ""
 
 
+def test_an_adopted_process_is_stopped_like_our_own(tmp_path: Path) -> None:
+    sup = Supervisor(tmp_path)
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)  # started by someone else
+    try:
+        info = sup.adopt("generator", proc.pid, tmp_path / "gen.log")
+        assert sup.get("generator") == info and "generator" in sup.names()
+        sup.stop_many(sup.names(), timeout=5)
+        assert proc.wait(5) is not None and sup.names() == []
+    finally:
+        proc.kill()
+    with pytest.raises(StackError):
+        sup.adopt("gone", proc.pid, tmp_path / "gen.log")
+
+
 def test_a_stale_pidfile_is_not_mistaken_for_a_live_process(tmp_path: Path) -> None:
     sup = Supervisor(tmp_path)
     (tmp_path / "run").mkdir()

@@ -49,18 +49,24 @@ if TYPE_CHECKING:
     from workloads.patterns import LoadPattern
 
 SUPERVISE_EVERY_S = 1.0
+INTERARRIVAL_SAMPLE = 5000  # gaps per snapshot at most, as the simulator's default
+INTERARRIVAL_WINDOW_S = 60.0  # the sample covers this many recent seconds
+GENERATOR = "generator"  # its pidfile name under <workdir>/run: `bench down` stops it too
 REACTIVE_NOTE = (
     "reactive = adaptive scheduler with per-vertex upper bound = max parallelism on the session cluster; "
     "only the number of task managers changes (Flink's scheduler-mode: reactive needs an application cluster)"
 )
 
 
-def latest_checkpoint(checkpoint_root: Path) -> Path | None:
-    """Newest complete checkpoint (`chk-N/_metadata`) under `<root>/<job id>/`, any job."""
+def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -> Path | None:
+    """Newest complete checkpoint (`chk-N/_metadata`) under `<root>/<job id>/`, of `job_ids` if given
+    (a run must never restore another run's state from a shared work directory), else of any job."""
     best: tuple[float, Path] | None = None
     if not checkpoint_root.exists():
         return None
     for meta in checkpoint_root.glob("*/chk-*/_metadata"):
+        if job_ids is not None and meta.parent.parent.name not in job_ids:
+            continue
         m = meta.stat().st_mtime
         if best is None or m > best[0]:
             best = (m, meta.parent)
@@ -81,6 +87,7 @@ class LocalBackend:
         self._raw: pd.DataFrame | None = None
         self._stopped = False
         self._generator: Any = None
+        self._timestamps: Any = None  # interarrivals.TimestampTail over the generator's sampled send times
         self._last_supervise = 0.0
         self._expected_tms: set[str] = set()
         self._recovering: dict[str, Any] | None = None
@@ -143,15 +150,35 @@ class LocalBackend:
         return job_id
 
     def _start_generator(self, pattern: LoadPattern, seed: int) -> Any:
+        from harness.backends.local.interarrivals import TimestampTail, timestamps_every
         from workloads.generator import Generator
 
+        per_second = pattern.per_second()
+        mean_rate = float(per_second.mean()) if len(per_second) else 0.0
         gen = Generator(
             jar=self.jar, bootstrap=self.stack.kafka_bootstrap, topics=list(self.topology.topics),
             workdir=self.stack.root / "generator", metrics_port=self.stack.generator_metrics_port, seed=seed,
             java=str(Path(self.stack.java_home) / "bin" / "java"),
+            timestamps_every=timestamps_every(mean_rate, INTERARRIVAL_WINDOW_S, INTERARRIVAL_SAMPLE),
         )
-        gen.start(pattern=pattern)
+        gen.start(pattern=pattern, arrivals=self.experiment.pattern.arrivals if self.experiment else None)
+        self._timestamps = TimestampTail(gen.timestamps_path, self.topology.topics, INTERARRIVAL_WINDOW_S,
+                                         INTERARRIVAL_SAMPLE, seed)
+        # a pidfile like every service's: `bench down` stops the generator even if this harness died
+        # (while it starts, before this line, its command line names the work directory: down's sweep)
+        if gen.pid is not None:
+            self.stack.sup.adopt(GENERATOR, gen.pid, gen.log_path)
         return gen
+
+    def _interarrivals(self) -> np.ndarray | None:
+        """Thinned recent inter-arrival gaps from the generator's timestamps (None when unavailable)."""
+        if self._timestamps is None:
+            return None
+        try:
+            return self._timestamps.sample()
+        except Exception as exc:  # noqa: BLE001 - MEAD then keeps its buffer; never break the loop
+            self._events.append(BackendEvent(self.now(), "warning", f"inter-arrival sample failed: {exc}", {}))
+            return None
 
     def stop(self) -> None:
         if self._stopped:
@@ -202,6 +229,7 @@ class LocalBackend:
             t_fault = self.now()
             self._events.append(BackendEvent(t_fault, "fault", f"task manager died: {', '.join(dead)}",
                                              {"process": dead, "job_id": self.state.job_id}))
+            self._sample(downtime=True)  # the processing series shows the outage until the recovery
             try:
                 for tm in dead:
                     self.stack.stop_taskmanager(tm)  # clean pidfile, cgroup and scrape target
@@ -245,6 +273,7 @@ class LocalBackend:
                 {"outage_s": self.now() - rec["t_fault"], "restored_checkpoint": restored,
                  "replaced": rec["dead"], "started": rec["started"]}))
             self._recovering = None
+            self._sample(downtime=False)
         elif self.now() - rec["t_fault"] > self.rescaler.timeout_s:
             self._events.append(BackendEvent(self.now(), "fault", "job did not recover in time",
                                              {"after_s": self.now() - rec["t_fault"]}))
@@ -252,19 +281,28 @@ class LocalBackend:
 
     def _recover_jobmanager(self) -> None:
         t_fault = self.now()
-        self._events.append(BackendEvent(t_fault, "fault", "job manager died", {"job_id": self.state.job_id}))
+        previous = self.state.job_id
+        self._events.append(BackendEvent(t_fault, "fault", "job manager died", {"job_id": previous}))
+        self._sample(downtime=True)
         try:
-            ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints")
-            self.stack.up(taskmanagers=sum(self.state.parallelism.values()))
+            ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints", self._job_ids)
+            registered_s = self.stack.restart_jobmanager(taskmanagers=sum(self.state.parallelism.values()))
             job_id = self._submit(self.state.parallelism, ckpt.as_uri() if ckpt else None)
             fresh = self.rescaler.current(job_id)
             self.rescaler.wait_running(job_id, self.state.parallelism, fresh.vertex_ids, since=time.monotonic())
             self.state = JobState(job_id, fresh.vertex_ids, dict(self.state.parallelism), dict(self.state.cpu_share))
             self._remember_vertices()
             self.rescaler.apply_cpu(self.state, self.state.cpu_share)
-            self._events.append(BackendEvent(self.now(), "recovery", "job manager restarted; job resubmitted",
-                                             {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt),
-                                              "job_id": job_id}))
+            try:
+                restored = self.rest.checkpoints(job_id).latest_restored_id
+            except FlinkRestError:
+                restored = None
+            self._events.append(BackendEvent(
+                self.now(), "recovery", "job manager restarted; job resubmitted from its latest checkpoint",
+                {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt) if ckpt else None, "job_id": job_id,
+                 "previous_job_id": previous, "restored_checkpoint": restored,
+                 "taskmanagers_registered_s": registered_s}))
+            self._sample(downtime=False)
         except Exception as exc:  # noqa: BLE001
             self._events.append(BackendEvent(self.now(), "fault", f"job manager recovery failed: {exc}", {}))
         self._expected_tms = set(self.stack.taskmanager_ids())
@@ -309,7 +347,7 @@ class LocalBackend:
                            for op in self.topology.names},
                 missing=("rest",),
             )
-        snap = self.monitor.snapshot(view, t, window_s)
+        snap = self.monitor.snapshot(view, t, window_s, self._interarrivals())
         self._sample(downtime=False, snap=snap)
         return snap
 

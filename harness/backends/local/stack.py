@@ -165,6 +165,31 @@ class LocalStack:
             self.down()
             raise
 
+    def restart_jobmanager(self, taskmanagers: int) -> float:
+        """Start the job manager again after it died; the task managers that still run re-register with it.
+
+        Unlike `up`, a failure does not tear the stack down (the caller records it as a fault and the run
+        goes on, flagged). Missing task managers are started; returns the seconds until all registered.
+        """
+        t0 = time.monotonic()
+        inst = self.ensure_installed()
+        if not self.sup.alive(JOBMANAGER):
+            check_ports_free({"flink rest": self.ports.flink_rest, "flink rpc": self.ports.flink_rpc})
+            self.flink.start_jobmanager(inst)
+        for _ in range(max(0, taskmanagers - len(self.taskmanager_ids()))):
+            self._spawn_taskmanager(inst)
+        self._write_targets()
+        deadline = t0 + self.cfg.startup_timeout_s
+        log = self.flink.dir / "log" / JOBMANAGER
+        while len(set(self.rest.taskmanager_ids()) & set(self.taskmanager_ids())) < taskmanagers:
+            self._fail_if_dead(JOBMANAGER, log)
+            if time.monotonic() > deadline:
+                raise StackError(JOBMANAGER, f"task managers did not re-register in {self.cfg.startup_timeout_s:.0f} s;"
+                                             f" log tail of {log}:\n{_tail(self._log_file(log))}")
+            time.sleep(0.25)
+        self._end_startup_boost()
+        return time.monotonic() - t0
+
     def _wait_healthy(self, taskmanagers: int, say: Progress) -> None:
         """Poll every service's health check in its own thread (a slow probe of one service must not
         delay noticing the others); fail fast when a process dies, or at the start-up timeout."""

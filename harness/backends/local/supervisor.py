@@ -136,6 +136,18 @@ class Supervisor:
         self._pidfile(name).write_text(json.dumps(info.__dict__))
         return info
 
+    def adopt(self, name: str, pid: int, log: Path) -> ProcessInfo:
+        """Record a process someone else started (e.g. the load generator) under `name`, so `stop`,
+        `stop_many` and therefore `bench down` find it even after the harness that started it died.
+        It should lead its own process group (start_new_session), as ours do."""
+        ticks = _start_ticks(pid)
+        if ticks is None:
+            raise StackError(name, f"process {pid} is not running; see {log}")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        info = ProcessInfo(name=name, pid=pid, start_ticks=ticks, log=str(log))
+        self._pidfile(name).write_text(json.dumps(info.__dict__))
+        return info
+
     def get(self, name: str) -> ProcessInfo | None:
         """The live process behind `name`'s pidfile, or None (a stale pidfile is removed)."""
         path = self._pidfile(name)
