@@ -141,3 +141,21 @@ def coefficient_of_variation(x: np.ndarray) -> float:
     x = np.asarray(x, dtype=float)
     mean = float(x.mean()) if len(x) else 0.0
     return float(x.std() / mean) if mean > 0 else 0.0
+
+
+def fine_schedule(
+    per_second: np.ndarray, cfg: ArrivalConfig, rng: np.random.Generator, step_s: float = 0.1
+) -> np.ndarray:
+    """Target rates (records/s) per `step_s` step for a load generator, drawn from the arrival process.
+
+    The pattern's per-second rates are split into steps of `step_s`; each step's count is
+    drawn with `arrival_counts` (Poisson, MMPP-modulated Poisson, or exact) and written back as
+    a rate, so a generator pacing each step evenly follows the process at `step_s` resolution:
+    bursts of the MMPP (mean sojourns of seconds) are reproduced, and the counts per 100 ms
+    carry the process' variance. Below `step_s` the generator paces evenly; a thinned sample of
+    its send times is still Poisson-like within a step (independent thinning of a dense stream).
+    """
+    per_second = np.asarray(per_second, dtype=float)
+    k = max(1, int(round(1.0 / step_s)))
+    expected = np.repeat(per_second / k, k)
+    return arrival_counts(expected, cfg, rng, 1.0 / k) * k

@@ -2,7 +2,9 @@
 
 The pattern is precomputed here (`LoadPattern.per_second()`, WORKLOADS-AND-QUERIES.md) and handed to
 the Java process as a schedule file, one target rate (records/s, summed over the produced topics) per
-line and second; Java does the pacing, Python only starts, watches and stops it. Produced totals come
+line and second; with an arrival process (`PatternConfig.arrivals`) the lines are 100 ms steps whose
+counts are drawn from it (`workloads.arrivals.fine_schedule`, seeded), so bursts reach Kafka. Java does
+the pacing, Python only starts, watches and stops it. Produced totals come
 from the generator's Prometheus endpoint (`generator_records_produced_total{topic=...}`), or from its
 summary file once it has exited.
 
@@ -27,9 +29,12 @@ from pathlib import Path
 import numpy as np
 import requests
 
+from workloads.arrivals import ArrivalConfig, fine_schedule
 from workloads.patterns import LoadPattern
 
 GENERATOR_CLASS = "bench.nexmark.Generator"
+ARRIVAL_STEP_S = 0.1  # schedule resolution when an arrival process is drawn
+_ARRIVAL_SALT = 0xA11  # the generator's arrival draws are independent of the pattern's stream
 TOPICS = ("bids", "auctions", "persons")
 # Records per 50 Nexmark events (Nexmark generator proportions; no hot items).
 PROPORTIONS = {"persons": 1, "auctions": 3, "bids": 46}
@@ -140,6 +145,7 @@ class Generator:
     timestamps_every: int | None = None
     java: str = "java"
     extra_args: Sequence[str] = ()
+    schedule_step_s: float = field(default=1.0, init=False)
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _log: object = field(default=None, init=False, repr=False)
 
@@ -177,6 +183,7 @@ class Generator:
             "--bootstrap", self.bootstrap,
             "--topics", ",".join(self.topics),
             "--schedule", str(self.schedule_path),
+            "--step-ms", str(int(round(self.schedule_step_s * 1000))),
             "--producers", str(self.producers),
             "--metrics-port", str(self.metrics_port),
             "--summary-out", str(self.summary_path),
@@ -187,8 +194,11 @@ class Generator:
         return [*cmd, *self.extra_args]
 
     def start(self, pattern: LoadPattern | None = None, rates: Sequence[float] | None = None,
-              wait_s: float = 90.0) -> None:
+              wait_s: float = 90.0, arrivals: ArrivalConfig | None = None) -> None:
         """Write the schedule (from `pattern.per_second()` or explicit per-second `rates`) and start.
+
+        `arrivals`: draw the records per 100 ms from this process (seeded by `seed`); None keeps
+        the per-second rates exactly, paced evenly (a fluid, like `deterministic`).
 
         Returns once the metrics endpoint answers, so schedule second 0 is (within the JVM's start-up)
         now; raises GeneratorError if the process exits first.
@@ -198,8 +208,14 @@ class Generator:
         if (pattern is None) == (rates is None):
             raise ValueError("give exactly one of pattern or rates")
         per_second = pattern.per_second() if pattern is not None else np.asarray(rates, dtype=float)
+        if arrivals is not None and arrivals.kind != "deterministic":
+            rng = np.random.default_rng([self.seed, _ARRIVAL_SALT])
+            steps = fine_schedule(per_second, arrivals, rng, ARRIVAL_STEP_S)
+            self.schedule_step_s = ARRIVAL_STEP_S
+        else:
+            steps, self.schedule_step_s = per_second, 1.0
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.schedule_path.write_text(schedule_text(per_second))
+        self.schedule_path.write_text(schedule_text(steps))
         self.summary_path.unlink(missing_ok=True)
         self._log = self.log_path.open("w")
         self._proc = subprocess.Popen(

@@ -37,19 +37,26 @@ import java.util.concurrent.locks.LockSupport;
  * Nexmark load generator: produces Person/Auction/Bid CSV records (see {@link Bid}, {@link Person},
  * {@link Auction}) into Kafka, following a per-second rate schedule, with several producer threads.
  *
- * <p>The schedule file holds one number per line: the target records/s for that second of the run,
- * summed over the topics produced (blank lines and lines starting with '#' are skipped). With
+ * <p>The schedule file holds one number per line: the target records/s for that step of the run,
+ * summed over the topics produced (blank lines and lines starting with '#' are skipped). A step is one
+ * second unless {@code --step-ms} says otherwise: bursty or Poisson arrivals (workloads/arrivals.py)
+ * are written as per-100 ms counts, so the pacing follows the drawn process below the second. With
  * {@code --topics bids} every record is a bid; with {@code --topics persons,auctions} persons and
  * auctions keep their Nexmark 1:3 ratio. Each producer thread owns a disjoint slice of the event
  * numbers and paces itself to its share of the cumulative target, so the produced count follows the
  * schedule's integral; when the brokers cannot keep up it falls at most {@code --max-backlog-s}
  * seconds behind and then skips (counted in {@code generator_records_skipped_total}).
  *
+ * <p>With {@code --timestamps-out} each record is sampled independently with probability
+ * 1/{@code --timestamps-every} (geometric skips, one random draw per sample), so the file is a thinned
+ * copy of the send process, whose gaps keep the process' kind (MEAD's inter-arrival input); each
+ * thread flushes its samples at least once a second.
+ *
  * <p>Every record carries its event time (wall clock at creation, epoch ms) both in the CSV and as the
  * Kafka record timestamp, so the time a record spent in Kafka before Flink read it is measurable.
  *
  * <p>Usage: {@code java -cp nexmark-queries.jar bench.nexmark.Generator --bootstrap 127.0.0.1:9092
- * --topics bids (--schedule rates.txt | --rate 50000 --duration 30) [--producers 2]
+ * --topics bids (--schedule rates.txt [--step-ms 1000] | --rate 50000 --duration 30) [--producers 2]
  * [--metrics-port 9400] [--timestamps-out ts.csv --timestamps-every 10] [--create-topics --partitions 24]
  * [--exit-when-done] [--summary-out summary.json] [--seed 1] [--no-kafka]}. {@code --no-kafka} generates
  * and counts records without sending them (to measure the generator's own cost).
@@ -69,8 +76,10 @@ public final class Generator {
     private final CountDownLatch go = new CountDownLatch(1);
 
     private final Args args;
-    private final double[] rates;
-    private final double[] cumulative;
+    private final double[] rates; // records/s per step
+    private final double stepS;
+    private final double durationS;
+    private final double[] cumulative; // records at the start of each step
     private final int[] offsets;
     private final int producers;
     private final double maxBacklogS;
@@ -81,9 +90,14 @@ public final class Generator {
     Generator(Args args) throws IOException {
         this.args = args;
         this.rates = loadSchedule(args);
+        this.stepS = args.has("schedule") ? args.getInt("step-ms", 1000) / 1000.0 : 1.0;
+        if (stepS <= 0) {
+            throw new IllegalArgumentException("--step-ms must be > 0");
+        }
+        this.durationS = rates.length * stepS;
         this.cumulative = new double[rates.length + 1];
         for (int i = 0; i < rates.length; i++) {
-            cumulative[i + 1] = cumulative[i] + rates[i];
+            cumulative[i + 1] = cumulative[i] + rates[i] * stepS;
         }
         Set<EventFactory.Kind> kinds = parseTopics(args.get("topics", "bids"));
         List<Integer> allowed = new ArrayList<>();
@@ -154,11 +168,17 @@ public final class Generator {
 
     /** Records the whole generator should have produced after {@code elapsedS} seconds. */
     double targetCount(double elapsedS) {
-        int s = (int) Math.floor(elapsedS);
+        int s = (int) Math.floor(elapsedS / stepS);
         if (s >= rates.length) {
             return cumulative[rates.length];
         }
-        return cumulative[s] + rates[s] * (elapsedS - s);
+        return cumulative[s] + rates[s] * (elapsedS - s * stepS);
+    }
+
+    /** Scheduled records/s at {@code elapsedS} (0 after the end). */
+    double rateAt(double elapsedS) {
+        int s = (int) Math.floor(elapsedS / stepS);
+        return s < rates.length && s >= 0 ? rates[s] : 0.0;
     }
 
     private Properties producerProps() {
@@ -223,6 +243,10 @@ public final class Generator {
             long seq = 0;
             double paced = 0; // records produced or skipped by this thread
             long count = 0;
+            java.util.SplittableRandom sampler = new java.util.SplittableRandom(args.getLong("seed", 1) * 7919L + index);
+            double logKeep = Math.log1p(-1.0 / timestampsEvery); // -inf when every record is sampled
+            long nextSample = nextSampleAfter(0, sampler, logKeep);
+            long lastFlush = 0;
             boolean noKafka = args.flag("no-kafka");
             try (KafkaProducer<byte[], byte[]> producer = noKafka ? null : new KafkaProducer<>(producerProps())) {
                 // Get ready before the schedule's clock starts: fetch the topics' metadata (the first
@@ -245,11 +269,16 @@ public final class Generator {
                 while (!stop) {
                     long now = System.nanoTime();
                     double elapsed = (now - startNanos) / 1e9;
-                    boolean end = elapsed >= rates.length;
+                    boolean end = elapsed >= durationS;
                     if (end) {
-                        elapsed = rates.length; // finish the schedule's last records, then stop
+                        elapsed = durationS; // finish the schedule's last records, then stop
                     }
-                    double rate = rates.length == 0 ? 0.0 : rates[Math.min((int) elapsed, rates.length - 1)];
+                    double rate = rates.length == 0 ? 0.0
+                            : rates[Math.min((int) (elapsed / stepS), rates.length - 1)];
+                    if (tsBuf != null && tsBuf.length() > 0 && now - lastFlush > 1_000_000_000L) {
+                        flushTimestamps(tsBuf); // keep the file at most ~1 s behind for live readers
+                        lastFlush = now;
+                    }
                     double want = targetCount(elapsed) * share;
                     double behind = want - paced;
                     double allowed = Math.max(1.0, maxBacklogS * rate * share);
@@ -284,7 +313,8 @@ public final class Generator {
                         }
                         sentByTopic.get(topic).increment();
                         count++;
-                        if (tsBuf != null && count % timestampsEvery == 0) {
+                        if (tsBuf != null && count == nextSample) {
+                            nextSample = nextSampleAfter(count, sampler, logKeep);
                             long tUs = startEpochUs + (System.nanoTime() - startNanos) / 1000L;
                             tsBuf.append(tUs).append(',').append(topic).append(',').append(index).append('\n');
                             if (tsBuf.length() > 60_000) {
@@ -309,6 +339,15 @@ public final class Generator {
                 }
             }
         }
+    }
+
+    /** Index of the next sampled record: a Bernoulli(1/every) thinning drawn as a geometric skip. */
+    static long nextSampleAfter(long count, java.util.SplittableRandom rng, double logKeep) {
+        if (Double.isInfinite(logKeep)) {
+            return count + 1;
+        }
+        double u = 1.0 - rng.nextDouble(); // (0, 1]
+        return count + 1 + (long) Math.floor(Math.log(u) / logKeep);
     }
 
     private void flushTimestamps(StringBuilder buf) {
@@ -346,7 +385,7 @@ public final class Generator {
         sb.append("generator_schedule_position_seconds ").append(schedulePosition).append('\n');
         sb.append("# HELP generator_schedule_seconds Length of the schedule.\n");
         sb.append("# TYPE generator_schedule_seconds gauge\n");
-        sb.append("generator_schedule_seconds ").append(rates.length).append('\n');
+        sb.append("generator_schedule_seconds ").append(String.format(Locale.ROOT, "%.3f", durationS)).append('\n');
         sb.append("# HELP generator_done 1 once the schedule has been played and the producers flushed.\n");
         sb.append("# TYPE generator_done gauge\n");
         sb.append("generator_done ").append(done ? 1 : 0).append('\n');
@@ -363,7 +402,7 @@ public final class Generator {
         double elapsed = startNanos == 0 ? 0 : (System.nanoTime() - startNanos) / 1e9;
         sb.append("}, \"errors\": ").append(errors.sum()).append(", \"skipped\": ").append(skipped.sum())
                 .append(", \"elapsed_s\": ").append(String.format(Locale.ROOT, "%.3f", elapsed))
-                .append(", \"schedule_s\": ").append(rates.length).append('}');
+                .append(", \"schedule_s\": ").append(String.format(Locale.ROOT, "%.3f", durationS)).append('}');
         return sb.toString();
     }
 
@@ -410,9 +449,8 @@ public final class Generator {
         long lastCount = 0;
         while (threads.stream().anyMatch(Thread::isAlive)) {
             double elapsed = (System.nanoTime() - startNanos) / 1e9;
-            int s = (int) Math.min(elapsed, rates.length);
-            schedulePosition = s;
-            targetRate = s < rates.length ? rates[s] : 0.0;
+            schedulePosition = (long) Math.min(elapsed, durationS);
+            targetRate = rateAt(elapsed);
             long now = System.nanoTime();
             if (logEveryS > 0 && now - lastLog >= logEveryS * 1_000_000_000L) {
                 long c = totalAcked();
@@ -423,7 +461,7 @@ public final class Generator {
             }
             Thread.sleep(100);
         }
-        schedulePosition = rates.length;
+        schedulePosition = (long) Math.ceil(durationS);
         targetRate = 0.0;
         done = true;
         if (timestampsOut != null) {
