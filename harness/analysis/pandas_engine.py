@@ -61,9 +61,11 @@ def run_pieces(ref: RunRef, df: pd.DataFrame) -> RunPieces:
     meta = ref.meta
     if df.empty:
         return RunPieces(0.0, 0.0)
+    df = df[df["subtask"] == -1]  # per-subtask series are not summarised; the run spans the rest
+    if df.empty:
+        return RunPieces(0.0, 0.0)
     start, end = float(df["ts"].min()), float(df["ts"].max())
     pieces = RunPieces(start, end)
-    df = df[df["subtask"] == -1]
     arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
     for (metric, op), g in df.groupby(["metric", "operator"], sort=True):
         ts, values = g["ts"].to_numpy(float), g["value"].to_numpy(float)

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -73,15 +74,16 @@ def build_session(master: str = "local[*]", app: str = "bench-analysis",
     return spark
 
 
-def _norm_path(col: Any) -> Any:
-    """Spark's file URI (`file:///a%20b/x`) -> plain absolute path (`/a b/x`)."""
-    from pyspark.sql import functions as F
-
-    return F.url_decode(F.regexp_replace(col, r"^file:(//)?", ""))
+def file_uris(path: Path) -> list[str]:
+    """The spellings Spark may give a local file in `input_file_name()`; joining on them avoids a
+    per-row regular expression over millions of samples."""
+    resolved = path.resolve()
+    uri = resolved.as_uri()  # file:///a%20b/x
+    return sorted({uri, uri.replace("file:///", "file:/", 1), str(resolved)})
 
 
 def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
-    """All runs' samples with a `run_id` column (NaN/null values dropped)."""
+    """Job- and operator-level samples (subtask -1, NaN/null dropped) with an integer run index `rid`."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
 
@@ -90,75 +92,86 @@ def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
         StructField("operator", StringType()), StructField("subtask", IntegerType()),
         StructField("value", DoubleType()),
     ])
-    with_ts = [(str(r.timeseries_path.resolve()), r.meta.run_id) for r in refs if r.timeseries_path is not None]
-    files = spark.createDataFrame(pd.DataFrame(with_ts, columns=["file", "run_id"]), "file string, run_id string")
-    raw = spark.read.schema(schema).parquet(*[f for f, _ in with_ts])
-    raw = raw.withColumn("file", _norm_path(F.input_file_name()))
-    df = raw.join(F.broadcast(files), "file").drop("file")
-    return df.where(F.col("value").isNotNull() & ~F.isnan("value"))
+    paths = [(i, r.timeseries_path) for i, r in enumerate(refs) if r.timeseries_path is not None]
+    files = pd.DataFrame([(uri, i) for i, p in paths for uri in file_uris(p)], columns=["file", "rid"])
+    files_df = spark.createDataFrame(files, "file string, rid int")
+    raw = (spark.read.schema(schema).parquet(*[str(p.resolve()) for _, p in paths])
+           .where((F.col("subtask") == -1) & F.col("value").isNotNull() & ~F.isnan("value"))
+           .select("ts", "metric", "operator", "value", F.input_file_name().alias("file")))
+    return raw.join(F.broadcast(files_df), "file").drop("file")
 
 
 def _runs_frame(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
     """Per-run constants: loop period, SLO, and the ideal scaler's demand coefficients (in operator order)."""
     rows = pd.DataFrame(
-        [(r.meta.run_id, r.meta.period_s, r.meta.slo_latency_s, r.meta.slo_throughput_ratio,
-          float(r.meta.min_parallelism), [float(c) for c in r.meta.coefficients.values()]) for r in refs],
-        columns=["run_id", "period_s", "slo_lat", "slo_ratio", "min_p", "coefs"])
-    return spark.createDataFrame(rows, "run_id string, period_s double, slo_lat double, slo_ratio double, "
+        [(i, r.meta.period_s, r.meta.slo_latency_s, r.meta.slo_throughput_ratio,
+          float(r.meta.min_parallelism), [float(c) for c in r.meta.coefficients.values()])
+         for i, r in enumerate(refs)],
+        columns=["rid", "period_s", "slo_lat", "slo_ratio", "min_p", "coefs"])
+    return spark.createDataFrame(rows, "rid int, period_s double, slo_lat double, slo_ratio double, "
                                        "min_p double, coefs array<double>")
 
 
 def partitioned_job_samples(spark: SparkSession, refs: list[RunRef], partitions: int
                             ) -> tuple[DataFrame, pd.DataFrame]:
-    """Job- and operator-level samples (subtask -1), hash-partitioned by run and cached.
+    """Samples hash-partitioned by run and cached, plus each run's first and last timestamp.
 
-    This is the only shuffle: every later window and aggregation groups by
-    run_id plus other keys, which this partitioning already satisfies, so
-    Spark plans them without exchanging data again.
+    This is the only shuffle: every later window and aggregation groups by the
+    run plus other keys, which this partitioning already satisfies, so Spark
+    plans them without exchanging data again. Nothing is joined onto the
+    millions of rows: per-run constants are applied after aggregating.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    samples = load_samples(spark, refs).repartition(partitions, "run_id").persist(StorageLevel.MEMORY_AND_DISK)
-    bounds = samples.groupBy("run_id").agg(F.min("ts").alias("run_start"), F.max("ts").alias("run_end")).toPandas()
-    bounds_df = spark.createDataFrame(bounds, "run_id string, run_start double, run_end double")
-    job = (samples.where(F.col("subtask") == -1).drop("subtask").join(F.broadcast(bounds_df), "run_id")
-           .persist(StorageLevel.MEMORY_AND_DISK))
-    job.count()
-    samples.unpersist()
+    job = load_samples(spark, refs).repartition(partitions, "rid").persist(StorageLevel.MEMORY_AND_DISK)
+    bounds = pd.DataFrame(job.groupBy("rid").agg(F.min("ts").alias("run_start"), F.max("ts").alias("run_end"))
+                          .toPandas())
+    expected = sum(1 for r in refs if r.timeseries_path is not None)
+    if len(bounds) < expected and expected > 0:
+        missing = expected - len(bounds)
+        raise RuntimeError(f"{missing} timeseries files gave no samples (empty, or Spark spelled their paths in a "
+                           "way file_uris() does not know)")
     return job, bounds
 
 
 def series_stats(job: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(run, metric, operator) -> time-weighted sum/mean, span, max, min, last, n; and p50/p95 apart.
+    """(run, metric, operator) -> the step function's area up to its last sample, max, min, last, n;
+    and p50/p95 apart (only for `PERCENTILE_METRICS`: an exact percentile keeps every value).
 
-    Percentiles are computed only for `PERCENTILE_METRICS`: an exact percentile
-    keeps every value of its group in memory.
+    The last sample's share (it holds until the run's end) is added on the driver (`finish_series`).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("run_id", "metric", "operator").orderBy("ts")
-    held = job.withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts"))
-    agg = held.groupBy("run_id", "metric", "operator").agg(
-        F.sum(F.col("value") * F.col("dt")).alias("tw_sum"),
+    w = Window.partitionBy("rid", "metric", "operator").orderBy("ts")
+    held = job.withColumn("dt", F.lead("ts").over(w) - F.col("ts"))
+    agg = held.groupBy("rid", "metric", "operator").agg(
+        F.sum(F.col("value") * F.col("dt")).alias("area"),
         F.sum("dt").alias("span"),
         F.avg("value").alias("plain_mean"),
         F.max("value").alias("max"),
         F.min("value").alias("min"),
         F.max_by("value", "ts").alias("last"),
+        F.max("ts").alias("last_ts"),
         F.count("value").alias("n"),
-    ).select(
-        "run_id", "metric", "operator",
-        F.when(F.col("span") > 0, F.col("tw_sum") / F.col("span")).otherwise(F.col("plain_mean")).alias("tw_mean"),
-        "tw_sum", "span", "max", "min", "last", "n",
     )
     pct = (job.where(F.col("metric").isin(*PERCENTILE_METRICS) & (F.col("operator") == ""))
-           .groupBy("run_id", "metric", "operator")
+           .groupBy("rid", "metric", "operator")
            .agg(F.percentile("value", F.array(F.lit(0.5), F.lit(0.95))).alias("pct"))
-           .select("run_id", "metric", "operator", F.col("pct").getItem(0).alias("p50"),
+           .select("rid", "metric", "operator", F.col("pct").getItem(0).alias("p50"),
                    F.col("pct").getItem(1).alias("p95")))
     return agg, pct
+
+
+def finish_series(agg: pd.DataFrame, pct: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
+    """Add each series' last interval (last sample -> run end) and the percentiles."""
+    df = agg.merge(bounds, on="rid", how="left").merge(pct, on=["rid", "metric", "operator"], how="left")
+    tail = (df["run_end"] - df["last_ts"]).clip(lower=0.0)
+    df["tw_sum"] = df["area"].fillna(0.0) + df["last"] * tail
+    df["span"] = df["span"].fillna(0.0) + tail
+    df["tw_mean"] = (df["tw_sum"] / df["span"]).where(df["span"] > 0, df["plain_mean"])
+    return df
 
 
 def provisioning(job: DataFrame, runs: DataFrame) -> DataFrame:
@@ -167,49 +180,78 @@ def provisioning(job: DataFrame, runs: DataFrame) -> DataFrame:
     One pass per run: ideal(t) from each input-rate sample (sum over operators
     of max(min_p, ceil(rate x coefficient))), both step functions forward-filled
     over the run's ordered samples. Rows sharing a timestamp get dt = 0 except
-    the last, which has seen every value at that time.
+    the last, which has seen every value at that time. The final row's values
+    are returned so the driver adds the interval up to the run's end.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, TASKMANAGERS))
-            .join(F.broadcast(runs.where(F.size("coefs") > 0).select("run_id", "coefs", "min_p")), "run_id"))
+            .join(F.broadcast(runs.where(F.size("coefs") > 0).select("rid", "coefs", "min_p")), "rid"))
     need = F.aggregate(
         F.transform("coefs", lambda c: F.greatest(F.col("min_p"),
                                                   F.ceil(F.col("value") * c - F.lit(CEIL_EPS)).cast("double"))),
         F.lit(0.0), lambda acc, x: acc + x)
-    upto = Window.partitionBy("run_id").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    w = Window.partitionBy("run_id").orderBy("ts")
-    x = (rows.select("run_id", "ts", "run_end",
+    upto = Window.partitionBy("rid").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    w = Window.partitionBy("rid").orderBy("ts")
+    x = (rows.select("rid", "ts",
                      F.when(F.col("metric") == INPUT_RATE, need).alias("ideal"),
                      F.when(F.col("metric") == TASKMANAGERS, F.col("value")).alias("actual"))
          .withColumn("i", F.last("ideal", ignorenulls=True).over(upto))
          .withColumn("a", F.last("actual", ignorenulls=True).over(upto))
-         .withColumn("dt", F.coalesce(F.lead("ts").over(w), F.col("run_end")) - F.col("ts")))
+         .withColumn("dt", F.lead("ts").over(w) - F.col("ts")))
     both = F.col("i").isNotNull() & F.col("a").isNotNull()
     dt_both = F.when(both, F.col("dt"))
     dt_i = F.when(F.col("i").isNotNull(), F.col("dt"))
-    period = F.sum(dt_both)
-    return x.groupBy("run_id").agg(
-        (F.sum(F.greatest(F.lit(0.0), F.col("i") - F.col("a")) * dt_both) / period).alias("accuracy_u"),
-        (F.sum(F.greatest(F.lit(0.0), F.col("a") - F.col("i")) * dt_both) / period).alias("accuracy_o"),
-        (100.0 * F.sum(F.when(both & (F.col("i") > F.col("a")), F.col("dt")).otherwise(0.0)) / period)
-        .alias("timeshare_u"),
-        (100.0 * F.sum(F.when(both & (F.col("a") > F.col("i")), F.col("dt")).otherwise(0.0)) / period)
-        .alias("timeshare_o"),
-        F.when(F.sum(dt_i) > 0, F.sum(F.col("i") * dt_i) / F.sum(dt_i)).otherwise(F.avg("ideal")).alias("ideal_avg"),
-        period.alias("period"),
+    final = F.col("dt").isNull()
+    return x.groupBy("rid").agg(
+        F.sum(F.greatest(F.lit(0.0), F.col("i") - F.col("a")) * dt_both).alias("under"),
+        F.sum(F.greatest(F.lit(0.0), F.col("a") - F.col("i")) * dt_both).alias("over"),
+        F.sum(F.when(both & (F.col("i") > F.col("a")), F.col("dt"))).alias("t_under"),
+        F.sum(F.when(both & (F.col("a") > F.col("i")), F.col("dt"))).alias("t_over"),
+        F.sum(dt_both).alias("period"),
+        F.sum(F.col("i") * dt_i).alias("ideal_area"),
+        F.sum(dt_i).alias("ideal_span"),
+        F.avg("ideal").alias("ideal_plain"),
+        F.first(F.when(final, F.col("i")), ignorenulls=True).alias("i_last"),
+        F.first(F.when(final, F.col("a")), ignorenulls=True).alias("a_last"),
+        F.max("ts").alias("last_ts"),
     )
 
 
-def qos_violations(job: DataFrame, runs: DataFrame) -> DataFrame:
+def finish_provisioning(prov: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
+    """Add the last interval (last sample -> run end) and normalise by the period."""
+    df = prov.merge(bounds, on="rid", how="left")
+    tail = (df["run_end"] - df["last_ts"]).clip(lower=0.0)
+    i, a = df["i_last"], df["a_last"]
+    has_both = i.notna() & a.notna()
+    zero = 0.0
+
+    def add(col: str, extra: pd.Series) -> pd.Series:
+        return df[col].fillna(zero) + extra.where(has_both, zero).fillna(zero)
+
+    period = add("period", tail)
+    out = pd.DataFrame({"rid": df["rid"]})
+    out["accuracy_u"] = add("under", (i - a).clip(lower=0.0) * tail) / period
+    out["accuracy_o"] = add("over", (a - i).clip(lower=0.0) * tail) / period
+    out["timeshare_u"] = 100.0 * add("t_under", tail.where(i > a, zero)) / period
+    out["timeshare_o"] = 100.0 * add("t_over", tail.where(a > i, zero)) / period
+    ideal_span = df["ideal_span"].fillna(zero) + tail.where(i.notna(), zero)
+    ideal_area = df["ideal_area"].fillna(zero) + (i * tail).where(i.notna(), zero)
+    out["ideal_avg"] = (ideal_area / ideal_span).where(ideal_span > 0, df["ideal_plain"])
+    out["period"] = period
+    return out
+
+
+def qos_violations(job: DataFrame, runs: DataFrame, bounds: DataFrame) -> DataFrame:
     """De Matteis & Mencagli's QoS violations (sec. 5.3.3) per control step of one loop period."""
     from pyspark.sql import functions as F
 
+    consts = runs.select("rid", "period_s", "slo_lat", "slo_ratio").join(bounds.select("rid", "run_start"), "rid")
     rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, THROUGHPUT, LATENCY))
-            .join(F.broadcast(runs.select("run_id", "period_s", "slo_lat", "slo_ratio")), "run_id")
+            .join(F.broadcast(consts), "rid")
             .withColumn("bucket", F.floor((F.col("ts") - F.col("run_start")) / F.col("period_s"))))
-    steps = rows.groupBy("run_id", "bucket").agg(
+    steps = rows.groupBy("rid", "bucket").agg(
         F.avg(F.when(F.col("metric") == INPUT_RATE, F.col("value"))).alias("inp"),
         F.avg(F.when(F.col("metric") == THROUGHPUT, F.col("value"))).alias("thr"),
         F.avg(F.when(F.col("metric") == LATENCY, F.col("value"))).alias("lat"),
@@ -218,7 +260,7 @@ def qos_violations(job: DataFrame, runs: DataFrame) -> DataFrame:
     ratio_bad = (F.col("inp") > 0) & F.col("thr").isNotNull() & (F.col("thr") / F.col("inp") < F.col("slo_ratio"))
     lat_bad = F.col("lat").isNotNull() & (F.col("lat") > F.col("slo_lat"))
     bad = F.coalesce(ratio_bad, F.lit(False)) | F.coalesce(lat_bad, F.lit(False))
-    return steps.groupBy("run_id").agg(F.sum(bad.cast("int")).alias("violations"), F.count("*").alias("steps"))
+    return steps.groupBy("rid").agg(F.sum(bad.cast("int")).alias("violations"), F.count("*").alias("steps"))
 
 
 def excess_facts(job: DataFrame) -> DataFrame:
@@ -226,14 +268,14 @@ def excess_facts(job: DataFrame) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    per_run = Window.partitionBy("run_id")
+    per_run = Window.partitionBy("rid")
     is_inp = F.col("metric") == INPUT_RATE
     is_lag = F.col("metric") == LAG
     rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, LAG))
             .withColumn("last_busy", F.max(F.when(is_inp & (F.col("value") > 0), F.col("ts"))).over(per_run))
             .withColumn("stop_ts", F.min(F.when(is_inp & (F.col("ts") > F.col("last_busy")), F.col("ts")))
                         .over(per_run)))
-    return rows.groupBy("run_id").agg(
+    return rows.groupBy("rid").agg(
         F.first("stop_ts").alias("stop_ts"),
         F.min(F.when(is_lag & (F.col("ts") >= F.col("stop_ts")) & (F.col("value") <= 1.0), F.col("ts")))
         .alias("drained_ts"),
@@ -254,26 +296,29 @@ def summarise(spark: SparkSession, refs: list[RunRef],
             progress(msg)
 
     runs = _runs_frame(spark, refs)
-    have_ts = [r for r in refs if r.timeseries_path is not None]
+    run_ids = [r.meta.run_id for r in refs]
     stats_pdf = pd.DataFrame(columns=SERIES_STATS_COLUMNS)
     bounds_pdf = pd.DataFrame(columns=["run_id", "run_start", "run_end"])
     prov_pdf = qos_pdf = excess_pdf = pd.DataFrame(columns=["run_id"])
-    if have_ts:
+    if any(r.timeseries_path is not None for r in refs):
         step("reading and partitioning samples")
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
-        job, bounds_pdf = partitioned_job_samples(spark, have_ts, partitions)
+        job, bounds = partitioned_job_samples(spark, refs, partitions)
+        bounds_df = spark.createDataFrame(bounds, "rid int, run_start double, run_end double")
         step("series statistics")
         agg, pct = series_stats(job)
-        stats_pdf = pd.DataFrame(agg.toPandas()).merge(pct.toPandas(), on=["run_id", "metric", "operator"],
-                                                       how="left")
-        stats_pdf = stats_pdf[SERIES_STATS_COLUMNS].fillna({"p50": math.nan, "p95": math.nan})
+        stats_pdf = finish_series(pd.DataFrame(agg.toPandas()), pd.DataFrame(pct.toPandas()), bounds)
         step("SPEC provisioning")
-        prov_pdf = provisioning(job, runs).toPandas()
+        prov_pdf = finish_provisioning(pd.DataFrame(provisioning(job, runs).toPandas()), bounds)
         step("QoS violations")
-        qos_pdf = qos_violations(job, runs).toPandas()
+        qos_pdf = pd.DataFrame(qos_violations(job, runs, bounds_df).toPandas())
         step("excess time")
-        excess_pdf = excess_facts(job).toPandas()
+        excess_pdf = pd.DataFrame(excess_facts(job).toPandas())
         job.unpersist()
+        bounds_pdf = bounds
+        for frame in (stats_pdf, bounds_pdf, prov_pdf, qos_pdf, excess_pdf):
+            frame["run_id"] = [run_ids[int(i)] for i in frame["rid"]]
+        stats_pdf = stats_pdf[SERIES_STATS_COLUMNS]
     step("assembling rows")
     series = series_from_frame(stats_pdf)
     bounds_by = {r.run_id: (float(r.run_start), float(r.run_end)) for r in bounds_pdf.itertuples()}
