@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from harness.backends.local.flink_rest import Bounds, JobDetails, SavepointStatus, Vertex
 from harness.backends.local.rescale import JobState, Rescaler, Timing, idle_taskmanagers, tm_delta
 from harness.topology import load_topology
@@ -187,3 +189,11 @@ def test_failure_is_reported_not_raised() -> None:
     r.timeout_s = 5.0
     _, res = r.rescale("in_place", state(), {"bids_source": 1, "map": 2, "sink": 1}, None)
     assert not res.ok and "TimeoutError" in res.error
+
+
+def test_cpu_share_is_a_fraction_of_the_stack_quota() -> None:
+    r, rest, tms, _ = make()
+    r.default_cpus = 0.25  # the stack's task-manager quota
+    _, res = r.rescale("in_place", state(), {op: 1 for op in OPS}, {"map": 0.4})
+    assert res.ok and tms.cpus["tm-2"] == pytest.approx(0.1)
+    assert res.cpu_share["map"] == 0.4

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 WORKDIR = Path(os.environ.get("BENCH_IT_VERTICAL_WORKDIR", "/tmp/bench-vertical-it"))
 PORT_OFFSET = int(os.environ.get("BENCH_TEST_PORT_OFFSET", "4000"))
-LOWER_TO = 0.1  # CPUs for the map's task manager (the stack's default quota is 0.25)
+LOWER_TO = 0.4  # the map's CPU share: 0.4 of the stack's task-manager quota (MEAD's lowest level)
 
 
 class LowerShareConfig(AutoscalerConfig):
@@ -102,17 +102,17 @@ def test_mead_style_cpu_share_change_on_the_real_stack(tmp_path: Path, monkeypat
     assert seen["after"], "the map had no task manager"
     for tm, raw in seen["after"].items():
         quota = int(raw.split()[0])
-        assert quota == round(LOWER_TO * 100_000), raw
+        assert quota == round(LOWER_TO * exp.local.taskmanager_cpu_quota * 100_000), raw
         assert seen["before"][tm] != raw
 
     actions = rec.events[rec.events.kind == "action"]
     assert len(actions) == 1
     data = json.loads(actions.iloc[0]["data"])
     assert data["cpu_share_after"]["map"] == pytest.approx(LOWER_TO)
-    assert data["cpu_share_before"]["map"] == pytest.approx(exp.local.taskmanager_cpu_quota)
+    assert data["cpu_share_before"]["map"] == pytest.approx(1.0)
     assert data["before"] == data["after"]  # vertical only
 
     share = rec.timeseries[rec.timeseries.metric == CPU_SHARE]
     assert set(share.operator) == {"bids_source", "map", "sink"}
     last = share.sort_values("ts").groupby("operator").value.last()
-    assert last["map"] == pytest.approx(LOWER_TO) and last["sink"] == pytest.approx(exp.local.taskmanager_cpu_quota)
+    assert last["map"] == pytest.approx(LOWER_TO) and last["sink"] == pytest.approx(1.0)

@@ -132,7 +132,7 @@ class LocalBackend:
         state = self.rescaler.current(job_id)
         self.rescaler.wait_running(job_id, parallelism, state.vertex_ids, since=t_submit)
         self.state = JobState(job_id, state.vertex_ids, dict(parallelism),
-                              {op: cfg.taskmanager_cpu_quota for op in topology.names})
+                              {op: 1.0 for op in topology.names})  # shares of the TM quota
         self._remember_vertices()
         self.startup_s = time.monotonic() - t_submit
         self.monitor = PrometheusMonitor(stack.prometheus_url, step_s=cfg.scrape_interval_s)
@@ -366,7 +366,8 @@ class LocalBackend:
 
     def _sample(self, downtime: bool, snap: MetricsSnapshot | None = None) -> None:
         t = self.now()
-        row: dict[str, Any] = {"t": t, "processing": 0.0 if downtime else 1.0,
+        down = downtime or self._recovering is not None  # a fault counts as downtime until the recovery
+        row: dict[str, Any] = {"t": t, "processing": 0.0 if down else 1.0,
                                "parallelism": dict(self.state.parallelism), "cpu_share": dict(self.state.cpu_share),
                                "taskmanagers": len(self.stack.taskmanager_ids())}
         if snap is not None:

@@ -211,14 +211,20 @@ class Rescaler:
                 self.tms.stop_taskmanager(tm)
 
     def apply_cpu(self, state: JobState, cpu_share: dict[str, float]) -> dict[str, float]:
-        """Set each operator's task managers to its CPU share; returns what was applied."""
+        """Set each operator's task managers to its CPU share; returns what was applied.
+
+        A share is a fraction of the stack's task-manager quota (`default_cpus`), as in `sim`
+        where it is a fraction of a subtask's full capacity: share 1.0 = the configured quota,
+        so MEAD's levels 0.4..1.0 mean the same on both backends.
+        """
         applied: dict[str, float] = {}
         hosts = self.busy_taskmanagers(state)
         alive = set(self.tms.taskmanager_ids())
+        base = self.default_cpus if self.default_cpus is not None else 1.0
         for op, share in cpu_share.items():
             for tm in hosts.get(op, []):
                 if tm in alive:  # the job manager may still list a task manager that just died
-                    self.tms.set_taskmanager_cpu(tm, share)
+                    self.tms.set_taskmanager_cpu(tm, share * base)
             applied[op] = share
         state.cpu_share.update(applied)
         return applied
