@@ -66,7 +66,9 @@ class MapeLoop:
             if t_next > duration_s:
                 break
             self.iterate(result)
-            t_next += self.loop.period_s
+            # after a long blocking step (a rescale, a recovery) skip the missed ticks rather than
+            # firing them back to back on the same metrics
+            t_next = max(t_next + self.loop.period_s, self.backend.now())
         return result
 
     def iterate(self, result: LoopResult) -> None:

@@ -115,3 +115,17 @@ def test_interrupted_run_leaves_no_complete_record(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(experiment(duration_s=60), tmp_path / "run3", backend=Interrupted())
     assert (tmp_path / "run3" / "status").read_text().startswith("failed: interrupted")
+
+
+def test_missed_ticks_after_a_long_step_are_skipped():
+    class SlowRescale(FakeBackend):
+        pass
+
+    backend, events = SlowRescale(downtime_s=50), EventLog()
+    loop = make_loop(backend, LoopConfig(period_s=15, cooldown_s=0), events)
+    result = loop.run(120)
+    # t=15 decides and rescales for 50 s (now 65): the ticks at 30, 45, 60 are not fired at t=65
+    times = [s.t for s in loop.snapshots]
+    assert times[:2] == [15, 65]
+    assert all(b - a >= 15 for a, b in zip(times, times[1:], strict=False))
+    assert result.iterations == len(times)
