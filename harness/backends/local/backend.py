@@ -24,6 +24,7 @@ import pandas as pd
 from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
+from harness.backends.local.stack import GENERATOR
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.record import (
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 SUPERVISE_EVERY_S = 1.0
 INTERARRIVAL_SAMPLE = 5000  # gaps per snapshot at most, as the simulator's default
 INTERARRIVAL_WINDOW_S = 60.0  # the sample covers this many recent seconds
-GENERATOR = "generator"  # its pidfile name under <workdir>/run: `bench down` stops it too
 REACTIVE_NOTE = (
     "reactive = adaptive scheduler with per-vertex upper bound = max parallelism on the session cluster; "
     "only the number of task managers changes (Flink's scheduler-mode: reactive needs an application cluster)"

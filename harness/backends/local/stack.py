@@ -28,6 +28,8 @@ from harness.backends.local.kafka import KafkaService
 from harness.backends.local.prometheus import FlinkTarget, PrometheusService
 from harness.backends.local.supervisor import Supervisor, check_ports_free
 
+GENERATOR = "generator"  # pidfile name of the load generator a run adopts: `bench down` stops it too
+
 Progress = Callable[[str], None]
 
 
@@ -271,6 +273,7 @@ class LocalStack:
             self.flink.cds.promote()
 
     def status(self) -> StackStatus:
+        """Every service of this work directory; the generator too while a run drives load."""
         out: list[ServiceStatus] = []
         registered_early = set(self.rest.taskmanager_ids()) if self.sup.alive(JOBMANAGER) else set()
         for tm in registered_early & set(self.taskmanager_ids()):
@@ -295,6 +298,9 @@ class LocalStack:
         p = self.sup.get(prom_mod.NAME)
         out.append(ServiceStatus(prom_mod.NAME, p is not None, p.pid if p else None, self.ports.prometheus,
                                  p is not None and self.prometheus.healthy()))
+        g = self.sup.get(GENERATOR)  # only while a run drives load (the backend adopts it)
+        if g is not None:
+            out.append(ServiceStatus(GENERATOR, True, g.pid, self.ports.generator_metrics, True, "load generator"))
         return StackStatus(out)
 
     # ---- task managers ------------------------------------------------------------------------
