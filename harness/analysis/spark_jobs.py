@@ -68,7 +68,12 @@ def build_session(master: str = "local[*]", app: str = "bench-analysis",
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    local_conf: dict[str, str] = {}
+    if master.startswith("local"):
+        # a local session listens on loopback only (Spark otherwise binds the host's first address)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        local_conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    for key, value in {**DEFAULT_CONF, **local_conf, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
