@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,12 @@ def test_bursty_schedule_is_burstier_than_poisson_and_deterministic_is_exact() -
 
 
 def test_generator_writes_fine_schedule_with_step(tmp_path: Path) -> None:
-    g = Generator(jar=Path("x.jar"), bootstrap="b:1", topics=["bids"], workdir=tmp_path, seed=5, java="false")
+    # a free metrics port: a real generator running on the default port must not answer for `false`
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    g = Generator(jar=Path("x.jar"), bootstrap="b:1", topics=["bids"], workdir=tmp_path, seed=5, java="false",
+                  metrics_port=port)
     with pytest.raises(GeneratorError):  # `false` exits at once; the schedule is written first
         g.start(rates=[100.0, 200.0], wait_s=5, arrivals=BURSTY)
     lines = g.schedule_path.read_text().split()
