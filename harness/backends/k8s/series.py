@@ -15,25 +15,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.metrics.export import export_queries  # noqa: F401 - the backend's range queries, shared with local
 from harness.record import (
-    BACKPRESSURED,
-    BUSY,
     CPU,
     CPU_SHARE,
-    INPUT_RATE,
-    LAG,
-    LATENCY,
     PARALLELISM,
     PROCESSING,
-    RECORDS_IN,
-    RECORDS_OUT,
     TASKMANAGERS,
-    THROUGHPUT,
 )
-from harness.topology import Topology
 
 COLUMNS = ["ts", "metric", "operator", "subtask", "value"]
-T = "flink_taskmanager_job_task_"
 
 
 @dataclass(frozen=True)
@@ -47,31 +38,6 @@ class Sample:
     taskmanagers: int
     cpu: Mapping[str, float] = field(default_factory=dict)  # per operator, from the snapshot
     cpu_job: float | None = None
-
-
-def export_queries(topology: Topology, vertex_ids_seen: Mapping[str, Iterable[str]],
-                   step_s: float) -> dict[tuple[str, str], str]:
-    """(record metric, operator or '') -> PromQL evaluated over the whole run at the scrape step.
-
-    Vertex ids of every job the run saw are matched, so series survive a resubmission (operator path).
-    """
-    w = f"{max(2 * step_s, 10):g}s"
-    q: dict[tuple[str, str], str] = {
-        (INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
-        (TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
-        (LAG, ""): f"sum(max by (task_id, subtask_index) ({T}operator_pendingRecords))",
-        (LATENCY, ""): f"avg(max by (task_id, subtask_index) ({T}operator_deserializer_recordLag)) / 1000",
-    }
-    for op in topology.names:
-        ids = "|".join(sorted(set(vertex_ids_seen.get(op, ())))) or "none"
-        sel = f'{{task_id=~"{ids}"}}'
-        q[(RECORDS_OUT, op)] = f"sum(max by (subtask_index) ({T}numRecordsOutPerSecond{sel}))"
-        q[(RECORDS_IN, op)] = f"sum(max by (subtask_index) ({T}numRecordsInPerSecond{sel}))"
-        q[(BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
-        q[(BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
-    srcs = "|".join(sorted({v for s in topology.sources for v in vertex_ids_seen.get(s.name, ())})) or "none"
-    q[(THROUGHPUT, "")] = f'sum(max by (task_id, subtask_index) ({T}numRecordsOutPerSecond{{task_id=~"{srcs}"}}))'
-    return q
 
 
 def range_rows(metric: str, operator: str, result: Iterable[Mapping[str, Any]], wall0: float) -> list[dict[str, Any]]:

@@ -25,22 +25,15 @@ from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
+from harness.metrics.export import export_queries
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.record import (
-    BACKPRESSURED,
-    BUSY,
     CPU,
     CPU_SHARE,
-    INPUT_RATE,
-    LAG,
-    LATENCY,
     PARALLELISM,
     PROCESSING,
-    RECORDS_IN,
-    RECORDS_OUT,
     TASKMANAGERS,
-    THROUGHPUT,
 )
 from harness.topology import Topology
 
@@ -377,31 +370,8 @@ class LocalBackend:
 
     # ---------------------------------------------------------------- results
     def _export_queries(self, step_s: float) -> dict[tuple[str, str], str]:
-        """(record metric, operator or '') -> PromQL over the whole run."""
-        w = f"{max(2 * step_s, 10):g}s"
-        q: dict[tuple[str, str], str] = {
-            (INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
-            (TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
-            (LAG, ""): "sum(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_pendingRecords))",
-        }
-        # the same alternatives the snapshot catalogue tries, first with data wins (see _export_raw)
-        q[(LATENCY, "")] = " or ".join(
-            # `>= 0` drops NaN: a restarted source has no lag measurement until its first record
-            f"(avg(max by (task_id, subtask_index) (flink_taskmanager_job_task_operator_{m} >= 0)) / 1000)"
-            for m in ("deserializer_recordLag", "KafkaSourceReader_deserializer_recordLag",
-                      "currentEmitEventTimeLag"))
-        T = "flink_taskmanager_job_task_"
-        for op in self.topology.names:
-            ids = "|".join(sorted(self._vertex_ids_seen.get(op, set()))) or "none"
-            sel = f'{{task_id=~"{ids}"}}'
-            q[(RECORDS_OUT, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsOut{sel}[{w}])))"
-            q[(RECORDS_IN, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsIn{sel}[{w}])))"
-            q[(BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
-            q[(BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
-        srcs = "|".join(sorted(v for s in self.topology.sources for v in self._vertex_ids_seen.get(s.name, set())))
-        q[(THROUGHPUT, "")] = (f'sum(avg by (task_id, subtask_index) (rate({T}numRecordsOut'
-                               f'{{task_id=~"{srcs or "none"}"}}[{w}])))')
-        return q
+        """(record metric, operator or '') -> PromQL over the whole run (shared with k8s)."""
+        return export_queries(self.topology, self._vertex_ids_seen, step_s)
 
     def _export_raw(self) -> pd.DataFrame:
         """Every export query as a range query over the run: raw rows (ts, metric, operator, value, labels)."""
