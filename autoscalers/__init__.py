@@ -27,6 +27,14 @@ REGISTRY: dict[str, str] = {
     "mpc": "autoscalers.mpc:MPC",
     "mead": "autoscalers.mead:MEAD",
     "static": "autoscalers.static:Static",
+    # the seed papers' baselines (issue 14)
+    "thr-nlunaware": "autoscalers.thresholds:THRNLUnaware",
+    "thr-nlaware": "autoscalers.thresholds:THRNLAware",
+    "mdl-nlunaware": "autoscalers.gesscale_baselines:MDLNLUnaware",
+    "rule-based": "autoscalers.thresholds:RuleBased",
+    "mead-mg1": "autoscalers.mead_baselines:MEADMG1",
+    "mead-gig1": "autoscalers.mead_baselines:MEADKingman",
+    "mead-threshold": "autoscalers.thresholds:MEADThreshold",
 }
 
 

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from harness.metrics.snapshot import MetricsSnapshot, Needs
+from harness.vocabulary import NodeChoice
 
 
 class AutoscalerConfig(BaseModel):
@@ -39,6 +40,7 @@ class ScalingDecision:
     cpu_share: dict[str, float] = field(default_factory=dict)  # vertical scaling (MEAD, MPC)
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    placement: NodeChoice = NodeChoice.ANY  # which nodes replicas go to, where nodes differ in delay
 
     def changed_operators(self, parallelism: dict[str, int], cpu_share: dict[str, float]) -> set[str]:
         """Operators this decision would change, given the current configuration."""

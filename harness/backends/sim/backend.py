@@ -18,8 +18,10 @@ from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
+from harness.backends.sim.network import Placement
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
+from harness.vocabulary import NodeChoice
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
@@ -77,6 +79,8 @@ class SimBackend:
         self._rng = np.random.default_rng(0)
         self._unit_pool = np.zeros(0)
         self._seed = 0
+        self.placement: Placement | None = None  # fog nodes (sim.network), where subtasks run
+        self._node_choice = NodeChoice.ANY
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -119,6 +123,20 @@ class SimBackend:
         )
         par = parallelism if isinstance(parallelism, dict) else {n: parallelism for n in topology.names}
         self.model = SimModel(topology, per_source, self.cfg, par, cpu_share)
+        self.placement = None
+        if self.cfg.network is not None:
+            self.placement = Placement(self.cfg.network, par, np.random.default_rng([seed, _SEED_SALT, 2]))
+            self._apply_network()
+
+    def _apply_network(self) -> None:
+        placement, m = self.placement, self._m()
+        if placement is not None:
+            m.set_network({op: placement.nd_max(op) for op in placement.nodes},
+                          {op: placement.loss_subtasks(op) for op in placement.nodes})
+
+    def choose_nodes(self, choice: NodeChoice) -> None:
+        """The autoscaler's node choice for the next rescale (`PlacesReplicas`)."""
+        self._node_choice = choice
 
     def _m(self) -> SimModel:
         if self.model is None:
@@ -168,9 +186,16 @@ class SimBackend:
         if target_p == before_p:  # vertical only: an in-place resize, no restart
             downtime, method = self.cfg.vertical_downtime_s, "sim:vertical"
         else:
-            downtime = rescale_downtime(m.topology, self.method, m.state_bytes)
+            downtime = self.cfg.rescale_downtime_s
+            if downtime is None:
+                downtime = rescale_downtime(m.topology, self.method, m.state_bytes)
             method = f"sim:{self.method}"
         m.reconfigure(target_p, target_s)
+        if self.placement is not None:
+            self.placement.apply(target_p, self._node_choice)
+            self._apply_network()
+            method += f":{self._node_choice}"
+        self._node_choice = NodeChoice.ANY
         m.stop_for(downtime)
         return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=method)
 
@@ -194,6 +219,8 @@ class SimBackend:
             "arrivals": self.arrival_cfg.model_dump(mode="json"),
             "topic_shares": topic_shares(m.topology) if m else {},
             "steps": m.k if m else 0,
+            **({"nodes": {op: list(nodes) for op, nodes in self.placement.nodes.items()}}
+               if self.placement is not None else {}),
         }
 
     def stop(self) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
 
+from harness.backends.sim.network import NetworkConfig
+
 
 class SimConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -26,3 +28,7 @@ class SimConfig(BaseModel):
     vertical_downtime_s: NonNegativeFloat = Field(
         0.0, description="downtime of a CPU-share-only change (in-place resize: none)"
     )
+    rescale_downtime_s: NonNegativeFloat | None = Field(
+        None, description="downtime of every parallelism change (None: the query profile's rescale_downtime)"
+    )
+    network: NetworkConfig | None = Field(None, description="fog nodes with network delays (Gesscale, sec. V-A)")

@@ -52,10 +52,14 @@ NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids
 J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED = range(8)
 JOB_COLS = 8
 # Per-operator columns, at offset JOB_COLS + i * OP_COLS. *_LANE0: a source's first partition
-# group alone (its other group is the total minus these).
+# group alone (its other group is the total minus these). O_NET: the fraction of its subtasks'
+# capacity the network leaves (1 without a network model); O_NDMAX: its ND_max in ms.
 (O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED,
- O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0) = range(12)
-OP_COLS = 12
+ O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0, O_NET, O_NDMAX) = range(14)
+OP_COLS = 14
+
+# An operator keeps at least this many subtasks' worth of capacity however far apart its nodes are.
+MIN_NETWORK_CAPACITY_SUBTASKS = 0.25
 
 
 def topic_shares(topology: Topology) -> dict[str, float]:
@@ -169,6 +173,11 @@ class SimModel:
         self.par = [max(1, int(parallelism.get(nm, 1))) for nm in self.names]
         share = cpu_share or {}
         self.share = [float(share.get(nm, 1.0)) for nm in self.names]
+        # network model (harness.backends.sim.network): capacity lost, in subtasks' worth, and ND_max
+        self.net_loss = [0.0] * self.n
+        self.nd_ms = [0.0] * self.n
+        self.net = [1.0] * self.n  # fraction of each subtask's capacity left after the loss
+        self.network = cfg.network is not None  # ND_max is reported only where nodes are modelled
         self.cap = [0.0] * self.n  # records per step, whole operator
         self.bufq = [0.0] * self.n  # queued part of the input buffer (records)
         self.shares: list[tuple[float, ...]] = [()] * self.n
@@ -188,7 +197,10 @@ class SimModel:
 
     def _configure(self) -> None:
         for i in range(self.n):
-            sub_per_s = self.cap_sub[i] * self.share[i]
+            eff = effective_subtasks(self.par[i], self.units[i])
+            loss = self.net_loss[i]
+            self.net[i] = max(MIN_NETWORK_CAPACITY_SUBTASKS / eff, 1.0 - loss / eff) if loss > 0 else 1.0
+            sub_per_s = self.cap_sub[i] * self.share[i] * self.net[i]
             if self.is_src[i]:
                 units = self.units[i] or 1
                 groups = unit_groups(self.par[i], units)
@@ -216,6 +228,17 @@ class SimModel:
             if cpu_share and nm in cpu_share:
                 self.share[i] = float(cpu_share[nm])
         self._configure()
+
+    def set_network(self, nd_ms: Mapping[str, float], loss_subtasks: Mapping[str, float]) -> None:
+        """ND_max (ms) and the capacity it costs (subtasks' worth, gamma ND_max / alpha) per operator."""
+        for i, nm in enumerate(self.names):
+            self.nd_ms[i] = float(nd_ms.get(nm, 0.0))
+            self.net_loss[i] = max(0.0, float(loss_subtasks.get(nm, 0.0)))
+        self._configure()
+
+    def subtask_capacity(self, i: int) -> float:
+        """Records/s one subtask of operator i processes now (CPU share and network loss applied)."""
+        return self.cap_sub[i] * self.share[i] * self.net[i]
 
     def stop_for(self, downtime_s: float) -> None:
         """No processing from now for `downtime_s` seconds (extends a running downtime)."""
@@ -392,6 +415,8 @@ class SimModel:
                 lane0_in[i],
                 lane0_blocked[i],
                 lag0,
+                self.net[i],
+                self.nd_ms[i],
             )
         if k >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])

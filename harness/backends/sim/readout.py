@@ -39,6 +39,8 @@ from harness.backends.sim.model import (
     O_IN_LANE0,
     O_LAG,
     O_LAG_LANE0,
+    O_NDMAX,
+    O_NET,
     O_OUT,
     O_PAR,
     O_SHARE,
@@ -82,7 +84,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     for i, name in enumerate(model.names):
         o = JOB_COLS + i * OP_COLS
         p = model.par[i]
-        sub_cap = model.cap_sub[i] * model.share[i] * dt  # records per step of one subtask
+        sub_cap = model.subtask_capacity(i) * dt  # records per step of one subtask
         rin = mean[o + O_IN] / dt
         rout = mean[o + O_OUT] / dt
         lag = final[o + O_LAG] if model.is_src[i] else None
@@ -150,6 +152,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lag=lag,
             lag_rate=slope(der[:, o + O_LAG], dt) if model.is_src[i] else None,
             input_rate=mean[o + O_ARRIVED] / dt if model.is_src[i] else None,
+            network_delay_max_ms=final[o + O_NDMAX] if model.network else math.nan,
         )
     tms = sum(model.par)
     return MetricsSnapshot(
@@ -213,7 +216,7 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         par = rows[:, o + O_PAR]
         share = rows[:, o + O_SHARE]
         # mean subtask busy fraction; the busiest subtask's extra load from skew is ignored here
-        sub_cap = model.cap_sub[i] * share * dt
+        sub_cap = model.cap_sub[i] * share * rows[:, o + O_NET] * dt
         busy = np.minimum(1.0, rows[:, o + O_IN] / (sub_cap * par))
         bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / (sub_cap * par))
         cpu = cfg.cpu_base + quota_span * busy
@@ -235,6 +238,8 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         ]
         if model.is_src[i]:
             parts.append((Metric.LAG, name, last(rows[:, o + O_LAG])))
+        if model.network:
+            parts.append((Metric.NETWORK_DELAY_MAX, name, last(rows[:, o + O_NDMAX])))
     parts += [
         (Metric.TASKMANAGERS, "", last(tm_total)),
         (Metric.CPU, "", mean(cpu_total / tm_total)),
