@@ -15,19 +15,21 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.analysis import metrics as mx
+from harness.analysis import papers
 from harness.analysis.events import event_metrics
 from harness.analysis.loader import RunRef
 from harness.analysis.summary import (
     PERCENTILE_METRICS,
     SERIES_STATS_COLUMNS,
     AnalysisResult,
-    ExcessFacts,
     RunPieces,
     SeriesStats,
     SpecFacts,
     assemble_row,
     convergence_rows,
+    final_parallelism,
     operator_rows,
+    paper_spec,
 )
 from harness.vocabulary import Metric
 
@@ -79,43 +81,16 @@ def run_pieces(ref: RunRef, df: pd.DataFrame) -> RunPieces:
         order = np.argsort(got[0], kind="stable")
         return got[0][order], got[1][order]
 
-    inp, tm, lag = job(Metric.INPUT_RATE), job(Metric.TASKMANAGERS), job(Metric.LAG)
+    inp, tm = job(Metric.INPUT_RATE), job(Metric.TASKMANAGERS)
     if inp is not None and tm is not None and meta.coefficients:
         ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
         prov = mx.provisioning(inp[0], ideal, tm[0], tm[1], end)
         pieces.spec = SpecFacts(prov.accuracy_u, prov.accuracy_o, prov.timeshare_u, prov.timeshare_o,
                                 mx.time_weighted_mean(inp[0], ideal, end))
-    if lag is not None:
-        pieces.excess = _excess_facts(inp, lag)
-    pieces.qos = _qos(arrays, start, meta.period_s, meta.slo_latency_s, meta.slo_throughput_ratio)
+    wanted = df["metric"].isin(papers.JOB_METRICS) & (df["operator"] == "")
+    wanted |= df["metric"].isin(papers.OPERATOR_METRICS) & (df["operator"] != "")
+    pieces.scores = papers.score_run(df[wanted], paper_spec(meta, start, end, final_parallelism(pieces.series)))
     return pieces
-
-
-def _excess_facts(inp: tuple[np.ndarray, np.ndarray] | None, lag: tuple[np.ndarray, np.ndarray]) -> ExcessFacts:
-    busy = np.nonzero(inp[1] > 0)[0] if inp is not None else np.array([], dtype=int)
-    stop = math.nan
-    if inp is not None and len(busy) and busy[-1] + 1 < len(inp[0]):
-        stop = float(inp[0][busy[-1] + 1])
-    drained = math.nan
-    if not math.isnan(stop):
-        ok = (lag[0] >= stop) & (lag[1] <= 1.0)
-        if ok.any():
-            drained = float(lag[0][ok][0])
-    return ExcessFacts(stop, drained, float(lag[0][-1]))
-
-
-def _qos(arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], start: float, period_s: float,
-         slo_latency_s: float, ratio: float) -> tuple[int, int]:
-    """Align input, throughput and latency on their union of timestamps (NaN where a series has no sample)."""
-    series = {m: arrays.get((m, "")) for m in (Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA)}
-    if series[Metric.INPUT_RATE] is None or series[Metric.THROUGHPUT] is None:
-        return 0, 0
-    frames = [pd.Series(v[1], index=v[0], name=m).groupby(level=0).mean() for m, v in series.items() if v is not None]
-    table = pd.concat(frames, axis=1).sort_index()
-    lat = table[Metric.LATENCY_KAFKA].to_numpy(float) if Metric.LATENCY_KAFKA in table else None
-    return mx.control_step_violations(table.index.to_numpy(float), table[Metric.INPUT_RATE].to_numpy(float),
-                                      table[Metric.THROUGHPUT].to_numpy(float), lat, period_s, start,
-                                      slo_latency_s, ratio)
 
 
 def summarise(refs: list[RunRef], progress: Callable[[int], Any] | None = None) -> AnalysisResult:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from harness.analysis import papers
 from harness.analysis.aggregate import CELL_KEYS, ci_half_width, metric_columns
 from harness.analysis.events import event_metrics
 from harness.analysis.loader import RunRef
@@ -31,12 +32,13 @@ from harness.analysis.summary import (
     PERCENTILE_METRICS,
     SERIES_STATS_COLUMNS,
     AnalysisResult,
-    ExcessFacts,
     RunPieces,
     SpecFacts,
     assemble_row,
     convergence_rows,
+    final_parallelism,
     operator_rows,
+    paper_spec,
     series_from_frame,
 )
 from harness.vocabulary import Metric
@@ -252,45 +254,25 @@ def finish_provisioning(prov: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFram
     return out
 
 
-def qos_violations(job: DataFrame, runs: DataFrame, bounds: DataFrame) -> DataFrame:
-    """De Matteis & Mencagli's QoS violations (sec. 5.3.3) per control step of one loop period."""
+def paper_scores(job: DataFrame, specs: dict[int, papers.PaperSpec]) -> pd.DataFrame:
+    """The seed papers' scores per run: `papers.score_run` on each run's group of samples.
+
+    The same function the pandas engine calls, run by Spark's Python workers on the few
+    series it reads (per-record latency quantiles, rates, lag, task managers, parallelism
+    and CPU share), so the papers' definitions live in one place.
+    """
     from pyspark.sql import functions as F
 
-    consts = runs.select("rid", "period_s", "slo_lat", "slo_ratio").join(bounds.select("rid", "run_start"), "rid")
-    rows = (job.where((F.col("operator") == "")
-                      & F.col("metric").isin(Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA))
-            .join(F.broadcast(consts), "rid")
-            .withColumn("bucket", F.floor((F.col("ts") - F.col("run_start")) / F.col("period_s"))))
-    steps = rows.groupBy("rid", "bucket").agg(
-        F.avg(F.when(F.col("metric") == Metric.INPUT_RATE, F.col("value"))).alias("inp"),
-        F.avg(F.when(F.col("metric") == Metric.THROUGHPUT, F.col("value"))).alias("thr"),
-        F.avg(F.when(F.col("metric") == Metric.LATENCY_KAFKA, F.col("value"))).alias("lat"),
-        F.first("slo_lat").alias("slo_lat"), F.first("slo_ratio").alias("slo_ratio"),
-    )
-    ratio_bad = (F.col("inp") > 0) & F.col("thr").isNotNull() & (F.col("thr") / F.col("inp") < F.col("slo_ratio"))
-    lat_bad = F.col("lat").isNotNull() & (F.col("lat") > F.col("slo_lat"))
-    bad = F.coalesce(ratio_bad, F.lit(False)) | F.coalesce(lat_bad, F.lit(False))
-    return steps.groupBy("rid").agg(F.sum(bad.cast("int")).alias("violations"), F.count("*").alias("steps"))
+    wanted = ((F.col("operator") == "") & F.col("metric").isin(*papers.JOB_METRICS)) | (
+        (F.col("operator") != "") & F.col("metric").isin(*papers.OPERATOR_METRICS))
+    schema = "rid int, " + ", ".join(f"{c} double" for c in papers.SCORE_COLUMNS)
+    rows = job.where(wanted).select("rid", "ts", "metric", "operator", "value")
 
+    def score(pdf: pd.DataFrame) -> pd.DataFrame:
+        rid = int(pdf["rid"].iloc[0])
+        return pd.DataFrame([{"rid": rid, **papers.score_run(pdf, specs[rid])}])
 
-def excess_facts(job: DataFrame) -> DataFrame:
-    """When the input stopped (if it did) and when the Kafka backlog was drained after that."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    per_run = Window.partitionBy("rid")
-    is_inp = F.col("metric") == Metric.INPUT_RATE
-    is_lag = F.col("metric") == Metric.LAG
-    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(Metric.INPUT_RATE, Metric.LAG))
-            .withColumn("last_busy", F.max(F.when(is_inp & (F.col("value") > 0), F.col("ts"))).over(per_run))
-            .withColumn("stop_ts", F.min(F.when(is_inp & (F.col("ts") > F.col("last_busy")), F.col("ts")))
-                        .over(per_run)))
-    return rows.groupBy("rid").agg(
-        F.first("stop_ts").alias("stop_ts"),
-        F.min(F.when(is_lag & (F.col("ts") >= F.col("stop_ts")) & (F.col("value") <= 1.0), F.col("ts")))
-        .alias("drained_ts"),
-        F.max(F.when(is_lag, F.col("ts"))).alias("last_lag_ts"),
-    ).where(F.col("last_lag_ts").isNotNull())
+    return pd.DataFrame(rows.groupBy("rid").applyInPandas(score, schema).toPandas())
 
 
 def _nan(v: Any) -> float:
@@ -309,38 +291,39 @@ def summarise(spark: SparkSession, refs: list[RunRef],
     run_ids = [r.meta.run_id for r in refs]
     stats_pdf = pd.DataFrame(columns=SERIES_STATS_COLUMNS)
     bounds_pdf = pd.DataFrame(columns=["run_id", "run_start", "run_end"])
-    prov_pdf = qos_pdf = excess_pdf = pd.DataFrame(columns=["run_id"])
+    prov_pdf = scores_pdf = pd.DataFrame(columns=["run_id"])
     if any(r.timeseries_path is not None for r in refs):
         step("reading and partitioning samples")
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
         job, bounds = partitioned_job_samples(spark, refs, partitions)
-        bounds_df = spark.createDataFrame(bounds, "rid int, run_start double, run_end double")
         step("series statistics")
         agg, pct = series_stats(job)
         stats_pdf = finish_series(pd.DataFrame(agg.toPandas()), pd.DataFrame(pct.toPandas()), bounds)
         step("SPEC provisioning")
         prov_pdf = finish_provisioning(pd.DataFrame(provisioning(job, runs).toPandas()), bounds)
-        step("QoS violations")
-        qos_pdf = pd.DataFrame(qos_violations(job, runs, bounds_df).toPandas())
-        step("excess time")
-        excess_pdf = pd.DataFrame(excess_facts(job).toPandas())
+        step("paper scores")
+        stats_pdf["run_id"] = [run_ids[int(i)] for i in stats_pdf["rid"]]
+        by_run = series_from_frame(stats_pdf[SERIES_STATS_COLUMNS])
+        specs = {int(r.rid): paper_spec(refs[int(r.rid)].meta, float(r.run_start), float(r.run_end),
+                                        final_parallelism(by_run.get(run_ids[int(r.rid)], {})))
+                 for r in bounds.itertuples()}
+        scores_pdf = paper_scores(job, specs)
         job.unpersist()
         bounds_pdf = bounds
-        for frame in (stats_pdf, bounds_pdf, prov_pdf, qos_pdf, excess_pdf):
+        for frame in (bounds_pdf, prov_pdf, scores_pdf):
             frame["run_id"] = [run_ids[int(i)] for i in frame["rid"]]
         stats_pdf = stats_pdf[SERIES_STATS_COLUMNS]
     step("assembling rows")
     series = series_from_frame(stats_pdf)
     bounds_by = {r.run_id: (float(r.run_start), float(r.run_end)) for r in bounds_pdf.itertuples()}
     prov_by = {r.run_id: r for r in prov_pdf.itertuples()}
-    qos_by = {r.run_id: (int(r.violations), int(r.steps)) for r in qos_pdf.itertuples()}
-    excess_by = {r.run_id: ExcessFacts(_nan(r.stop_ts), _nan(r.drained_ts), _nan(r.last_lag_ts))
-                 for r in excess_pdf.itertuples()}
+    scores_by = {str(r["run_id"]): {c: _nan(r[c]) for c in papers.SCORE_COLUMNS}
+                 for r in scores_pdf.to_dict("records")}
     rows, conv, ops = [], [], []
     for ref in refs:
         rid = ref.meta.run_id
         start, end = bounds_by.get(rid, (0.0, 0.0))
-        pieces = RunPieces(start, end, series.get(rid, {}), qos=qos_by.get(rid, (0, 0)), excess=excess_by.get(rid))
+        pieces = RunPieces(start, end, series.get(rid, {}), scores=scores_by.get(rid, {}))
         p = prov_by.get(rid)
         if p is not None and ref.meta.coefficients and _nan(p.period) > 0:
             pieces.spec = SpecFacts(_nan(p.accuracy_u), _nan(p.accuracy_o), _nan(p.timeshare_u),

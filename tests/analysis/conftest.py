@@ -22,6 +22,13 @@ def hand_made_run(run_dir: Path) -> Path:
         Metric.LATENCY_KAFKA: [1, 2, 3, 10],
         Metric.INPUT_RATE: [100, 100, 100, 100],
         Metric.THROUGHPUT: [100, 90, 100, 100],
+        Metric.LAG: [0, 50, 0, 0],
+        # per-record end-to-end latency per interval: mean and quantiles
+        Metric.LATENCY_E2E_MEAN: [0.5, 1.0, 2.0, 4.0],
+        Metric.LATENCY_E2E_P50: [0.4, 0.8, 1.5, 3.0],
+        Metric.LATENCY_E2E_P95: [1.0, 2.0, 3.0, 8.0],
+        Metric.LATENCY_E2E_P99: [1.2, 2.5, 4.0, 9.0],
+        Metric.LATENCY_E2E_MAX: [1.5, 3.0, 5.0, 10.0],
     }.items():
         rows += [{"ts": t, "metric": metric, "value": float(v)} for t, v in zip(ts, values, strict=True)]
     for op, values in {"bids_source": [1, 1, 2, 2], "map": [1, 1, 3, 3], "sink": [1, 1, 1, 1]}.items():

@@ -38,16 +38,25 @@ def test_thesis_metrics(row: pd.Series):
 
 
 def test_saso_and_mead(row: pd.Series):
-    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9; [30,40) lat 3 > 2.5; [60,70) lat 10
-    assert (row.saso_qos_violations, row.saso_control_steps) == (3, 4)
+    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9 < 0.95; [30,40) e2e 2.0 <= 2.5; [60,70) e2e 4.0 > 2.5
+    assert (row.saso_qos_violations, row.saso_control_steps) == (2, 4)
+    assert row.saso_violations_in_rescale_steps == 0  # no processing series: no step is known to be down
     # (1,1,1)->(2,3,1): sqrt(1+4); (2,3,1)->(2,2,1): 1
     assert row.saso_amplitude == pytest.approx((math.sqrt(5) + 1) / 2)
-    assert row.mead_rt_target == 2.5 and row.mead_target_met  # mean 140/60 s <= 2.5 s, though p95 is not
-    assert row.mead_rt_mean_ratio == pytest.approx(row.lat_avg / 2.5)
+    # records per interval = throughput x width: 1000, 1800, 3000 (the last sample holds for 0 s)
+    assert row.mead_rt_mean == pytest.approx((1000 * 0.5 + 1800 * 1.0 + 3000 * 2.0) / 5800)
+    # the mixture's 0.95 point lies between 2.5 s (F = .1724 + .3103 x .99 + .5172 x .8) and 3 s
+    a, b, c = 1000 / 5800, 1800 / 5800, 3000 / 5800
+    assert row.mead_rt_p95 == pytest.approx(2.5 + (0.95 - (a + b * 0.99 + c * 0.8)) / (b * 0.02 + c * 0.3))
+    assert row.mead_rt_target == 2.5 and row.mead_target_met == 1.0  # the mean (the named statistic) meets it
+    assert row.mead_rt_ratio == pytest.approx(row.mead_rt_mean / 2.5)
 
 
 def test_spec_cost_and_ideal(row: pd.Series):
+    # the input never stops and the lag is 0 at the end: Pt = the run's end, no excess time
+    assert row.spec_excess_time == 0 and row.spec_trace_s == 60
     assert row.spec_cost_replica_min == pytest.approx((3 * 30 + 6 * 30) / 60)
+    assert row.spec_processed_in_trace == pytest.approx((100 * 10 + 90 * 20 + 100 * 30) / 6000)
     # 100 records/s is far below one subtask's capacity: ideal = 1 per operator = 3
     assert row.spec_ideal_avg == 3
     assert row.spec_accuracy_o == pytest.approx(((3 - 3) * 30 + (6 - 3) * 30) / 60)

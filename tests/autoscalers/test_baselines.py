@@ -19,7 +19,7 @@ from autoscalers.gesscale import CalibrationSample, Gesscale, GesscaleConfig
 from autoscalers.gesscale_baselines import MDLNLUnaware, MDLNLUnawareConfig
 from autoscalers.mapph1 import exponential
 from autoscalers.mead import MEAD, MEADConfig, Model, OperatorLoad, Workload
-from autoscalers.mead_baselines import KingmanConfig, KingmanModel, MEADKingman, MEADMG1, MG1Config
+from autoscalers.mead_baselines import MEADMG1, KingmanConfig, KingmanModel, MEADKingman, MG1Config
 from autoscalers.thresholds import (
     MEADThreshold,
     MEADThresholdConfig,

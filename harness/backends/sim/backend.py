@@ -186,9 +186,8 @@ class SimBackend:
         if target_p == before_p:  # vertical only: an in-place resize, no restart
             downtime, method = self.cfg.vertical_downtime_s, "sim:vertical"
         else:
-            downtime = self.cfg.rescale_downtime_s
-            if downtime is None:
-                downtime = rescale_downtime(m.topology, self.method, m.state_bytes)
+            fixed = self.cfg.rescale_downtime_s
+            downtime = fixed if fixed is not None else rescale_downtime(m.topology, self.method, m.state_bytes)
             method = f"sim:{self.method}"
         m.reconfigure(target_p, target_s)
         if self.placement is not None:
