@@ -309,6 +309,55 @@ def list_things() -> None:
     console.print("patterns:    " + ", ".join(PARAMS))
 
 
+@app.command()
+def reproduce(
+    paper: Annotated[str, typer.Argument(help="gesscale, mpc, mead or flink-er")],
+    backend: Annotated[str, typer.Option(help="sim (default), local or k8s")] = "sim",
+    repetitions: Annotated[int | None, typer.Option(help="repetitions per cell (default: each file's own)")] = None,
+    duration: Annotated[float | None, typer.Option(help="cut every run at this many seconds (a quick look)")] = None,
+    results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="where the claims table goes")] = Path("docs/reproductions"),
+    workers: Annotated[int | None, typer.Option(help="parallel runs (default: cores for sim, 1 otherwise)")] = None,
+) -> None:
+    """Run a seed paper's experiments, analyse them and print and write its claims table."""
+    from harness.config import ConfigError
+    from harness.reproduce.run import Options, load_matrices, paper_or_error, run_paper, write_report
+
+    if backend not in ("sim", "local", "k8s"):
+        raise _fail(f"--backend {backend!r}: valid choices: sim, local, k8s")
+    if repetitions is not None and repetitions < 1:
+        raise _fail("--repetitions must be at least 1")
+    command = f"bench reproduce {paper}" + (f" --backend {backend}" if backend != "sim" else "")
+    command += f" --repetitions {repetitions}" if repetitions else ""
+    command += f" --duration {duration:g}" if duration else ""
+    options = Options(backend=backend, repetitions=repetitions, duration_s=duration, results=results,
+                      workers=workers, command=command)
+    try:
+        load_matrices(paper_or_error(paper), options, apply_local_defaults)  # every file checked before any run
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(f"reproduce {paper}", total=None)
+
+        def on_done(outcome: Any) -> None:
+            if outcome.status.startswith("failed"):
+                progress.console.print(f"[red]{outcome.run_id}: {outcome.status}[/]")
+            progress.advance(task)
+
+        rep = run_paper(paper, options, apply_local_defaults, on_done)
+    table = Table(title=f"{rep.paper.title} - {backend}")
+    for col in ("claim (section)", "paper", "harness (95 % CI)", "n", "reproduced"):
+        table.add_column(col)
+    for o in rep.outcomes:
+        table.add_row(f"{o.claim} ({o.section})", o.paper, o.harness, str(o.n), str(o.verdict))
+    console.print(table)
+    for path in write_report(rep, options, out):
+        console.print(f"wrote {path}")
+    if rep.failed:
+        raise typer.Exit(1)
+
+
 def _register_optional(module: str) -> None:
     """Command groups written in their own modules (local stack, analysis)."""
     try:
