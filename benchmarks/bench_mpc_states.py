@@ -25,11 +25,11 @@ from collections import deque
 import numpy as np
 from bench_decisions import realistic_snapshots  # same directory (run as a script)
 
-from autoscalers import maps
+from autoscalers.mead import maps
 from autoscalers.base import History
 from autoscalers.mead import MEAD, MEADConfig
 from autoscalers.mpc import MPC, MPCConfig
-from autoscalers.mpc_search import exhaustive
+from autoscalers.mpc.search import exhaustive
 from harness.metrics.snapshot import MetricsSnapshot
 
 BURSTY = maps.mmpp2(0.3, 3.0, 0.05, 0.2)  # SCV ~ 3.1, lag-1 autocorrelation ~ 0.27

@@ -1,7 +1,8 @@
 """The scale manager: the limits every autoscaler's request passes through.
 
 Thesis ch. 6.6.4: an over-provisioning factor multiplies each operator's
-request; no operator grows by more than `max_increase_per_action` in one
+scale-up request (a request above the current parallelism; scale-downs and unchanged operators
+are taken as asked - multiplying a scale-down would shrink it or turn it into no change); no operator grows by more than `max_increase_per_action` in one
 action; when the total exceeds `max_taskmanagers` the available task managers
 are divided in proportion to the request (10/30/20 with 30 available ->
 5/15/10). Under operator-based scaling one task manager runs one subtask, so
@@ -69,11 +70,11 @@ class ScaleManager:
         target = {op: decision.parallelism.get(op, p) for op, p in current.items()}
 
         if cfg.overprovisioning != 1.0:
-            target = {
-                op: math.ceil(p * cfg.overprovisioning) if op in decision.parallelism else p
-                for op, p in target.items()
-            }
-            limits.append(f"overprovisioning x{cfg.overprovisioning}")
+            grown = {op for op, p in target.items() if op in decision.parallelism and p > current[op]}
+            if grown:
+                target = {op: math.ceil(p * cfg.overprovisioning - 1e-9) if op in grown else p
+                          for op, p in target.items()}  # fmt: skip
+                limits.append(f"overprovisioning x{cfg.overprovisioning} on {', '.join(sorted(grown))}")
 
         capped = {op: min(p, current[op] + cfg.max_increase_per_action) for op, p in target.items()}
         if capped != target:

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from autoscalers import maps
+from autoscalers.mead import maps
 from autoscalers.base import History
-from autoscalers.mapph1 import convolve, erlang, exponential, solve_map_ph_1
+from autoscalers.mead.mapph1 import convolve, erlang, exponential, solve_map_ph_1
 from autoscalers.mead import MEAD, MEADConfig
 from tests.builders import chain, op, snapshot
 

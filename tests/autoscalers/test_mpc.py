@@ -7,7 +7,7 @@ import pytest
 
 from autoscalers.base import History
 from autoscalers.mpc import MPC, MPCConfig, OperatorModel, holt_winters_forecast, kingman_wait
-from autoscalers.mpc_search import branch_and_bound, exhaustive, tree_size
+from autoscalers.mpc.search import branch_and_bound, exhaustive, tree_size
 from tests.builders import chain, op, snapshot
 
 TOPO = chain("src", "map", "sink")
