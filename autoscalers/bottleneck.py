@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness.metrics.snapshot import MetricsSnapshot
 
+
 def walk_to_bottleneck(snapshot: MetricsSnapshot, start: str) -> str:
     """Follow `start` downstream through backpressured operators to the first one that is not.
 

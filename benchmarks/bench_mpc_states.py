@@ -25,9 +25,8 @@ from collections import deque
 import numpy as np
 from bench_decisions import realistic_snapshots  # same directory (run as a script)
 
-from autoscalers.mead import maps
 from autoscalers.base import History
-from autoscalers.mead import MEAD, MEADConfig
+from autoscalers.mead import MEAD, MEADConfig, maps
 from autoscalers.mpc import MPC, MPCConfig
 from autoscalers.mpc.search import exhaustive
 from harness.metrics.snapshot import MetricsSnapshot

@@ -9,7 +9,6 @@ from pydantic import ConfigDict, Field
 from autoscalers.config import AutoscalerConfig
 
 
-
 class FlinkERConfig(AutoscalerConfig):
     """Flink-ER's parameters (see the module docstring for the defaults' sources)."""
 

@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from autoscalers.arithmetic import mean_measured
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, RunContext, ScalingDecision
 from autoscalers.gesscale.config import GesscaleConfig
-from autoscalers.arithmetic import mean_measured
 from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, measured, needs
 from harness.topology import Topology

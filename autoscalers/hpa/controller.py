@@ -136,7 +136,8 @@ class HPAController:
         assert b is not None
         target = self._targets[name]
         if size > current:
-            limit = max(current, scale_up_limit(current, target.up_events, t, b.up_policies(), b.scale_up.select_policy))
+            allowed = scale_up_limit(current, target.up_events, t, b.up_policies(), b.scale_up.select_policy)
+            limit = max(current, allowed)
             if size > limit:
                 return limit, f"scale-up policy allows {limit}"
         elif size < current:

@@ -60,6 +60,8 @@ Choices, and why (the paper's tools are MATLAB KPC-Toolbox and LINE):
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from autoscalers.base import Autoscaler, History, RunContext, ScalingDecision
@@ -68,6 +70,8 @@ from autoscalers.mead.maps import fit_map2, fit_mmpp2, poisson, trace_stats
 from autoscalers.mead.network import Model, OperatorLoad, Plan, Workload, greedy
 from harness.metrics.snapshot import MetricsSnapshot, Needs, needs
 from harness.vocabulary import Metric
+
+log = logging.getLogger(__name__)
 
 
 class MEAD(Autoscaler):
@@ -114,7 +118,8 @@ class MEAD(Autoscaler):
                 fitted = [Workload(m, True) for m, _ in fit_mmpp2(window, self.config.fits_per_window)]
                 if not fitted:
                     fitted = [Workload(m, False) for m in fit_map2(window, self.config.fits_per_window)]
-            except ValueError:
+            except ValueError as exc:  # a window too short or degenerate for a fit
+                log.warning("MEAD: no MAP fitted to a window of %d inter-arrival times: %s", len(window), exc)
                 continue
             for w in fitted:
                 key = (w.modulated, *np.round(np.concatenate([w.map.D0.ravel(), w.map.D1.ravel()]), 9))
@@ -149,7 +154,8 @@ class MEAD(Autoscaler):
         buffer = self.interarrival_buffer(snapshot, history)
         maps = self.fit_maps(buffer) if len(buffer) >= 3 else [Workload(poisson(1.0), False)]
         model = Model(maps, self.loads(snapshot), self.config)
-        return greedy(model, snapshot.topology.paths(), snapshot.topology.names, self.config, self.context.slo_latency_s), maps, buffer
+        topo = snapshot.topology
+        return greedy(model, topo.paths(), topo.names, self.config, self.context.slo_latency_s), maps, buffer
 
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:
         cfg = self.config

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from autoscalers.mpc.config import MPCConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,10 @@ def holt_winters_forecast(
             keys = ("smoothing_level", "smoothing_trend", "smoothing_seasonal")
             values = {k: fit.params.get(k) for k in keys}
             used = Smoothing({k: float(v) for k, v in values.items() if v is not None and np.isfinite(v)}, seasonal)
-    except (ValueError, np.linalg.LinAlgError):
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        log.warning("MPC: Holt-Winters fit on %d points failed (%s); forecasting the last value", len(y), exc)
         return np.full(horizon, max(0.0, last)), None
     if not np.all(np.isfinite(fc)):
+        log.warning("MPC: Holt-Winters forecast not finite; forecasting the last value")
         return np.full(horizon, max(0.0, last)), None
     return np.maximum(fc, 0.0), used

@@ -7,11 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from autoscalers.mead import maps
-from autoscalers.config import RunContext
 from autoscalers.base import History
+from autoscalers.config import RunContext
+from autoscalers.mead import MEAD, MEADConfig, maps
 from autoscalers.mead.mapph1 import convolve, erlang, exponential, solve_map_ph_1
-from autoscalers.mead import MEAD, MEADConfig
 from tests.builders import chain, op, snapshot
 
 TOPO = chain("src", "map", "sink")
@@ -288,3 +287,14 @@ def test_mead_on_a_thinned_bursty_sample_needs_more_cpu_than_on_poisson():
     assert poisson_d.cpu_share == {"src": 0.4, "map": 0.4, "sink": 0.4}
     # bursts of 2.5x the mean for ~10 s overload the map at 0.4 (rho 0.75 on average): MEAD raises it
     assert bursty_d.cpu_share["map"] > 0.4
+
+
+def test_mead_plans_for_the_experiments_slo():
+    """R_max is the SLO the run is judged by (RunContext), not a MEAD parameter of its own."""
+    assert "max_response_s" not in MEADConfig.model_fields
+    tight = MEAD(MEADConfig(), slo(0.0025)).decide(job(), NONE)
+    loose = MEAD(MEADConfig(), slo(5.0)).decide(job(), NONE)
+    assert tight is not None and loose is not None
+    assert tight.details["max_response_s"] == 0.0025 and loose.details["max_response_s"] == 5.0
+    assert sum(tight.cpu_share.values()) > sum(loose.cpu_share.values())
+    assert MEAD(MEADConfig()).context.slo_latency_s == 5.0  # harness.config's default SLO

@@ -9,15 +9,15 @@ from autoscalers.base import History
 from autoscalers.config import RunContext
 from autoscalers.mpc import MPC, MPCConfig, OperatorModel, holt_winters_forecast, kingman_wait
 from autoscalers.mpc.search import branch_and_bound, exhaustive, tree_size
+from harness.vocabulary import Metric
 from tests.builders import chain, op, snapshot
 
 TOPO = chain("src", "map", "sink")
 NONE = History()
-# The paper's setting: MPC may reconfigure at every control step (no cool-down), delta = 5 s.
-PAPER = RunContext(cooldown_s=0.0, period_s=15.0)
 
 
 def mpc(cfg: MPCConfig, **context) -> MPC:
+    """The paper's setting: MPC may reconfigure at every control step (no cool-down)."""
     return MPC(cfg, RunContext(**({"cooldown_s": 0.0, "period_s": 15.0} | context)))
 
 
@@ -233,3 +233,49 @@ def test_reused_smoothing_parameters_still_follow_the_ramp():
     fc, again = holt_winters_forecast(longer, 2, MPCConfig(), reuse=used)
     assert again == used
     assert fc == pytest.approx([2200.0, 2250.0], rel=0.01)
+
+
+# ---------------------------------------------------------------- cool-down and backlog
+
+
+def test_a_change_is_held_for_the_cooldown_in_the_search():
+    """Stage costs: option 1 is cheap for two steps, then dear. Free to switch back (gamma 0) the best is
+    1, 1, 0 (cost 2); when a change holds for the next two steps, staying at 0 (cost 10) wins."""
+    stage = np.array([[5.0, 1.0], [5.0, 1.0], [0.0, 10.0]])
+    switch, start = np.zeros((2, 2)), np.zeros(2)
+    free = branch_and_bound(stage, switch, start, current=0)
+    assert free.optimum.options == (1, 1, 0) and free.optimum.cost == 2.0
+    held = branch_and_bound(stage, switch, start, hold=2, current=0)
+    assert held.optimum.options == (0, 0, 0) and held.optimum.cost == 10.0
+    # trajectories 000, 001, 011, 111: 2 + 3 + 4 nodes
+    assert tree_size(2, 3, hold=2, current=0) == 9
+    full = exhaustive(stage, switch, start, hold=2, current=0)
+    assert full.optimum == held.optimum and full.states_total == 9
+
+
+def test_planning_steps_cover_the_cooldown():
+    cfg = MPCConfig(horizon=1)
+    assert mpc(cfg).planning_steps == 1  # no cool-down: the paper's horizon
+    held = mpc(cfg, period_s=60.0, cooldown_s=300.0)
+    assert (held.steps_in_force, held.planning_steps) == (5, 5)
+    d = held.decide(job(), NONE)
+    assert d is not None and d.details["planning_steps"] == 5 and len(d.details["forecast"]) == 5
+    assert mpc(MPCConfig(horizon=3), period_s=60.0, cooldown_s=60.0).planning_steps == 3
+
+
+def test_backlog_in_kafka_is_served_within_the_horizon():
+    """map: 4e-4 s per record. 10,000 rec/s alone -> rho = 4 / n -> 4 replicas. With 1.2 M records waiting and
+    one 60 s step, the step's load is 10,000 + 20,000 -> rho = 12 / n -> 12 replicas
+    (cost 200 + 6 + 0.4 x 10^2 = 246 beats 11: 218 + 5.5 + 32.4, and 13: 200 + 6.5 + 48.4)."""
+    snap = job(kafka_lag=1_200_000.0)
+    d = mpc(MPCConfig(), period_s=60.0).decide(snap, NONE)
+    assert d is not None and d.parallelism["map"] == 12
+    assert d.details["forecast"][0] == pytest.approx(30_000.0)
+    ignored = mpc(MPCConfig(backlog="ignore"), period_s=60.0).decide(snap, NONE)
+    assert ignored is not None and ignored.parallelism["map"] == 4
+    assert MPC(MPCConfig()).needs().job >= {Metric.LAG}
+
+
+def test_latency_threshold_is_the_experiments_slo():
+    d = mpc(MPCConfig(objective="latency"), slo_latency_s=2.5).decide(job(), NONE)
+    assert d is not None and d.details["latency_threshold_s"] == 2.5
