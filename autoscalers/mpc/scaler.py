@@ -66,7 +66,8 @@ Choices where the paper (one operator on one multicore) does not fit a job graph
   `cpu_levels` is set; the resource cost is then beta x cores (n s), the
   per-core cost of Expr. 13 with fractional cores.
 - Overload in the latency variant (rho >= 1, R infinite) costs
-  alpha exp(cap + rho), so among overloaded options the larger one wins.
+  alpha exp(cap + ln(1 + rho)), so among overloaded options the larger one wins (and the cost
+  stays finite however large the overload, e.g. with a big backlog to drain).
 - Defaults: beta 0.5, gamma 0.4 (sec. 5.3); alpha 200 (throughput) or 2
   (latency), the random-walk values of Tab. 6.
 """
@@ -168,7 +169,7 @@ class MPC(Autoscaler):
                         r * rho / (1.0 - rho) * (ca2 + cfg.service_scv) / 2.0 * t / n,
                         np.inf,
                     )
-                expo = np.where(rho < 1.0, np.minimum((w + t) / m.delta_s, EXP_CAP), EXP_CAP + rho)
+                expo = np.where(rho < 1.0, np.minimum((w + t) / m.delta_s, EXP_CAP), EXP_CAP + np.log1p(rho))
                 q = cfg.qos_weight * np.exp(expo)
             out[i] = q + cfg.beta * n * s
         return out
