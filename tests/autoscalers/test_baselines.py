@@ -13,22 +13,26 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from autoscalers import maps
 from autoscalers.base import AppliedAction, History
-from autoscalers.gesscale import CalibrationSample, Gesscale, GesscaleConfig
-from autoscalers.gesscale_baselines import MDLNLUnaware, MDLNLUnawareConfig
-from autoscalers.mapph1 import exponential
-from autoscalers.mead import MEAD, MEADConfig, Model, OperatorLoad, Workload
-from autoscalers.mead_baselines import MEADMG1, KingmanConfig, KingmanModel, MEADKingman, MG1Config
-from autoscalers.thresholds import (
-    MEADThreshold,
+from autoscalers.baselines.config import (
+    KingmanConfig,
+    MDLNLUnawareConfig,
     MEADThresholdConfig,
-    RuleBased,
+    MG1Config,
     RuleBasedConfig,
     THRConfig,
-    THRNLAware,
-    THRNLUnaware,
 )
+from autoscalers.baselines.gesscale_model import MDLNLUnaware
+from autoscalers.baselines.mead_models import MEADMG1, KingmanModel, MEADKingman
+from autoscalers.baselines.thresholds import MEADThreshold, RuleBased, THRNLAware, THRNLUnaware
+from autoscalers.config import RunContext
+from autoscalers.gesscale.config import GesscaleConfig
+from autoscalers.gesscale.scaler import CalibrationSample, Gesscale
+from autoscalers.mead import maps
+from autoscalers.mead.config import MEADConfig
+from autoscalers.mead.mapph1 import exponential
+from autoscalers.mead.network import Model, OperatorLoad, Workload
+from autoscalers.mead.scaler import MEAD
 from harness.vocabulary import NodeChoice
 from tests.builders import chain, op, snapshot
 
@@ -227,21 +231,21 @@ def test_mg1_is_m_ph_1_mean_and_p95_by_hand():
 
 def test_mg1_plans_without_interarrival_times_and_says_so():
     assert "interarrival_s" not in {str(m) for m in MEADMG1().needs().all()}
-    d = MEADMG1(MG1Config(max_response_s=0.0025)).decide(job(ia=bursty_ia()), NONE)
+    d = MEADMG1(MG1Config(), RunContext(slo_latency_s=0.0025)).decide(job(ia=bursty_ia()), NONE)
     assert d is not None and "Poisson input assumed" in d.reason
     assert d.details["interarrivals"] == 0
 
 
 def test_under_bursty_input_the_map_model_asks_for_more_cpu_than_kingman_and_m_g_1():
     """Sec. II, Fig. 3: M/G/1 ignores burstiness, Kingman sees its variance only, MAPs its correlation too."""
-    target = {"max_response_s": 0.0025}
+    target = RunContext(slo_latency_s=0.0025)
     snap = job(ia=bursty_ia())
-    mead = MEAD(MEADConfig(**target)).decide(snap, NONE)
-    gig1 = MEADKingman(KingmanConfig(**target)).decide(snap, NONE)
-    mg1 = MEADMG1(MG1Config(**target)).decide(snap, NONE)
+    mead = MEAD(MEADConfig(), target).decide(snap, NONE)
+    gig1 = MEADKingman(KingmanConfig(), target).decide(snap, NONE)
+    mg1 = MEADMG1(MG1Config(), target).decide(snap, NONE)
     totals = {name: sum(d.cpu_share.values()) if d is not None else 1.2 for name, d in
               (("mead", mead), ("gig1", gig1), ("mg1", mg1))}
     assert totals["mead"] > totals["gig1"] >= totals["mg1"]
     # Poisson input at the same rate: M/G/1 raises the map to 0.55 (by hand: 0.3125 + 1.04 + 0.138 ms)
-    mg1_poisson = MEADMG1(MG1Config(**target)).decide(job(), NONE)
+    mg1_poisson = MEADMG1(MG1Config(), target).decide(job(), NONE)
     assert mg1_poisson is not None and mg1_poisson.cpu_share == {"src": 0.4, "map": 0.55, "sink": 0.4}

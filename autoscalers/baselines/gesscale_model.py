@@ -6,19 +6,16 @@ from the system out of an unsorted list of available resources." Everything else
 Gesscale's (Alg. 1-4, period, thresholds): the model is MST(n) = alpha n whatever the number
 of calibration samples (alpha by least squares through the origin over them), and the node
 choice is the backend's (`NodeChoice.ANY`: random among the free nodes). The threshold
-baselines THR-NLUnaware / THR-NLAware are in `autoscalers.thresholds`.
+baselines THR-NLUnaware / THR-NLAware are in `autoscalers.baselines.thresholds`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from autoscalers.gesscale import Gesscale, GesscaleConfig, MSTModel
+from autoscalers.baselines.config import MDLNLUnawareConfig
+from autoscalers.gesscale.scaler import Gesscale, MSTModel
 from harness.vocabulary import NodeChoice
-
-
-class MDLNLUnawareConfig(GesscaleConfig):
-    """Gesscale's parameters (sec. IV); the model is eq. 2 only."""
 
 
 class MDLNLUnaware(Gesscale):

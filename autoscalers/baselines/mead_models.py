@@ -20,7 +20,7 @@ load, `MEAD.loads`) and its single-model "worst case" trivially (one model each)
 sees the job's measured ca^2: MEAD itself carries the input's burstiness to every subtask, so
 the two models get the same information about the input except its correlation, which is
 exactly the difference the paper studies. The threshold-based vertical policy of sec. VII is
-`autoscalers.thresholds.MEADThreshold`.
+`autoscalers.baselines.thresholds.MEADThreshold`.
 """
 
 from __future__ import annotations
@@ -28,28 +28,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import model_validator
 
 from autoscalers.base import History
-from autoscalers.maps import poisson, trace_stats
-from autoscalers.mead import MEAD, MEADConfig, OperatorLoad, Plan, Workload, greedy
+from autoscalers.baselines.config import KingmanConfig, MG1Config
+from autoscalers.mead.config import MEADConfig
+from autoscalers.mead.maps import poisson, trace_stats
+from autoscalers.mead.network import OperatorLoad, Plan, Workload, greedy
+from autoscalers.mead.scaler import MEAD
 from harness.metrics.snapshot import MetricsSnapshot, Needs, needs
 from harness.vocabulary import Metric
-
-
-class MG1Config(MEADConfig):
-    """MEAD's parameters (sec. VII); the arrival model is Poisson whatever the input is."""
-
-
-class KingmanConfig(MEADConfig):
-    """MEAD's parameters (sec. VII); mean targets only (sec. VII-B)."""
-
-    @model_validator(mode="after")
-    def _mean_only(self) -> KingmanConfig:
-        if self.target != "mean":
-            raise ValueError("Kingman's formula gives no response-time distribution: target must be 'mean' "
-                             "(Russo Russo et al. 2021, sec. VII-B)")
-        return self
 
 
 class MEADMG1(MEAD):
@@ -111,5 +98,6 @@ class MEADKingman(MEAD):
     def plan(self, snapshot: MetricsSnapshot, history: History) -> tuple[Plan, list[Workload], np.ndarray]:
         buffer = self.interarrival_buffer(snapshot, history)
         model = KingmanModel(self.arrival_scv(buffer), self.loads(snapshot), self.config)
-        plan = greedy(model, snapshot.topology.paths(), snapshot.topology.names, self.config)  # type: ignore[arg-type]
+        plan = greedy(model, snapshot.topology.paths(), snapshot.topology.names, self.config,  # type: ignore[arg-type]
+                      self.context.slo_latency_s)
         return plan, [], buffer

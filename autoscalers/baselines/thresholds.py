@@ -30,65 +30,16 @@ is left alone.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
-
-from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
-from autoscalers.common import mean_measured
+from autoscalers.arithmetic import mean_measured
+from autoscalers.base import AppliedAction, Autoscaler, History, ScalingDecision
+from autoscalers.baselines.config import MEADThresholdConfig, RuleBasedConfig, THRConfig, ThresholdConfig
+from autoscalers.config import AutoscalerConfig, RunContext
 from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, Needs, measured, needs
 from harness.topology import Topology
 from harness.vocabulary import Metric, NodeChoice
-
-Signal = Literal["cpu", "utilisation"]
-
-
-class ThresholdConfig(AutoscalerConfig):
-    """The rule's parameters; each baseline's subclass sets its paper's defaults."""
-
-    period_s: float = Field(60.0, ge=0.0, description="act at most this often")
-    signal: Signal = Field("cpu", description="cpu: CPU time / quota; utilisation: busy fraction (rho)")
-    scale_up_above: float = Field(0.9, gt=0.0, description="signal above this: one unit more")
-    scale_down_below: float = Field(0.5, ge=0.0, description="signal below this: one unit less")
-    n_min: int = Field(1, ge=1, description="fewest replicas per operator")
-    n_max: int | None = Field(None, ge=1, description="most replicas; None = key groups (sources: partitions)")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ThresholdConfig:
-        if self.scale_down_below >= self.scale_up_above:
-            raise ValueError(f"scale_down_below ({self.scale_down_below}) must be below scale_up_above "
-                             f"({self.scale_up_above})")
-        return self
-
-
-class THRConfig(ThresholdConfig):
-    """Gesscale sec. V-A c: CPU > 90 % -> +1, < 50 % -> -1; period: Gesscale's 1 min (sec. IV-B)."""
-
-
-class RuleBasedConfig(ThresholdConfig):
-    """De Matteis & Mencagli sec. 5.4, Tab. 7 "*": utilisation factor > 0.9 -> +1, < 0.8 -> -1."""
-
-    period_s: float = Field(0.0, ge=0.0, description="act at most this often (0: every control step)")
-    signal: Signal = "utilisation"
-    scale_up_above: float = Field(0.9, gt=0.0, description="theta_max")
-    scale_down_below: float = Field(0.8, ge=0.0, description="theta_min")
-
-
-class MEADThresholdConfig(ThresholdConfig):
-    """Russo Russo et al. sec. VII: CPU utilisation > U_H 0.7 -> one share level up, < U_L 0.5 -> one down."""
-
-    period_s: float = Field(10.0, ge=0.0, description="T_A (the paper: 10 s for this policy)")
-    scale_up_above: float = Field(0.7, gt=0.0, description="U_H")
-    scale_down_below: float = Field(0.5, ge=0.0, description="U_L")
-    levels: tuple[float, ...] = Field((0.4, 0.55, 0.7, 0.85, 1.0), description="CPU shares, cheapest first")
-
-    @field_validator("levels")
-    @classmethod
-    def _levels(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if not v or any(not 0.0 < x <= 1.0 for x in v) or list(v) != sorted(set(v)):
-            raise ValueError("levels must be strictly increasing CPU shares in (0, 1]")
-        return v
 
 
 def replica_cap(topo: Topology, name: str, n_max: int | None) -> int:
@@ -111,8 +62,8 @@ class ThresholdScaler(Autoscaler):
     placement: ClassVar[NodeChoice] = NodeChoice.ANY
     vertical: ClassVar[bool] = False
 
-    def __init__(self, config: AutoscalerConfig | None = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:
+        super().__init__(config, context)
         self._last_eval_t: float | None = None
         self._applied: AppliedAction | None = None
 
