@@ -99,8 +99,21 @@ def load_matrices(paper: Paper, options: Options,
             update["repetitions"] = options.repetitions
             update["seeds"] = None
         matrix = matrix.model_copy(update=update)
-        out.append((matrix, matrix_cells(matrix, str(path))))
+        cells = matrix_cells(matrix, str(path))
+        if options.backend != "sim":
+            _check_real_jobs(cells, str(path))
+        out.append((matrix, cells))
     return out
+
+
+def _check_real_jobs(cells: list[Cell], where: str) -> None:
+    """A query the simulator knows but the Flink job does not (hotspot) cannot run on a real stack."""
+    from harness.backends.local.jobjar import OPERATORS
+
+    missing = sorted({c.experiment.query for c in cells} - set(OPERATORS))
+    if missing:
+        raise ConfigError(f"{where}: query {', '.join(missing)} has a simulator topology but no Flink job in "
+                          f"queries/src; valid backend for it: sim")
 
 
 def results_root(options: Options) -> Path:
