@@ -193,8 +193,8 @@ def cells_markdown(cells: pd.DataFrame, columns: list[str]) -> str:
     if cells.empty:
         return "(no runs)"
     cols = [c for c in columns if c in cells]
-    head = "| matrix | autoscaler | params | runs | " + " | ".join(cols) + " |"
-    lines = [head, "|" + "---|" * (4 + len(cols))]
+    head = "| matrix | cell | runs | " + " | ".join(cols) + " |"
+    lines = [head, "|" + "---|" * (3 + len(cols))]
     for r in cells.to_dict("records"):
         vals = []
         for c in cols:
@@ -203,8 +203,7 @@ def cells_markdown(cells: pd.DataFrame, columns: list[str]) -> str:
                 vals.append("n/a")
             else:
                 vals.append(f"{v:.3g}" + (f" ± {ci:.2g}" if isinstance(ci, float) and math.isfinite(ci) else ""))
-        lines.append(f"| {r['matrix']} | {r['autoscaler']} | {_md_escape(r['params'])} | {r['runs']} | "
-                     + " | ".join(vals) + " |")
+        lines.append(f"| {r['matrix']} | {_md_escape(r['cell_id'])} | {r['runs']} | " + " | ".join(vals) + " |")
     return "\n".join(lines)
 
 
@@ -235,7 +234,7 @@ def write_report(rep: Reproduction, options: Options, out_dir: Path) -> list[Pat
         "",
         claims_markdown(rep.outcomes),
         "",
-        "## Cells (mean ± 95 % CI half-width over repetitions)",
+        "## Cells (mean ± 95 % CI half-width over repetitions; the cell id spells the matrix axes' values)",
         "",
         cells_markdown(rep.cells, CELL_COLUMNS.get(key, [])),
         "",
