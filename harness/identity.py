@@ -18,6 +18,7 @@ from typing import Any
 from harness import __version__
 
 HASH_LENGTH = 12  # hex digits: plenty for the cells of one results directory, short enough to read
+HASH_PREFIX = "c"  # a hash is never all digits, so no CSV reader takes it for a number
 EXCLUDED = ("seed", "repetitions")  # what differs between the repetitions of one cell
 
 
@@ -31,7 +32,7 @@ def identity_view(config: dict[str, Any]) -> dict[str, Any]:
 def config_hash(config: dict[str, Any]) -> str:
     """Stable short hash of a resolved config dict (canonical JSON, sorted keys)."""
     text = json.dumps(identity_view(config), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+    return HASH_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
 
 
 def experiment_hash(experiment: Any) -> str:

@@ -108,7 +108,7 @@ def run_experiment(
             status = STATUS_COMPLETED
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted = True
-        status = status_line(RunStatus.INTERRUPTED, f"{exc or type(exc).__name__} at t={_safe_now(backend):.0f} s")
+        status = status_line(RunStatus.INTERRUPTED, f"{str(exc) or type(exc).__name__} at t={_safe_now(backend):.0f} s")
         events.add(_safe_now(backend), EV_PHASE, "interrupted", signal=str(exc))
         raise
     except Exception as exc:  # a failed run is data: record it
