@@ -100,6 +100,7 @@ class FaultInjector:
                 steps.append((f.end_s, 1, i, f))
         self._steps = sorted(steps, key=lambda s: (s[0], s[1], s[2]))
         self._events: list[BackendEvent] = []
+        self._open: list[tuple[int, str]] = []  # injected, not yet recovered: (fault id, kind)
 
     def __getattr__(self, name: str) -> Any:  # everything else is the backend's
         return getattr(self.backend, name)
@@ -123,6 +124,7 @@ class FaultInjector:
                                              {**base, "injection_failed": True}))
             return
         self._events.append(BackendEvent(now, "fault", f"injected fault: {fault.kind.value}", {**base, **data}))
+        self._open.append((index, fault.kind.value))
 
     def _end(self, index: int, fault: FaultSpec) -> None:
         now = self.backend.now()
@@ -136,8 +138,18 @@ class FaultInjector:
                                          {"fault_kind": fault.kind.value, "fault_id": index, **data}))
 
     def drain_events(self) -> list[BackendEvent]:
+        """Injection events, then the backend's; a backend `recovery` naming a fault kind gets the id of
+        the oldest open fault of that kind, so analysis can pair them."""
         out, self._events = self._events, []
-        return out + self.backend.drain_events()
+        for ev in self.backend.drain_events():
+            kind = ev.data.get("fault_kind")
+            if ev.kind == "recovery" and kind and ev.data.get("fault_id") is None:
+                match = next((o for o in self._open if o[1] == kind), None)
+                if match is not None:
+                    self._open.remove(match)
+                    ev = BackendEvent(ev.t, ev.kind, ev.reason, {**ev.data, "fault_id": match[0]})
+            out.append(ev)
+        return out
 
 
 def _target(backend: Backend) -> FaultTarget:
