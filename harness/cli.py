@@ -126,7 +126,7 @@ def run(
     for key, value in _parse_sets(set_).items():
         set_path(raw, key, value)
     if fault:
-        faults = raw.get("faults") if isinstance(raw.get("faults"), list) else []
+        faults: list[Any] = raw["faults"] if isinstance(raw.get("faults"), list) else []
         raw["faults"] = [*faults, *_parse_faults(fault)]
     if not isinstance(raw.get("name"), str):
         raw.setdefault("name", f"{_name_of(raw.get('autoscaler'))}-{raw.get('query')}-{_name_of(raw.get('pattern'))}")
@@ -515,12 +515,14 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "Abort":
             err.print("interrupted", highlight=False, markup=False)
             sys.exit(interrupts.EXIT_INTERRUPTED)
-        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "format_message") and isinstance(exit_code, int):
             # a usage error (bad flag, bad value): Typer/Click name the flag; one line, exit 2
             ctx = getattr(exc, "ctx", None)
-            where = f"{ctx.command_path}: " if ctx is not None and getattr(ctx, "command_path", "") else ""
+            path = getattr(ctx, "command_path", "") if ctx is not None else ""
+            where = f"{path}: " if path else ""
             err.print(f"error: {where}{exc.format_message()}".replace("\n", " "), highlight=False, markup=False)
-            sys.exit(exc.exit_code)
+            sys.exit(exit_code)
         log = _log_crash(exc)
         where = f"full traceback in {log}" if log else "could not write the traceback to a log file"
         first = str(exc).splitlines()[0] if str(exc) else ""

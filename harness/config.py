@@ -277,7 +277,8 @@ def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
         try:
             base_seed = int(raw.get("seed", 1))
         except (TypeError, ValueError):
-            raise ConfigError(f"{source}: cell {cell_id!r}: seed: expected an integer, got {raw.get('seed')!r}") from None
+            raise ConfigError(f"{source}: cell {cell_id!r}: seed: expected an integer, "
+                              f"got {raw.get('seed')!r}") from None
         for rep in range(matrix.repetitions):
             seed = matrix.seeds[rep] if matrix.seeds else base_seed + rep
             exp_raw = {**raw, "seed": seed}

@@ -77,8 +77,8 @@ def handling(notice: Callable[[str], None] | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
         _state.installed, _state.notice, _state.count = False, None, 0
 
 

@@ -187,7 +187,7 @@ def _short(value: Any) -> str:
 
 def clean_leftovers(matrix_dir: Path) -> list[Path]:
     """Remove temp/aside directories of record writers that are no longer running (a killed matrix)."""
-    removed = []
+    removed: list[Path] = []
     if not matrix_dir.is_dir():
         return removed
     for d in matrix_dir.iterdir():

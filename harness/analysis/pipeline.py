@@ -25,8 +25,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from harness.analysis import pandas_engine
-from harness.analysis import freshness
+from harness.analysis import freshness, pandas_engine
 from harness.analysis.aggregate import aggregate_cells, attach_interrupted, crash_rates, split_interrupted
 from harness.analysis.fault_recovery import fault_rows, recovery_summary
 from harness.analysis.loader import RunRef, SkippedRecord, discover_checked

@@ -26,8 +26,7 @@ from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
-from harness.metrics.snapshot import OperatorMetrics
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
 from harness.topology import Topology
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
@@ -212,7 +211,8 @@ class SimBackend:
         kind, now = fault.kind, m.now
         meta = {"fault_kind": kind.value, "fault_id": None}
         if kind in (FaultKind.KILL_TASKMANAGER, FaultKind.KILL_JOBMANAGER):
-            outage = d.get("tm_recovery_s", 30.0) if kind == FaultKind.KILL_TASKMANAGER else d.get("jm_recovery_s", 45.0)
+            key, default = ("tm_recovery_s", 30.0) if kind == FaultKind.KILL_TASKMANAGER else ("jm_recovery_s", 45.0)
+            outage = d.get(key, default)
             m.stop_for(outage)
             self._recovery(now + outage, f"{kind.value}: job restored from its checkpoint (modelled)", outage, meta)
             return {"modelled_outage_s": outage}
