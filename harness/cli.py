@@ -339,8 +339,18 @@ def matrix(
     todo = runnable(plans, rerun_stale, retry_failed)
     failed_kept = counts[CellState.FAILED] if not retry_failed else 0
     failed = 0
+    live: dict[str, Any] = {}
+
+    def notice(text: str) -> None:
+        progress_bar = live.get("progress")
+        if progress_bar is None:
+            err.print(text, highlight=False, markup=False)
+            return
+        progress_bar.update(live["task"], description=f"{m.name} (stopping)")
+        progress_bar.console.print(f"[yellow]{text}[/]")
+
     try:
-        with matrix_lock(results / m.name):
+        with interrupts.handling(notice), matrix_lock(results / m.name):
             clean_leftovers(results / m.name)
             with Progress(
                 TextColumn("[progress.description]{task.description}"),
@@ -350,6 +360,7 @@ def matrix(
                 console=console,
             ) as progress:
                 task = progress.add_task(m.name, total=len(todo))
+                live.update(progress=progress, task=task)
 
                 def on_done(outcome: Any) -> None:
                     nonlocal failed
@@ -360,12 +371,8 @@ def matrix(
                         progress.console.print(f"[yellow]{outcome.run_id}: {outcome.status}[/]")
                     progress.advance(task)
 
-                def notice(text: str) -> None:
-                    progress.update(task, description=f"{m.name} (stopping)")
-                    progress.console.print(f"[yellow]{text}[/]")
-
-                with interrupts.handling(notice):
-                    outcome = run_cells(todo, workers=workers, on_done=on_done)
+                outcome = run_cells(todo, workers=workers, on_done=on_done)
+                live.clear()
     except MatrixBusy as exc:
         raise _fail(str(exc)) from None
     after = plan_cells([p.cell for p in plans], results, m.name)
