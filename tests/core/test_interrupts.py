@@ -62,7 +62,7 @@ def interrupt_at_random(tmp_path: Path, rng: random.Random, workers: str) -> tup
 def test_sigint_at_random_points_of_a_sim_matrix(tmp_path: Path, workers: str) -> None:
     rng = random.Random(10 + int(workers))
     interrupted_once = False
-    for attempt in range(2 if workers == "2" else 1):
+    for _ in range(2 if workers == "2" else 1):
         code, out, took = interrupt_at_random(tmp_path, rng, workers)
         got = statuses(tmp_path / "r")
         assert set(got) <= {RunStatus.COMPLETED, RunStatus.INTERRUPTED}, out  # never `failed` for a Ctrl-C
@@ -74,7 +74,7 @@ def test_sigint_at_random_points_of_a_sim_matrix(tmp_path: Path, workers: str) -
         assert took < 12, f"took {took:.1f} s to stop after SIGINT (noisy 2-core host; 5 s for the runs)"
         done = sum(s == RunStatus.COMPLETED for s in got)
         assert f"{done} done, {9 - done} left" in out, out
-    assert interrupted_once or attempt == 0
+    assert interrupted_once  # the first signal always lands while the matrix works
     # resume: only what is left runs, and then every run is complete
     res = subprocess.run([BENCH, "matrix", str(tmp_path / "m.yaml"), "--results", str(tmp_path / "r"),
                           "--workers", workers], capture_output=True, text=True, timeout=300)
