@@ -42,11 +42,11 @@ def check_output_dir(path: Path, flag: str) -> None:
 def check_output_file(path: Path, flag: str, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> None:
     """`path` can be written as a file: its directory exists and is writable, it is not a directory."""
     path = Path(path)
+    if path.is_dir():
+        raise PathError(f"{flag} {path}: is a directory; give a file name, e.g. {path / ('plot' + suffixes[0])}")
     if suffixes and path.suffix.lower() not in suffixes:
         raise PathError(f"{flag} {path}: unknown image type {path.suffix or '(none)'!r}; "
                         f"use one of {', '.join(suffixes)}")
-    if path.is_dir():
-        raise PathError(f"{flag} {path}: is a directory; give a file name, e.g. {path / ('plot' + suffixes[0])}")
     parent = path.absolute().parent
     if not parent.is_dir():
         raise PathError(f"{flag} {path}: directory {path.parent} does not exist")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one message, one line (wrapping breaks greps)
 
 
 def _progress() -> Progress:
