@@ -49,8 +49,34 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunRecord
         "faults": FAULTS,
     })
     results = tmp_path_factory.mktemp("faults")
-    run_dir = run_experiment(exp, results / "it-faults" / "run-r0", backend=LocalBackend())
+    backend = LocalBackend()
+    OFFSETS.clear()
+
+    def on_progress(t: float, _total: float) -> None:  # the job's committed offsets around the JM kill
+        if "before_jm" not in OFFSETS and t >= 230:
+            OFFSETS["before_jm"] = committed_offsets(backend)
+        elif "before_jm" in OFFSETS and t >= 300:
+            OFFSETS["end"] = committed_offsets(backend)
+
+    run_dir = run_experiment(exp, results / "it-faults" / "run-r0", backend=backend, on_progress=on_progress)
     yield read_run_record(run_dir), results
+
+
+OFFSETS: dict[str, dict[int, int]] = {}
+
+
+def committed_offsets(backend: Any) -> dict[int, int]:
+    """The job's consumer group offsets on `bids` (committed by the Kafka source on each checkpoint)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": backend.stack.kafka_bootstrap, "group.id": backend._group_id,
+                  "enable.auto.commit": False})
+    try:
+        parts = c.list_topics("bids", timeout=10).topics["bids"].partitions
+        got = c.committed([TopicPartition("bids", p) for p in parts], timeout=10)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        c.close()
 
 
 def injected(rec: RunRecord, kind: str) -> dict[str, Any]:
@@ -141,3 +167,8 @@ def test_kill_jobmanager(record) -> None:
     assert rec_ev["restored_checkpoint"] is not None and "/chk-" in str(rec_ev["checkpoint"]), rec_ev
     assert processes_after(rec, rec_ev["ts"]) > 0
     assert not math.isnan(rec_ev["outage_s"])
+    # resubmitted from the crashed job's checkpoint: the consumer offsets continue, never rewind
+    before = {p: o for p, o in OFFSETS["before_jm"].items() if o >= 0}
+    after = OFFSETS["end"]
+    assert before and all(after[p] >= before[p] for p in before), OFFSETS
+    assert sum(after[p] for p in before) > sum(before.values()), OFFSETS
