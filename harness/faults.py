@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, model_validator
 
 from harness.backends.base import Backend, BackendEvent
+from harness.vocabulary import EventKind
 
 
 class FaultKind(StrEnum):
@@ -120,10 +121,10 @@ class FaultInjector:
         try:
             data = _target(self.backend).inject_fault(fault)
         except Exception as exc:  # noqa: BLE001 - a fault that could not be injected is recorded, the run goes on
-            self._events.append(BackendEvent(now, "fault", f"fault injection failed: {fault.kind.value}: {exc}",
+            self._events.append(BackendEvent(now, EventKind.FAULT, f"fault injection failed: {fault.kind.value}: {exc}",
                                              {**base, "injection_failed": True}))
             return
-        self._events.append(BackendEvent(now, "fault", f"injected fault: {fault.kind.value}", {**base, **data}))
+        self._events.append(BackendEvent(now, EventKind.FAULT, f"injected fault: {fault.kind.value}", {**base, **data}))
         self._open.append((index, fault.kind.value))
 
     def _end(self, index: int, fault: FaultSpec) -> None:
@@ -131,10 +132,10 @@ class FaultInjector:
         try:
             data = _target(self.backend).end_fault(fault)
         except Exception as exc:  # noqa: BLE001
-            self._events.append(BackendEvent(now, "fault", f"ending fault failed: {fault.kind.value}: {exc}",
+            self._events.append(BackendEvent(now, EventKind.FAULT, f"ending fault failed: {fault.kind.value}: {exc}",
                                              {"fault_kind": fault.kind.value, "fault_id": index}))
             return
-        self._events.append(BackendEvent(now, "phase", f"fault ended: {fault.kind.value}",
+        self._events.append(BackendEvent(now, EventKind.PHASE, f"fault ended: {fault.kind.value}",
                                          {"fault_kind": fault.kind.value, "fault_id": index, **data}))
 
     def drain_events(self) -> list[BackendEvent]:
@@ -143,7 +144,7 @@ class FaultInjector:
         out, self._events = self._events, []
         for ev in self.backend.drain_events():
             kind = ev.data.get("fault_kind")
-            if ev.kind == "recovery" and kind and ev.data.get("fault_id") is None:
+            if ev.kind == EventKind.RECOVERY and kind and ev.data.get("fault_id") is None:
                 match = next((o for o in self._open if o[1] == kind), None)
                 if match is not None:
                     self._open.remove(match)

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from harness.analysis.aggregate import ci_half_width
 from harness.analysis.loader import RunRef
-from harness.record import EV_FAULT, EV_RECOVERY, INPUT_RATE, LAG, PROCESSING
+from harness.vocabulary import EventKind, Metric
 
 FAULT_COLUMNS = ["run_id", "matrix", "cell_id", "config_hash", "autoscaler", "params", "fault_id", "fault_kind",
                  "at_s", "for_s", "end_s", "recovered", "recovery_s"]
@@ -42,7 +42,7 @@ def injected_faults(events: pd.DataFrame) -> list[dict[str, Any]]:
     if events is None or events.empty:
         return []
     out = []
-    for r in events[events["kind"] == EV_FAULT].itertuples(index=False):
+    for r in events[events["kind"] == EventKind.FAULT].itertuples(index=False):
         d = _data(r.data)
         if d.get("injected") and "fault_id" in d and str(r.reason).startswith("injected fault"):
             out.append({"ts": float(r.ts), **d})
@@ -51,7 +51,7 @@ def injected_faults(events: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _backend_recoveries(events: pd.DataFrame) -> dict[int, float]:
     out: dict[int, float] = {}
-    for r in events[events["kind"] == EV_RECOVERY].itertuples(index=False):
+    for r in events[events["kind"] == EventKind.RECOVERY].itertuples(index=False):
         d = _data(r.data)
         if "fault_id" in d:
             out[int(d["fault_id"])] = max(out.get(int(d["fault_id"]), -math.inf), float(r.ts))
@@ -70,11 +70,11 @@ def _before(ts: np.ndarray, values: np.ndarray, t: float) -> float:
 
 def recovery_time(df: pd.DataFrame, t0: float, t1: float, period_s: float) -> float:
     """Seconds from t0 until the job processes and its lag is back near its level at t0 (NaN: never)."""
-    lag_t, lag_v = _series(df, LAG)
+    lag_t, lag_v = _series(df, Metric.LAG)
     if not len(lag_t):
         return math.nan
-    proc_t, proc_v = _series(df, PROCESSING)
-    in_t, in_v = _series(df, INPUT_RATE)
+    proc_t, proc_v = _series(df, Metric.PROCESSING)
+    in_t, in_v = _series(df, Metric.INPUT_RATE)
     lag0 = _before(lag_t, lag_v, t0)
     lag0 = 0.0 if math.isnan(lag0) else lag0
     rate0 = _before(in_t, in_v, t0)
@@ -98,7 +98,7 @@ def fault_rows(refs: list[RunRef]) -> pd.DataFrame:
         if not faults:
             continue
         df = (pq.read_table(ref.timeseries_path, columns=["ts", "metric", "operator", "subtask", "value"],
-                            filters=[("metric", "in", [LAG, PROCESSING, INPUT_RATE])]).to_pandas()
+                            filters=[("metric", "in", [Metric.LAG, Metric.PROCESSING, Metric.INPUT_RATE])]).to_pandas()
               if ref.timeseries_path is not None else pd.DataFrame(columns=["ts", "metric", "operator", "subtask",
                                                                             "value"]))
         backend_rec = _backend_recoveries(ref.events)

@@ -11,12 +11,13 @@ from harness.analysis.pipeline import analyze
 from harness.cli import app
 from harness.config import ConfigError, Experiment, validate_model
 from harness.faults import FaultFlagError, parse_fault_flag
-from harness.record import INPUT_RATE, LATENCY, PARALLELISM, PROCESSING, read_run_record
+from harness.record import read_run_record
 from harness.runner import run_experiment
+from harness.vocabulary import Metric
 
 BASE = {"name": "f", "backend": "sim", "query": "q1", "pattern": {"name": "constant",
         "params": {"rate": 100000, "duration_min": 15}}, "autoscaler": {"name": "ds2"}, "duration_s": 800,
-        "initial_parallelism": 2, "loop": {"period_s": 15, "metrics_window_s": 15, "cooldown_s": 60}}
+        "initial_parallelism": 2, "loop": {"period_s": 15, "metrics_window_s": 15, "cooldown_s": 0}}
 FAULTS = [{"kind": "kill-taskmanager", "at_s": 100}, {"kind": "kill-jobmanager", "at_s": 200},
           {"kind": "restart-kafka", "at_s": 300, "for_s": 10}, {"kind": "stop-prometheus", "at_s": 400, "for_s": 60},
           {"kind": "pause-generator", "at_s": 550, "for_s": 30}]
@@ -67,19 +68,21 @@ def test_every_fault_is_an_event_and_the_run_completes_flagged(faulty: Path) -> 
 
 def test_outages_are_modelled(faulty: Path) -> None:
     rec = read_run_record(faulty / "f" / "default-r0")
-    proc = rec.series(PROCESSING)
+    proc = rec.series(Metric.PROCESSING)
     assert proc[(proc.index > 105) & (proc.index <= 130)].max() == 0  # TM recovery: no processing
     assert proc[(proc.index > 140) & (proc.index < 200)].min() == 1
-    rate = rec.series(INPUT_RATE)
+    rate = rec.series(Metric.INPUT_RATE)
     assert rate[(rate.index > 555) & (rate.index <= 580)].max() == 0  # paused generator: nothing offered
     assert rate[(rate.index > 305) & (rate.index <= 320)].max() == 0  # broker down: nothing produced
     assert rate[rate.index > 600].min() > 0
-    lat = rec.series(LATENCY)  # Prometheus down: no samples at all (unknown, not zero)
+    lat = rec.series(Metric.LATENCY_KAFKA)  # Prometheus down: no samples at all (unknown, not zero)
     assert lat[(lat.index > 400) & (lat.index <= 460)].empty and not lat[lat.index > 465].empty
-    par = rec.series(PARALLELISM, "map")  # the harness knows the parallelism itself
+    par = rec.series(Metric.PARALLELISM, "map")  # the harness knows the parallelism itself
     assert not par[(par.index > 400) & (par.index <= 460)].empty
-    blind = [w for w in rec.events_of("warning") if 400 <= w["ts"] < 460]
-    assert blind and all("prometheus" in w["metrics"] for w in blind)
+    # the loop is blind: no decision rests on the outage's snapshots (skipped, naming the reason)
+    assert not [d for d in rec.events_of("decision") if 400 <= d["ts"] < 460]
+    skipped = [d for d in rec.events_of("decision_skipped") if 400 <= d["ts"] < 460]
+    assert skipped and all("prometheus stopped" in d["reason"] or "prometheus" in str(d) for d in skipped)
 
 
 def test_analysis_reports_recovery_per_fault_kind_and_no_crash(faulty: Path) -> None:

@@ -35,14 +35,8 @@ from harness.backends.local.stack import GENERATOR
 from harness.metrics.export import export_queries
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
-from harness.record import (
-    CPU,
-    CPU_SHARE,
-    PARALLELISM,
-    PROCESSING,
-    TASKMANAGERS,
-)
 from harness.topology import Topology
+from harness.vocabulary import EventKind, Metric
 
 if TYPE_CHECKING:
     from harness.backends.local.stack import LocalStack
@@ -180,7 +174,7 @@ class LocalBackend:
         try:
             return self._timestamps.sample()
         except Exception as exc:  # noqa: BLE001 - MEAD then keeps its buffer; never break the loop
-            self._events.append(BackendEvent(self.now(), "warning", f"inter-arrival sample failed: {exc}", {}))
+            self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"inter-arrival sample failed: {exc}", {}))
             return None
 
     def stop(self) -> None:
@@ -231,7 +225,7 @@ class LocalBackend:
         if dead:
             t_fault = self.now()
             injected = bool(set(dead) & self._injected_tms)
-            self._events.append(BackendEvent(t_fault, "fault", f"task manager died: {', '.join(dead)}",
+            self._events.append(BackendEvent(t_fault, EventKind.FAULT, f"task manager died: {', '.join(dead)}",
                                              {"process": dead, "job_id": self.state.job_id,
                                               **({"injected": True} if injected else {})}))
             self._sample(downtime=True)  # the processing series shows the outage until the recovery
@@ -245,7 +239,7 @@ class LocalBackend:
                 else:
                     self._recovering["started"] += started
             except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
-                self._events.append(BackendEvent(self.now(), "fault", f"recovery failed: {exc}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"recovery failed: {exc}", {}))
             self._expected_tms = set(self.stack.taskmanager_ids())
         if self._recovering is not None:
             self._check_recovered()
@@ -270,20 +264,20 @@ class LocalBackend:
             try:
                 self.rescaler.apply_cpu(self.state, self.state.cpu_share)  # also ends the start-up boost
             except Exception as exc:  # noqa: BLE001
-                self._events.append(BackendEvent(self.now(), "warning", f"CPU quota not re-applied: {exc}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"CPU quota not re-applied: {exc}", {}))
             try:
                 restored = self.rest.checkpoints(self.state.job_id).latest_restored_id
             except FlinkRestError:
                 restored = None
             self._events.append(BackendEvent(
-                self.now(), "recovery", "task manager replaced; job restored from its checkpoint",
+                self.now(), EventKind.RECOVERY, "task manager replaced; job restored from its checkpoint",
                 {"outage_s": self.now() - rec["t_fault"], "restored_checkpoint": restored,
                  "replaced": rec["dead"], "started": rec["started"],
                  **({"fault_kind": "kill-taskmanager"} if rec.get("injected") else {})}))
             self._recovering = None
             self._sample(downtime=False)
         elif self.now() - rec["t_fault"] > self.rescaler.timeout_s:
-            self._events.append(BackendEvent(self.now(), "fault", "job did not recover in time",
+            self._events.append(BackendEvent(self.now(), EventKind.FAULT, "job did not recover in time",
                                              {"after_s": self.now() - rec["t_fault"]}))
             self._recovering = None
 
@@ -291,7 +285,7 @@ class LocalBackend:
         t_fault = self.now()
         previous = self.state.job_id
         injected, self._injected_jm = self._injected_jm, False
-        self._events.append(BackendEvent(t_fault, "fault", "job manager died",
+        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died",
                                          {"job_id": previous, **({"injected": True} if injected else {})}))
         self._sample(downtime=True)
         try:
@@ -308,14 +302,14 @@ class LocalBackend:
             except FlinkRestError:
                 restored = None
             self._events.append(BackendEvent(
-                self.now(), "recovery", "job manager restarted; job resubmitted from its latest checkpoint",
+                self.now(), EventKind.RECOVERY, "job manager restarted; job resubmitted from its latest checkpoint",
                 {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt) if ckpt else None, "job_id": job_id,
                  "previous_job_id": previous, "restored_checkpoint": restored,
                  "taskmanagers_registered_s": registered_s,
                  **({"fault_kind": "kill-jobmanager"} if injected else {})}))
             self._sample(downtime=False)
         except Exception as exc:  # noqa: BLE001
-            self._events.append(BackendEvent(self.now(), "fault", f"job manager recovery failed: {exc}", {}))
+            self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"job manager recovery failed: {exc}", {}))
         self._expected_tms = set(self.stack.taskmanager_ids())
 
     # ---------------------------------------------------------------- fault injection
@@ -362,7 +356,7 @@ class LocalBackend:
         if kind == FaultKind.STOP_PROMETHEUS:
             took = self.stack.start_prometheus()
             t_down = getattr(self, "_prometheus_down_at", self.now())
-            self._events.append(BackendEvent(self.now(), "recovery", "prometheus restarted; monitoring again",
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, "prometheus restarted; monitoring again",
                                              {"fault_kind": kind.value, "outage_s": self.now() - t_down,
                                               "restart_s": took}))
             return {"restart_s": took}
@@ -396,7 +390,7 @@ class LocalBackend:
         if not ok:
             return
         for item in self._awaiting:
-            self._events.append(BackendEvent(self.now(), "recovery", f"{item['fault_kind']}: job running again",
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, f"{item['fault_kind']}: job running again",
                                              {**item, "outage_s": self.now() - item["t_fault"]}))
         self._awaiting = []
         self._sample(downtime=False)
@@ -431,16 +425,11 @@ class LocalBackend:
         t = self.now()
         try:
             view = self.job_view()
-        except FlinkRestError as exc:  # job manager unreachable: an empty, flagged snapshot
-            from harness.metrics.snapshot import OperatorMetrics
-
-            self._events.append(BackendEvent(t, "warning", f"job manager unreachable: {exc}", {}))
-            return MetricsSnapshot(
-                t=t, window_s=window_s, topology=self.topology,
-                operators={op: OperatorMetrics(parallelism=self.state.parallelism.get(op, 1))
-                           for op in self.topology.names},
-                missing=("rest",),
-            )
+        except FlinkRestError as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
+            reason = f"job manager unreachable: {exc}"
+            self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
+            return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
+                                              self.state.cpu_share, reason)
         snap = self.monitor.snapshot(view, t, window_s, self._interarrivals())
         self._sample(downtime=False, snap=snap)
         return snap
@@ -467,6 +456,8 @@ class LocalBackend:
         if snap is not None:
             row["cpu"] = {op: m.cpu_load for op, m in snap.operators.items()}
             row["cpu_job"] = snap.cpu_load
+            row["cpu_jvm"] = {op: m.cpu_jvm_load for op, m in snap.operators.items()}
+            row["cpu_jvm_job"] = snap.cpu_jvm_load
         self._samples.append(row)
 
     # ---------------------------------------------------------------- results
@@ -486,7 +477,8 @@ class LocalBackend:
                 try:
                     result = self.monitor.query_range(promql, start, end, step)
                 except Exception as exc:  # noqa: BLE001 - a missing series is reported, not fatal
-                    self._events.append(BackendEvent(self.now(), "warning", f"export of {metric} failed: {exc}", {}))
+                    self._events.append(BackendEvent(self.now(), EventKind.WARNING,
+                                                     f"export of {metric} failed: {exc}", {}))
                     continue
                 for series in result:
                     labels = json.dumps(series.get("metric", {}), sort_keys=True)
@@ -501,17 +493,21 @@ class LocalBackend:
         parts = [raw[["ts", "metric", "operator", "value"]].assign(subtask=-1)] if len(raw) else []
         rows: list[dict[str, Any]] = []
         for s in self._samples:
-            rows.append({"ts": s["t"], "metric": PROCESSING, "operator": "", "value": s["processing"]})
+            rows.append({"ts": s["t"], "metric": Metric.PROCESSING, "operator": "", "value": s["processing"]})
             for op, p in s["parallelism"].items():
-                rows.append({"ts": s["t"], "metric": PARALLELISM, "operator": op, "value": float(p)})
+                rows.append({"ts": s["t"], "metric": Metric.PARALLELISM, "operator": op, "value": float(p)})
             for op, c in s["cpu_share"].items():
-                rows.append({"ts": s["t"], "metric": CPU_SHARE, "operator": op, "value": float(c)})
+                rows.append({"ts": s["t"], "metric": Metric.CPU_SHARE, "operator": op, "value": float(c)})
             for op, c in s.get("cpu", {}).items():
-                rows.append({"ts": s["t"], "metric": CPU, "operator": op, "value": float(c)})
+                rows.append({"ts": s["t"], "metric": Metric.CPU, "operator": op, "value": float(c)})
+            for op, c in s.get("cpu_jvm", {}).items():
+                rows.append({"ts": s["t"], "metric": Metric.CPU_JVM, "operator": op, "value": float(c)})
             if "cpu_job" in s:
-                rows.append({"ts": s["t"], "metric": CPU, "operator": "", "value": float(s["cpu_job"])})
+                rows.append({"ts": s["t"], "metric": Metric.CPU, "operator": "", "value": float(s["cpu_job"])})
+                rows.append({"ts": s["t"], "metric": Metric.CPU_JVM, "operator": "", "value": float(s["cpu_jvm_job"])})
             if not len(raw):
-                rows.append({"ts": s["t"], "metric": TASKMANAGERS, "operator": "", "value": float(s["taskmanagers"])})
+                rows.append({"ts": s["t"], "metric": Metric.TASKMANAGERS, "operator": "",
+                             "value": float(s["taskmanagers"])})
         if rows:
             parts.append(pd.DataFrame(rows).assign(subtask=-1))
         if not parts:

@@ -26,8 +26,9 @@ from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
+from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
+from harness.vocabulary import EventKind, Metric
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from workloads.patterns import LoadPattern
 
 # series a stopped Prometheus cannot have recorded; the harness itself knows the rest
-_HARNESS_SERIES = ("parallelism", "cpu_share", "processing")
+_HARNESS_SERIES = (Metric.PARALLELISM, Metric.CPU_SHARE, Metric.PROCESSING)
 
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
 
@@ -150,10 +151,8 @@ class SimBackend:
     def snapshot(self, window_s: float) -> MetricsSnapshot:
         m = self._m()
         if any(a <= m.now < b for a, b in self._blind):  # Prometheus is down: nothing measured
-            ops = {nm: OperatorMetrics(parallelism=p, cpu_share=c) for nm, p, c in
-                   zip(m.names, m.par, m.share, strict=True)}
-            return MetricsSnapshot(t=m.now, window_s=window_s, topology=m.topology, operators=ops,
-                                   taskmanagers=sum(m.par), missing=("prometheus",))
+            return MetricsSnapshot.unmeasured(m.now, window_s, m.topology, m.parallelism, m.cpu_share,
+                                              "prometheus stopped (injected fault stop-prometheus)")
         return readout.snapshot(m, window_s, self._interarrivals())
 
     def _interarrivals(self) -> np.ndarray | None:
@@ -234,7 +233,8 @@ class SimBackend:
         return {}  # every modelled outage was scheduled with its end when it began
 
     def _recovery(self, t: float, reason: str, outage: float, meta: dict[str, Any]) -> None:
-        self._pending.append(BackendEvent(t, "recovery", reason, {**meta, "outage_s": outage, "modelled": True}))
+        data = {**meta, "outage_s": outage, "modelled": True}
+        self._pending.append(BackendEvent(t, EventKind.RECOVERY, reason, data))
 
     def _no_input(self, start: float, end: float) -> None:
         """The generator offers nothing in [start, end): those records are never produced (load shortfall)."""
