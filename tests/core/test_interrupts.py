@@ -102,3 +102,24 @@ def test_interrupted_runs_are_left_out_of_means_and_crash_rates_and_counted(tmp_
     assert crash.loc["ds2", "runs"] == 1 and crash.loc["ds2", "interrupted"] == 1
     assert crash.loc["ds2", "crash_rate"] == 0.0 and not runs.loc["tiny/ds2-r1", "failed"]
     assert out.interrupted == 1
+
+
+def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 8400"))
+    results = tmp_path / "r"
+    proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lock = results / "tiny" / ".lock"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "aborted by a second interrupt" in out and "Traceback" not in out, out
+    assert time.monotonic() - sent < 3.0
