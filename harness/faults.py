@@ -138,6 +138,14 @@ class FaultInjector:
         self._events.append(BackendEvent(now, EventKind.PHASE, f"fault ended: {fault.kind.value}",
                                          {"fault_kind": fault.kind.value, "fault_id": index, **data}))
 
+    def finish(self) -> None:
+        """End the outages still open when the run ends (a Prometheus left down would lose the export)."""
+        not_started = {index for _when, end, index, _f in self._steps if not end}
+        for _when, end, index, fault in list(self._steps):
+            if end and index not in not_started:
+                self._end(index, fault)
+        self._steps = []
+
     def drain_events(self) -> list[BackendEvent]:
         """Injection events, then the backend's; a backend `recovery` naming a fault kind gets the id of
         the oldest open fault of that kind, so analysis can pair them."""

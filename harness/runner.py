@@ -96,8 +96,9 @@ def run_experiment(
             for stage in pattern.stages:
                 events.add(stage.start_s, EventKind.PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
                            end=stage.end_s)
+            injector = FaultInjector(backend, experiment.faults)
             loop = MapeLoop(
-                FaultInjector(backend, experiment.faults),
+                injector,
                 scaler,
                 ScaleManager(experiment.scale_manager),
                 experiment.loop,
@@ -105,6 +106,9 @@ def run_experiment(
                 on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
             )
             loop.run(duration)
+            injector.finish()
+            for ev in injector.drain_events():
+                events.add(ev.t, ev.kind, ev.reason, **ev.data)
             events.add(backend.now(), EventKind.PHASE, "end")
             status = STATUS_COMPLETED
     except (Interrupted, KeyboardInterrupt) as exc:

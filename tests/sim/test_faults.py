@@ -109,3 +109,12 @@ def test_fault_flag_on_the_command_line(tmp_path: Path) -> None:
         ["stop-prometheus", "kill-taskmanager"]
     res = runner.invoke(app, [*args, "--fault", "stop-prometheus@100"])
     assert res.exit_code == 2 and "for_s" in res.output
+
+
+def test_an_outage_still_open_at_the_end_is_ended(tmp_path: Path) -> None:
+    exp = Experiment.model_validate({**BASE, "duration_s": 300,
+                                     "faults": [{"kind": "stop-prometheus", "at_s": 250, "for_s": 600}]})
+    rec = read_run_record(run_experiment(exp, tmp_path / "f" / "default-r0"))
+    assert rec.completed
+    ended = [p for p in rec.events_of("phase") if p["reason"] == "fault ended: stop-prometheus"]
+    assert len(ended) == 1 and ended[0]["ts"] <= 300

@@ -17,6 +17,7 @@ generator is paused with SIGSTOP (its schedule skips what it could not send: loa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -183,6 +184,9 @@ class LocalBackend:
         self._stopped = True
         try:
             if self._generator is not None:
+                if self._generator.pid is not None:  # a paused generator (injected fault) must hear SIGTERM
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self._generator.pid, signal.SIGCONT)
                 self._generator.stop()
         except Exception:  # noqa: BLE001 - teardown goes on
             pass
