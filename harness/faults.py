@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, model_validator
 
-from harness.backends.base import Backend, BackendEvent
 from harness.vocabulary import EventKind
+
+if TYPE_CHECKING:  # the backend seam imports pandas: validating an experiment must not pay for it
+    from harness.backends.base import Backend, BackendEvent
 
 
 class FaultKind(StrEnum):
@@ -92,6 +94,9 @@ class FaultInjector:
     """A backend wrapper that injects scheduled faults as the loop advances the clock."""
 
     def __init__(self, backend: Backend, faults: list[FaultSpec] | tuple[FaultSpec, ...] = ()) -> None:
+        from harness.backends.base import BackendEvent
+
+        self._event = BackendEvent
         self.backend = backend
         self.name = backend.name
         steps: list[tuple[float, int, int, FaultSpec]] = []
@@ -121,10 +126,10 @@ class FaultInjector:
         try:
             data = _target(self.backend).inject_fault(fault)
         except Exception as exc:  # noqa: BLE001 - a fault that could not be injected is recorded, the run goes on
-            self._events.append(BackendEvent(now, EventKind.FAULT, f"fault injection failed: {fault.kind.value}: {exc}",
+            self._events.append(self._event(now, EventKind.FAULT, f"fault injection failed: {fault.kind.value}: {exc}",
                                              {**base, "injection_failed": True}))
             return
-        self._events.append(BackendEvent(now, EventKind.FAULT, f"injected fault: {fault.kind.value}", {**base, **data}))
+        self._events.append(self._event(now, EventKind.FAULT, f"injected fault: {fault.kind.value}", {**base, **data}))
         self._open.append((index, fault.kind.value))
 
     def _end(self, index: int, fault: FaultSpec) -> None:
@@ -132,10 +137,10 @@ class FaultInjector:
         try:
             data = _target(self.backend).end_fault(fault)
         except Exception as exc:  # noqa: BLE001
-            self._events.append(BackendEvent(now, EventKind.FAULT, f"ending fault failed: {fault.kind.value}: {exc}",
+            self._events.append(self._event(now, EventKind.FAULT, f"ending fault failed: {fault.kind.value}: {exc}",
                                              {"fault_kind": fault.kind.value, "fault_id": index}))
             return
-        self._events.append(BackendEvent(now, EventKind.PHASE, f"fault ended: {fault.kind.value}",
+        self._events.append(self._event(now, EventKind.PHASE, f"fault ended: {fault.kind.value}",
                                          {"fault_kind": fault.kind.value, "fault_id": index, **data}))
 
     def finish(self) -> None:
@@ -156,7 +161,7 @@ class FaultInjector:
                 match = next((o for o in self._open if o[1] == kind), None)
                 if match is not None:
                     self._open.remove(match)
-                    ev = BackendEvent(ev.t, ev.kind, ev.reason, {**ev.data, "fault_id": match[0]})
+                    ev = self._event(ev.t, ev.kind, ev.reason, {**ev.data, "fault_id": match[0]})
             out.append(ev)
         return out
 
