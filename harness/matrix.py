@@ -288,6 +288,7 @@ def run_cells(
 def _run_pool(plans: list[CellPlan], workers: int, done: Callable[[CellPlan, str], None], out: MatrixRun) -> None:
     """At most `workers` runs in flight (nothing queued that an interrupt could not cancel)."""
     queue = list(plans)
+    import harness.runner  # noqa: F401 - loaded once here, inherited by the forked workers
     pool = ProcessPoolExecutor(max_workers=workers, initializer=interrupts.worker_init)
     in_flight: dict[Future[str], CellPlan] = {}
     try:
