@@ -88,6 +88,7 @@ class LocalBackend:
         self._recovering: dict[str, Any] | None = None
         self._injected_tms: set[str] = set()  # task managers killed on purpose (their death is no crash)
         self._injected_jm = False
+        self._prometheus_stopped = False
         self._awaiting: list[dict[str, Any]] = []  # injected outages waiting for the job to run again
         self.experiment: Experiment | None = None
 
@@ -343,6 +344,7 @@ class LocalBackend:
         if kind == FaultKind.STOP_PROMETHEUS:
             self.stack.stop_prometheus()
             self._prometheus_down_at = self.now()
+            self._prometheus_stopped = True
             return {}
         if kind == FaultKind.PAUSE_GENERATOR:
             pid = self._generator_pid()
@@ -359,6 +361,7 @@ class LocalBackend:
             return {"restart_s": self._kafka_back(fault)}
         if kind == FaultKind.STOP_PROMETHEUS:
             took = self.stack.start_prometheus()
+            self._prometheus_stopped = False
             t_down = getattr(self, "_prometheus_down_at", self.now())
             self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, "prometheus restarted; monitoring again",
                                              {"fault_kind": kind.value, "outage_s": self.now() - t_down,
@@ -431,6 +434,12 @@ class LocalBackend:
             view = self.job_view()
         except FlinkRestError as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
             reason = f"job manager unreachable: {exc}"
+            self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
+            return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
+                                              self.state.cpu_share, reason)
+        if not self.stack.prometheus.healthy():  # one quick probe instead of every query timing out
+            reason = "prometheus not answering" + (" (injected fault stop-prometheus)" if self._prometheus_stopped
+                                                   else "")
             self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
             return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
                                               self.state.cpu_share, reason)
