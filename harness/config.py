@@ -32,6 +32,7 @@ from harness.backends.k8s.config import K8sConfig
 from harness.backends.local.config import LocalConfig
 from harness.backends.sim.config import SimConfig
 from harness.errors import nested_errors
+from harness.faults import FaultSpec
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
 
@@ -117,6 +118,7 @@ class Experiment(_Strict):
     sim: SimConfig = Field(default_factory=SimConfig)
     local: LocalConfig = Field(default_factory=LocalConfig)
     k8s: K8sConfig = Field(default_factory=K8sConfig)
+    faults: list[FaultSpec] = Field(default_factory=list, description="faults injected during the run")
 
     @field_validator("name")
     @classmethod
@@ -132,6 +134,16 @@ class Experiment(_Strict):
         if query not in known:
             raise ValueError(f"unknown query {query!r}; valid choices: {', '.join(known)}")
         return query
+
+    @model_validator(mode="after")
+    def _faults(self) -> Experiment:
+        if self.faults and self.backend == "k8s":
+            raise ValueError("faults: fault injection runs on the local and sim backends only")
+        if self.duration_s is not None:
+            late = [f.kind.value for f in self.faults if f.at_s >= self.duration_s]
+            if late:
+                raise ValueError(f"faults: {', '.join(late)} at or after duration_s ({self.duration_s:g} s)")
+        return self
 
     @model_validator(mode="after")
     def _initial(self) -> Experiment:
@@ -165,13 +177,20 @@ class Override(_Strict):
 class Matrix(_Strict):
     """A cartesian product of experiments (Theodolite-style), with repetitions."""
 
-    name: str
+    name: str = Field(..., min_length=1)
     description: str = ""
     base: dict[str, Any]
     axes: dict[str, list[Any]] = Field(default_factory=dict)
     overrides: list[Override] = Field(default_factory=list)
     repetitions: PositiveInt = 1
     seeds: list[int] | None = Field(None, description="one per repetition; default seed, seed+1, ...")
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, name: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.=+-]*", name):
+            raise ValueError("use letters, digits and _ . = + - only (it names a directory)")
+        return name
 
     @field_validator("axes")
     @classmethod
@@ -259,7 +278,11 @@ def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
         if any(c.cell_id == cell_id for c in cells):
             raise ConfigError(f"{source}: two cells are both {cell_id!r}; axis values must differ")
         raw["name"] = f"{matrix.name}_{cell_id}" if keys else matrix.name
-        base_seed = int(raw.get("seed", 1))
+        try:
+            base_seed = int(raw.get("seed", 1))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source}: cell {cell_id!r}: seed: expected an integer, "
+                              f"got {raw.get('seed')!r}") from None
         for rep in range(matrix.repetitions):
             seed = matrix.seeds[rep] if matrix.seeds else base_seed + rep
             exp_raw = {**raw, "seed": seed}

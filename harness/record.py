@@ -138,9 +138,13 @@ def write_run_record(
         pq.write_table(normalise_timeseries(timeseries), tmp / "timeseries.parquet")
         pq.write_table(events.to_table(), tmp / "events.parquet")
         (tmp / "status").write_text(status + "\n")
+        # a record being replaced is moved aside first: a kill between the two renames leaves no
+        # record (the run is redone), never a mix of two
+        old = run_dir.parent / f".{run_dir.name}.old-{os.getpid()}"
         if run_dir.exists():
-            shutil.rmtree(run_dir)
+            os.replace(run_dir, old)
         os.replace(tmp, run_dir)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

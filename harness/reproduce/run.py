@@ -27,7 +27,17 @@ from harness.analysis.aggregate import aggregate_cells
 from harness.analysis.loader import RunRef, read_events
 from harness.analysis.meta import load_meta
 from harness.config import Cell, ConfigError, Matrix, matrix_cells, read_yaml, set_path, validate_model
-from harness.matrix import CellOutcome, run_cells, run_dir_for
+from harness.matrix import (
+    CellOutcome,
+    CellState,
+    clean_leftovers,
+    describe_stale,
+    matrix_lock,
+    plan_cells,
+    run_cells,
+    run_dir_for,
+    runnable,
+)
 from harness.reproduce.catalogue import PAPERS, Paper
 from harness.reproduce.claims import Outcome, evaluate, flat_config, outcomes_frame
 
@@ -52,6 +62,7 @@ class Options:
     duration_s: float | None = None  # cut every run short (a quick look, not a reproduction)
     results: Path = Path("results")
     workers: int | None = None
+    rerun_stale: bool = False  # replace records made with another configuration
     command: str = ""  # how the user called it, for the report
 
 
@@ -62,6 +73,11 @@ class Reproduction:
     runs: pd.DataFrame
     cells: pd.DataFrame
     failed: list[CellOutcome] = field(default_factory=list)
+    interrupted: bool = False
+
+
+class StaleRecords(ConfigError):
+    """Records under the results directory were made with another configuration; nothing ran."""
 
 
 def paper_or_error(key: str) -> Paper:
@@ -122,22 +138,38 @@ def results_root(options: Options) -> Path:
 
 def run_paper(key: str, options: Options, adjust_base: Callable[[dict[str, Any]], None] | None = None,
               on_done: Callable[[CellOutcome], None] | None = None) -> Reproduction:
-    """Run (or resume) the paper's experiments and evaluate its claims."""
+    """Run (or resume) the paper's experiments and evaluate its claims.
+
+    Every run of every file is classified first (harness.matrix): records made with another
+    configuration stop everything before it starts unless `options.rerun_stale`; failed runs are
+    data and are kept.
+    """
     paper = paper_or_error(key)
     matrices = load_matrices(paper, options, adjust_base)
     root = results_root(options)
+    plans = {m.name: plan_cells(cells, root, m.name) for m, cells in matrices}
+    stale = [p for ps in plans.values() for p in ps if p.state == CellState.STALE]
+    if stale and not options.rerun_stale:
+        lines = [f"{len(stale)} run(s) under {root} were made with another configuration (fields: old -> new):"]
+        for ps in plans.values():
+            lines += describe_stale(ps)
+        raise StaleRecords("\n".join([*lines, "nothing ran; --rerun-stale replaces them, or use another --results"]))
     failed: list[CellOutcome] = []
-    dirs: list[tuple[str, Path]] = []
-    for matrix, cells in matrices:
-        for o in run_cells(cells, root, matrix.name, workers=options.workers, on_done=on_done):
-            if o.status.startswith("failed"):
-                failed.append(o)
-        dirs += [(matrix.name, run_dir_for(root, matrix.name, c)) for c in cells]
+    interrupted = False
+    for name, ps in plans.items():
+        with matrix_lock(root / name):
+            clean_leftovers(root / name)
+            outcome = run_cells(runnable(ps, options.rerun_stale), workers=options.workers, on_done=on_done)
+        failed += [o for o in outcome.outcomes if o.status.startswith("failed")]
+        if outcome.interrupted:
+            interrupted = True
+            break
+    dirs = [(m.name, run_dir_for(root, m.name, c)) for m, cells in matrices for c in cells]
     runs = summarise(dirs, root)
-    outcomes = evaluate(paper.claims, runs)
+    outcomes = evaluate(paper.claims, runs) if not runs.empty else []
     cols = [c for c in CELL_COLUMNS.get(key, []) if c in runs]
     cells_frame = aggregate_cells(runs[_identity(runs) + cols]) if not runs.empty else pd.DataFrame()
-    return Reproduction(paper, outcomes, runs, cells_frame, failed)
+    return Reproduction(paper, outcomes, runs, cells_frame, failed, interrupted)
 
 
 def _identity(runs: pd.DataFrame) -> list[str]:

@@ -27,9 +27,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
 def test_reproduce_runs_the_papers_matrix_and_writes_its_claims_table(tiny):
     results, out, output = tiny
     assert "reproduced" in output and "gesscale.md" in output, output
-    runs = sorted(p.name for p in (results / "reproduce-sim" / "gesscale-fog").iterdir())
+    runs = sorted(p.name for p in (results / "reproduce-sim" / "gesscale-fog").iterdir() if p.is_dir())
     assert len(runs) == 4 and all(r.endswith("-r0") for r in runs)  # 4 autoscalers x 1 repetition
-    checks = list((results / "reproduce-sim" / "gesscale-sensitivity").iterdir())
+    checks = [p for p in (results / "reproduce-sim" / "gesscale-sensitivity").iterdir() if p.is_dir()]
     assert len(checks) == 16  # 4 autoscalers x 2 restart downtimes x 2 network effects
     with (out / "gesscale-claims.csv").open() as fh:
         claims = list(csv.DictReader(fh))
@@ -61,6 +61,15 @@ def test_a_second_call_resumes_from_the_records(tiny, tmp_path):
     assert res.exit_code == 0, res.output
     before = pd.read_csv(tmp_path / "gesscale-claims.csv")
     assert len(before) == len(GESSCALE.claims)
+
+
+def test_records_of_another_configuration_stop_it_before_anything_runs(tiny, tmp_path):
+    results, _, _ = tiny
+    res = runner.invoke(app, ["reproduce", "gesscale", "--repetitions", "1", "--duration", "600",
+                              "--results", str(results), "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "another configuration" in res.output and "--rerun-stale" in res.output
+    assert "duration_s: 900.0 -> 600.0" in res.output.replace("900 ->", "900.0 ->")
+    assert not (tmp_path / "gesscale.md").exists()
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -7,13 +7,21 @@ restores from its latest checkpoint: Flink's restart strategy after a task manag
 resubmission from the newest retained checkpoint after a job manager loss) and a `recovery`
 event follows with the measured outage. Monitoring goes through `harness.metrics.prometheus`,
 joined to operators via the REST API; rescaling through `rescale.Rescaler`.
+
+Injected faults (`harness.faults`, `inject_fault`/`end_fault`) act on the real processes: a task
+manager hosting a subtask or the job manager is SIGKILLed (the supervision above then recovers
+it, its events marked `injected`), the broker is stopped and started again, Prometheus is stopped
+for a while (snapshots then report the missing metrics; the exported series have a gap), the
+generator is paused with SIGSTOP (its schedule skips what it could not send: load shortfall).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +86,10 @@ class LocalBackend:
         self._last_supervise = 0.0
         self._expected_tms: set[str] = set()
         self._recovering: dict[str, Any] | None = None
+        self._injected_tms: set[str] = set()  # task managers killed on purpose (their death is no crash)
+        self._injected_jm = False
+        self._prometheus_stopped = False
+        self._awaiting: list[dict[str, Any]] = []  # injected outages waiting for the job to run again
         self.experiment: Experiment | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -173,6 +185,9 @@ class LocalBackend:
         self._stopped = True
         try:
             if self._generator is not None:
+                if self._generator.pid is not None:  # a paused generator (injected fault) must hear SIGTERM
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self._generator.pid, signal.SIGCONT)
                 self._generator.stop()
         except Exception:  # noqa: BLE001 - teardown goes on
             pass
@@ -214,8 +229,10 @@ class LocalBackend:
         dead = sorted(self._expected_tms - alive)
         if dead:
             t_fault = self.now()
+            injected = bool(set(dead) & self._injected_tms)
             self._events.append(BackendEvent(t_fault, EventKind.FAULT, f"task manager died: {', '.join(dead)}",
-                                             {"process": dead, "job_id": self.state.job_id}))
+                                             {"process": dead, "job_id": self.state.job_id,
+                                              **({"injected": True} if injected else {})}))
             self._sample(downtime=True)  # the processing series shows the outage until the recovery
             try:
                 for tm in dead:
@@ -223,7 +240,7 @@ class LocalBackend:
                 need = sum(self.state.parallelism.values()) - len(self.stack.taskmanager_ids())
                 started = [self.stack.start_taskmanager(wait=False) for _ in range(max(0, need))]
                 if self._recovering is None:
-                    self._recovering = {"t_fault": t_fault, "dead": dead, "started": started}
+                    self._recovering = {"t_fault": t_fault, "dead": dead, "started": started, "injected": injected}
                 else:
                     self._recovering["started"] += started
             except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
@@ -231,6 +248,8 @@ class LocalBackend:
             self._expected_tms = set(self.stack.taskmanager_ids())
         if self._recovering is not None:
             self._check_recovered()
+        if self._awaiting:
+            self._check_job_back()
 
     def _check_recovered(self) -> None:
         rec = self._recovering
@@ -258,7 +277,8 @@ class LocalBackend:
             self._events.append(BackendEvent(
                 self.now(), EventKind.RECOVERY, "task manager replaced; job restored from its checkpoint",
                 {"outage_s": self.now() - rec["t_fault"], "restored_checkpoint": restored,
-                 "replaced": rec["dead"], "started": rec["started"]}))
+                 "replaced": rec["dead"], "started": rec["started"],
+                 **({"fault_kind": "kill-taskmanager"} if rec.get("injected") else {})}))
             self._recovering = None
             self._sample(downtime=False)
         elif self.now() - rec["t_fault"] > self.rescaler.timeout_s:
@@ -269,7 +289,9 @@ class LocalBackend:
     def _recover_jobmanager(self) -> None:
         t_fault = self.now()
         previous = self.state.job_id
-        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died", {"job_id": previous}))
+        injected, self._injected_jm = self._injected_jm, False
+        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died",
+                                         {"job_id": previous, **({"injected": True} if injected else {})}))
         self._sample(downtime=True)
         try:
             ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints", self._job_ids)
@@ -288,11 +310,97 @@ class LocalBackend:
                 self.now(), EventKind.RECOVERY, "job manager restarted; job resubmitted from its latest checkpoint",
                 {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt) if ckpt else None, "job_id": job_id,
                  "previous_job_id": previous, "restored_checkpoint": restored,
-                 "taskmanagers_registered_s": registered_s}))
+                 "taskmanagers_registered_s": registered_s,
+                 **({"fault_kind": "kill-jobmanager"} if injected else {})}))
             self._sample(downtime=False)
         except Exception as exc:  # noqa: BLE001
             self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"job manager recovery failed: {exc}", {}))
         self._expected_tms = set(self.stack.taskmanager_ids())
+
+    # ---------------------------------------------------------------- fault injection
+    def inject_fault(self, fault: Any) -> dict[str, Any]:
+        """Break something on purpose now (a `harness.faults.FaultSpec`); returns facts for the event."""
+        from harness.backends.local.flink import JOBMANAGER
+        from harness.faults import FaultKind
+
+        kind = fault.kind
+        if kind == FaultKind.KILL_TASKMANAGER:
+            hosts = sorted({tm for tms in self.rescaler.busy_taskmanagers(self.state).values() for tm in tms})
+            candidates = [tm for tm in hosts if tm in self.stack.taskmanager_ids()] or self.stack.taskmanager_ids()
+            if not candidates:
+                raise RuntimeError("no task manager is running")
+            tm = candidates[-1]
+            self._injected_tms.add(tm)
+            return {"process": tm, "pid": self.stack.kill(tm)}
+        if kind == FaultKind.KILL_JOBMANAGER:
+            self._injected_jm = True
+            return {"process": JOBMANAGER, "pid": self.stack.kill(JOBMANAGER)}
+        if kind == FaultKind.RESTART_KAFKA:
+            self._sample(downtime=True)
+            self.stack.stop_kafka()
+            if fault.for_s is None:  # a restart at once
+                return {"restart_s": self._kafka_back(fault)}
+            return {}
+        if kind == FaultKind.STOP_PROMETHEUS:
+            self.stack.stop_prometheus()
+            self._prometheus_down_at = self.now()
+            self._prometheus_stopped = True
+            return {}
+        if kind == FaultKind.PAUSE_GENERATOR:
+            pid = self._generator_pid()
+            os.killpg(pid, signal.SIGSTOP)
+            return {"pid": pid}
+        raise ValueError(f"unknown fault kind {kind}")
+
+    def end_fault(self, fault: Any) -> dict[str, Any]:
+        """End an outage that lasts `for_s` (restart-kafka, stop-prometheus, pause-generator)."""
+        from harness.faults import FaultKind
+
+        kind = fault.kind
+        if kind == FaultKind.RESTART_KAFKA:
+            return {"restart_s": self._kafka_back(fault)}
+        if kind == FaultKind.STOP_PROMETHEUS:
+            took = self.stack.start_prometheus()
+            self._prometheus_stopped = False
+            t_down = getattr(self, "_prometheus_down_at", self.now())
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, "prometheus restarted; monitoring again",
+                                             {"fault_kind": kind.value, "outage_s": self.now() - t_down,
+                                              "restart_s": took}))
+            return {"restart_s": took}
+        if kind == FaultKind.PAUSE_GENERATOR:
+            pid = self._generator_pid()
+            os.killpg(pid, signal.SIGCONT)
+            return {"pid": pid}
+        return {}
+
+    def _generator_pid(self) -> int:
+        pid = self._generator.pid if self._generator is not None else None
+        if pid is None:
+            raise RuntimeError("the load generator is not running")
+        return int(pid)
+
+    def _kafka_back(self, fault: Any) -> float:
+        """Start the broker again; the recovery event follows once the job runs at its parallelism."""
+        t0 = self.now()
+        took = self.stack.start_kafka()
+        self._awaiting.append({"t_fault": t0 - (fault.for_s or 0.0), "fault_kind": fault.kind.value,
+                               "kafka_restart_s": took})
+        return took
+
+    def _check_job_back(self) -> None:
+        """After a broker restart: recovered when the job runs at its parallelism again."""
+        try:
+            job = self.rest.job(self.state.job_id)
+            ok = job.running
+        except FlinkRestError:
+            ok = False
+        if not ok:
+            return
+        for item in self._awaiting:
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, f"{item['fault_kind']}: job running again",
+                                             {**item, "outage_s": self.now() - item["t_fault"]}))
+        self._awaiting = []
+        self._sample(downtime=False)
 
     def drain_events(self) -> list[BackendEvent]:
         if self._t0 is not None and not self._stopped:
@@ -326,6 +434,12 @@ class LocalBackend:
             view = self.job_view()
         except FlinkRestError as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
             reason = f"job manager unreachable: {exc}"
+            self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
+            return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
+                                              self.state.cpu_share, reason)
+        if not self.stack.prometheus.healthy():  # one quick probe instead of every query timing out
+            reason = "prometheus not answering" + (" (injected fault stop-prometheus)" if self._prometheus_stopped
+                                                   else "")
             self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
             return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
                                               self.state.cpu_share, reason)

@@ -26,7 +26,25 @@ OffsetOpt = Annotated[int, typer.Option(help="added to every default port (run s
 
 
 def _stack(workdir: Path, port_offset: int, **extra: object) -> LocalStack:
-    return LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, **extra))  # type: ignore[arg-type]
+    """The stack of these flags; a bad flag exits 2 naming it before anything starts."""
+    from pydantic import ValidationError
+
+    from harness.errors import nested_errors
+    from harness.paths import PathError, check_output_dir
+
+    flags = {"workdir": "--workdir", "port_offset": "--port-offset", "taskmanager_cpu_quota": "--cpu"}
+    try:
+        check_output_dir(workdir, "--workdir")
+        return LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, **extra))  # type: ignore[arg-type]
+    except PathError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        text = nested_errors(exc, "")
+        for field, flag in flags.items():
+            text = text.replace(f"{field}:", f"{flag}:")
+        err.print(f"error: {text}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
 
 
 def _die(exc: StackError) -> typer.Exit:
@@ -90,7 +108,14 @@ def register(app: typer.Typer) -> None:
         query: Annotated[str | None, typer.Option(help="also build the job jar and run this query")] = None,
     ) -> None:
         """Install what is missing, start Kafka, Flink, Prometheus (and a query job); wait until healthy."""
-        extra = {"taskmanager_cpu_quota": cpu} if cpu else {}
+        extra = {"taskmanager_cpu_quota": cpu} if cpu is not None else {}
+        if query is not None:
+            from harness.topology import available_queries
+
+            if query not in available_queries():
+                err.print(f"error: --query {query!r}: valid choices: {', '.join(available_queries())}",
+                          highlight=False, markup=False)
+                raise typer.Exit(2)
         stack = _stack(workdir, port_offset, **extra)
         needed = taskmanagers
         if query:

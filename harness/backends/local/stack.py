@@ -303,6 +303,61 @@ class LocalStack:
             out.append(ServiceStatus(GENERATOR, True, g.pid, self.ports.generator_metrics, True, "load generator"))
         return StackStatus(out)
 
+    # ---- services on demand (fault injection, tests) -------------------------------------------
+    def stop_prometheus(self) -> None:
+        """Stop Prometheus (its data stays): monitoring goes blind, the job runs on."""
+        self.prometheus.stop()
+
+    def start_prometheus(self, timeout_s: float | None = None) -> float:
+        """Start Prometheus again on its data directory and wait until it is ready; returns the seconds taken."""
+        return self._start_service(prom_mod.NAME, self.prometheus.start, self.prometheus.healthy,
+                                   {"prometheus": self.ports.prometheus}, self.prometheus.dir / "prometheus.log",
+                                   timeout_s)
+
+    def stop_kafka(self) -> None:
+        """Stop the broker (its logs stay): producers and the job's sources wait for it."""
+        self.kafka.stop()
+
+    def start_kafka(self, timeout_s: float | None = None) -> float:
+        """Start the broker again on its log directory and wait until it answers; returns the seconds taken."""
+        return self._start_service(kafka_mod.NAME, self.kafka.start, self.kafka.healthy,
+                                   {"kafka": self.ports.kafka, "kafka controller": self.ports.kafka_controller,
+                                    "kafka jmx exporter": self.ports.kafka_jmx}, self.kafka.dir / "logs", timeout_s)
+
+    def kill(self, name: str) -> int:
+        """SIGKILL one service of this stack (`jobmanager`, `tm-3`, ...): a crash, for fault injection."""
+        import os
+        import signal
+
+        info = self.sup.get(name)
+        if info is None:
+            raise StackError(name, "is not running")
+        os.kill(info.pid, signal.SIGKILL)
+        return info.pid
+
+    def _start_service(self, name: str, start: Callable[[Installation], None], healthy: Callable[[], bool],
+                       ports: dict[str, int], log: Path, timeout_s: float | None) -> float:
+        t0 = time.monotonic()
+        if not self.sup.alive(name):
+            deadline = t0 + 30.0  # a port the stopped process held may take a moment to be free
+            while True:
+                try:
+                    check_ports_free(ports)
+                    break
+                except StackError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            start(self.ensure_installed())
+        limit = t0 + (timeout_s or self.cfg.startup_timeout_s)
+        while not healthy():
+            self._fail_if_dead(name, log)
+            if time.monotonic() > limit:
+                raise StackError(name, f"not healthy {limit - t0:.0f} s after a restart; log tail of {log}:\n"
+                                       f"{_tail(self._log_file(log))}")
+            time.sleep(0.25)
+        return time.monotonic() - t0
+
     # ---- task managers ------------------------------------------------------------------------
     def _cgroups_on(self) -> bool:
         return self.cfg.cpu_cgroups != "off" and self.cgroups.available
