@@ -45,6 +45,15 @@ def apply_local_defaults(raw: dict[str, Any]) -> None:
     raw.setdefault("loop", {}).setdefault("cooldown_s", LOCAL_DEFAULT_COOLDOWN_S)
 
 
+def apply_k8s_test_cluster(raw: dict[str, Any]) -> None:
+    """A `--backend k8s` run that names no cluster uses the test cluster of `bench k8s up`, if it is up."""
+    if raw.get("backend") != "k8s":
+        return
+    from harness.backends.k8s.testcluster.profile import apply_test_cluster_defaults
+
+    apply_test_cluster_defaults(raw, say=lambda m: err.print(m, highlight=False, markup=False))
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     return typer.Exit(code)
@@ -103,6 +112,7 @@ def run(
     apply_local_defaults(raw)
     for key, value in _parse_sets(set_).items():
         set_path(raw, key, value)
+    apply_k8s_test_cluster(raw)
     raw.setdefault("name", f"{raw['autoscaler']['name']}-{raw['query']}-{raw['pattern']['name']}")
     try:
         experiment: Experiment = validate_model(Experiment, raw, source)
@@ -189,7 +199,9 @@ def validate(files: Annotated[list[Path], typer.Argument(help="experiment or mat
 def matrix(
     file: Annotated[Path, typer.Argument(help="matrix YAML")],
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
-    workers: Annotated[int | None, typer.Option(help="parallel runs (default: cores for sim, 1 otherwise)")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "--parallel",
+        help="parallel runs (default: cores for sim, 1 otherwise; k8s cells get a namespace each)")] = None,
     backend: Annotated[str | None, typer.Option(help="override every cell's backend")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value applied to every cell")] = [],  # noqa: B006
     dry_run: Annotated[bool, typer.Option(help="list the runs, run nothing")] = False,
@@ -206,6 +218,7 @@ def matrix(
             overrides["backend"] = backend
         base = _nest(overrides, m.base)
         apply_local_defaults(base)
+        apply_k8s_test_cluster(base)
         m = m.model_copy(update={"base": base})
         cells = matrix_cells(m, str(file))
     except ConfigError as exc:
@@ -320,7 +333,8 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
+                "harness.backends.k8s.testcluster.commands"):
     _register_optional(_module)
 
 

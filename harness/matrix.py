@@ -37,6 +37,17 @@ def _run_one(experiment_json: str, run_dir: str) -> str:
     return (path / "status").read_text().strip()
 
 
+def isolate(cell: Cell) -> Cell:
+    """Cells that run at once must not share a k8s namespace (nor what is named after it)."""
+    if cell.experiment.backend != "k8s":
+        return cell
+    from harness.backends.k8s.config import cell_namespace
+
+    k8s = cell.experiment.k8s.model_copy(update={"namespace": cell_namespace(cell.experiment.k8s.namespace,
+                                                                             cell.run_id)})
+    return cell.model_copy(update={"experiment": cell.experiment.model_copy(update={"k8s": k8s})})
+
+
 def default_workers(cells: list[Cell]) -> int:
     if any(c.experiment.backend != "sim" for c in cells):
         return 1
@@ -62,6 +73,8 @@ def run_cells(
         else:
             todo.append((cell, run_dir))
     workers = workers or default_workers([c for c, _ in todo] or cells)
+    if workers > 1:
+        todo = [(isolate(cell), run_dir) for cell, run_dir in todo]
     if workers == 1:
         for cell, run_dir in todo:
             status = _run_one(cell.experiment.model_dump_json(), str(run_dir))

@@ -17,6 +17,7 @@ path without a kubeconfig and against an unreachable API server is tested for re
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -122,6 +123,9 @@ class K8sBackend:
 
         self.rest_url = cfg.resolved_rest_url(mf.in_cluster_rest_url(cfg))
         self.prometheus_url = cfg.resolved_prometheus_url(mf.in_cluster_prometheus_url(cfg))
+        if cfg.cluster_ip:  # on a node: kube-proxy routes the node's own traffic to Service ClusterIPs
+            self.rest_url = cfg.rest_url or f"http://{ex.cluster_ip(mf.rest_service_name(cfg))}:{mf.REST_PORT}"
+            self.prometheus_url = cfg.prometheus_url or f"http://{ex.cluster_ip(mf.PROMETHEUS)}:{mf.PROMETHEUS_PORT}"
         if cfg.port_forward:  # the services exist only now
             for svc, local, remote in ((mf.rest_service_name(cfg), cfg.rest_local_port, mf.REST_PORT),
                                        (mf.PROMETHEUS, cfg.prometheus_local_port, mf.PROMETHEUS_PORT)):
@@ -160,7 +164,7 @@ class K8sBackend:
             fwd.stop()
         if self.ex is not None and self.cfg.teardown:
             try:
-                self.ex.teardown()
+                self.ex.teardown(wait_s=self.cfg.teardown_wait_s)
             except K8sError as exc:
                 self._events.append(BackendEvent(self.now(), "warning", f"teardown failed: {exc}", {}))
 
@@ -327,6 +331,10 @@ class K8sBackend:
                 r = requests.post(f"{self.prometheus_url}/api/v1/admin/tsdb/snapshot", timeout=60)
                 r.raise_for_status()
                 name = r.json()["data"]["name"]
+                copied = self._copy_snapshot(name, run_dir / "prometheus-snapshot")
+                if copied is not None:
+                    out["prometheus_snapshot"] = {"dir": "prometheus-snapshot", "source": copied}
+                    return out
                 pod = f"{self.cfg.namespace}/deploy/{mf.PROMETHEUS}"
                 out["prometheus_snapshot"] = {
                     "in_pod": f"/prometheus/snapshots/{name}",
@@ -339,6 +347,20 @@ class K8sBackend:
             except Exception as exc:  # noqa: BLE001 - artifacts are a bonus
                 out["prometheus_snapshot"] = {"error": f"{type(exc).__name__}: {exc}"}
         return out
+
+    def _copy_snapshot(self, name: str, dest: Path) -> str | None:
+        """Copy the TSDB snapshot out of the Prometheus pod's emptyDir when the harness runs on its node
+        (`kubelet_root_dir`), so the record holds it like a local run's; None when that is not possible."""
+        root = self.cfg.kubelet_root_dir
+        if not root or self.ex is None:
+            return None
+        for pod in self.ex.pods(f"app=bench,component={mf.PROMETHEUS}"):
+            uid = pod.get("metadata", {}).get("uid")
+            src = Path(root) / "pods" / str(uid) / "volumes" / "kubernetes.io~empty-dir" / "data" / "snapshots" / name
+            if src.is_dir():
+                shutil.copytree(src, dest)
+                return str(src)
+        return None
 
     def facts(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -356,5 +378,4 @@ class K8sBackend:
             "rescales": list(self._rescales),
             "startup_s": self.startup_s,
             "applied": [f"{k}/{n}" for k, n in (self.ex.applied if self.ex else [])],
-            "untested_note": "k8s backend verified only against fakes in this repository's tests (docs/k8s.md)",
         }

@@ -335,6 +335,13 @@ class K8sExecutor:
     def running(self, component: str) -> bool:
         return any(dig(p, "status.phase") == "Running" for p in self.pods(f"app=bench,component={component}"))
 
+    def cluster_ip(self, service: str) -> str:
+        """A Service's ClusterIP (K8sError if it has none: headless or missing)."""
+        ip = dig(self.read("Service", service) or {}, "spec.clusterIP")
+        if not ip or ip == "None":
+            raise K8sError(f"Service {self.ns}/{service} has no ClusterIP")
+        return str(ip)
+
     # ---- scaling --------------------------------------------------------------------------------
     def taskmanager_replicas(self) -> int:
         obj = self.read("Deployment", mf.TASKMANAGER)

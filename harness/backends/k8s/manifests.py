@@ -279,6 +279,11 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
     s: dict[str, Any] = {
         "taskmanager.numberOfTaskSlots": 1,
         "taskmanager.memory.process.size": f"{cfg.taskmanager_memory_mb}m",
+        # the local backend's fixed JVM parts, so a 768m task manager still has a useful task heap
+        "taskmanager.memory.jvm-metaspace.size": "160m",
+        "taskmanager.memory.jvm-overhead.min": "128m",
+        "taskmanager.memory.framework.off-heap.size": "64m",
+        "taskmanager.memory.managed.size": "32m",
         "jobmanager.memory.process.size": f"{cfg.jobmanager_memory_mb}m",
         "parallelism.default": 1,
         "jobmanager.scheduler": "adaptive",
@@ -440,7 +445,8 @@ def jobmanager_deployment(cfg: K8sConfig, job: JobSpec) -> Manifest:
                         "readinessProbe": {"httpGet": {"path": "/overview", "port": REST_PORT}, "periodSeconds": 5},
                         "resources": {
                             "requests": {"cpu": cpu(cfg.jobmanager_cpu), "memory": mem(cfg.jobmanager_memory_mb)},
-                            "limits": {"cpu": cpu(cfg.jobmanager_cpu), "memory": mem(cfg.jobmanager_memory_mb)},
+                            "limits": {"cpu": cpu(cfg.jobmanager_cpu_limit or cfg.jobmanager_cpu),
+                                       "memory": mem(cfg.jobmanager_memory_mb)},
                         },
                         "volumeMounts": mounts,
                     }],
@@ -688,7 +694,8 @@ def prometheus_deployment(cfg: K8sConfig) -> Manifest:
                         "ports": [{"name": "web", "containerPort": PROMETHEUS_PORT}],
                         "readinessProbe": {"httpGet": {"path": "/-/ready", "port": PROMETHEUS_PORT},
                                            "periodSeconds": 5},
-                        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+                        "resources": {"requests": {"cpu": cpu(cfg.prometheus_cpu), "memory": "512Mi"},
+                                      "limits": {"memory": "4Gi"}},
                         "volumeMounts": [
                             {"name": "config", "mountPath": "/etc/prometheus"},
                             {"name": "data", "mountPath": "/prometheus"},
@@ -769,7 +776,7 @@ def generator_job(cfg: K8sConfig, job: JobSpec) -> Manifest:
                     "initContainers": init,
                     "containers": [{
                         "name": GENERATOR,
-                        "image": cfg.images.flink,
+                        "image": cfg.images.generator or cfg.images.flink,
                         "imagePullPolicy": cfg.images.pull_policy,
                         "command": ["java", f"-Xmx{heap}m", "-cp", cfg.jar_path, cfg.generator_class,
                                     *generator_args(cfg, job)],
