@@ -42,6 +42,28 @@ def build() -> None:
 
 
 @k8s_app.command()
+def prepare() -> None:
+    """The slow, venv-independent part: binaries and the Debian base image (run in the background by
+    `make test` so it overlaps with the other tests). Exits 0 doing nothing where the cluster cannot run."""
+    import os
+    import shutil
+
+    from harness.backends.k8s.testcluster.binaries import BinaryBuilder
+    from harness.backends.k8s.testcluster.hostprep import ensure_packages
+    from harness.backends.k8s.testcluster.images import ImageBuilder
+
+    if os.geteuid() != 0 or shutil.which("go") is None:
+        typer.echo("k8s prepare: skipped (needs root and Go)")
+        return
+    t0 = time.monotonic()
+    ensure_packages()
+    BinaryBuilder(progress=_say).ensure()
+    typer.echo(f"binaries ready after {time.monotonic() - t0:.0f} s")
+    ImageBuilder(progress=_say).base_rootfs()
+    typer.echo(f"base image ready after {time.monotonic() - t0:.0f} s")
+
+
+@k8s_app.command()
 def images() -> None:
     """Build the stack's container images (OCI archive under the cache dir)."""
     from harness.backends.k8s.testcluster.profile import ensure_images

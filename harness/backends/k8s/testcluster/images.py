@@ -15,7 +15,7 @@ list and suite.
 
 from __future__ import annotations
 
-import gzip  # noqa: F401 - documented choice: layers stay uncompressed (local import, CPU-bound host)
+import fcntl
 import hashlib
 import io
 import json
@@ -163,26 +163,35 @@ class ImageBuilder:
         """mmdebstrap a minimal Debian with the JRE, Prometheus and catatonit (cached per package list)."""
         key = self.pins.key(self.pins.debian_suite, *BASE_PACKAGES)
         out = self.root / f"rootfs-{self.pins.debian_suite}-{key}.tar"
-        if not out.exists():
-            if shutil.which("mmdebstrap") is None:
-                raise ImageError("mmdebstrap missing: apt-get install mmdebstrap")
-            self.progress(f"mmdebstrap {self.pins.debian_suite} + {', '.join(BASE_PACKAGES)} (one-time, ~2 min)")
-            tmp = out.with_suffix(".part.tar")
-            cmd = ["mmdebstrap", "--mode=root", "--variant=apt", "--format=tar", "--skip=output/dev",
-                   f"--include={','.join(BASE_PACKAGES)}",
-                   "--aptopt=APT::Install-Recommends \"false\"",
-                   "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/man/*",
-                   "--dpkgopt=path-exclude=/usr/share/locale/*",
-                   "--customize-hook=rm -rf \"$1\"/var/cache/apt/* \"$1\"/var/lib/apt/lists/*",
-                   self.pins.debian_suite, str(tmp), *self._mirrors()]
-            env = dict(os.environ, SOURCE_DATE_EPOCH=str(SOURCE_DATE_EPOCH))
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-            if proc.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-                raise ImageError(f"mmdebstrap failed (exit {proc.returncode}):\n{tail}")
-            os.replace(tmp, out)
+        with open(self.root / ".rootfs.lock", "w") as lock:  # a background `prepare` may be at it
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not out.exists():
+                self._mmdebstrap(out)
         return self._layer(out)
+
+    def _mmdebstrap(self, out: Path) -> None:
+        if shutil.which("mmdebstrap") is None:
+            raise ImageError("mmdebstrap missing: apt-get install mmdebstrap")
+        self.progress(f"mmdebstrap {self.pins.debian_suite} + {', '.join(BASE_PACKAGES)} (one-time, ~2 min)")
+        tmp = out.with_suffix(".part.tar")
+        cmd = ["mmdebstrap", "--mode=root", "--variant=apt", "--format=tar", "--skip=output/dev",
+               f"--include={','.join(BASE_PACKAGES)}",
+               "--aptopt=APT::Install-Recommends \"false\"",
+               "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/man/*",
+               "--dpkgopt=path-exclude=/usr/share/locale/*",
+               # the JRE's postinst registers man pages with update-alternatives: the directory must exist
+               "--essential-hook=mkdir -p \"$1\"/usr/share/man/man1",
+               "--customize-hook=rm -rf \"$1\"/var/cache/apt/* \"$1\"/var/lib/apt/lists/*",
+               self.pins.debian_suite, str(tmp), *self._mirrors()]
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(SOURCE_DATE_EPOCH))
+        log = out.with_suffix(".log")
+        with log.open("w") as fh:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            errors = [ln for ln in log.read_text(errors="replace").splitlines() if "rror" in ln][-10:]
+            raise ImageError(f"mmdebstrap failed (exit {proc.returncode}; log {log}):\n" + "\n".join(errors))
+        os.replace(tmp, out)
 
     @staticmethod
     def _mirrors() -> list[str]:
@@ -206,7 +215,7 @@ class ImageBuilder:
     # ---- our layers ----------------------------------------------------------------------------
     def layer_from(self, name: str, entries: Iterable[tuple[str, Path | bytes, int]]) -> Layer:
         """A deterministic tar of (path in image, source file or content, mode); cached by digest."""
-        buf = self.root / f"layer-{name}.tmp"
+        buf = self.root / f"layer-{name}.{os.getpid()}.tmp"
         with tarfile.open(buf, "w", format=tarfile.GNU_FORMAT) as tar:
             dirs_done: set[str] = set()
             for arc, src, mode in sorted(entries, key=lambda e: e[0]):
@@ -277,6 +286,11 @@ class ImageBuilder:
         return self.write_archive(specs)
 
     def write_archive(self, specs: list[ImageSpec]) -> BuiltImages:
+        with open(self.root / ".archive.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._write_archive(specs)
+
+    def _write_archive(self, specs: list[ImageSpec]) -> BuiltImages:
         blobs: dict[str, bytes | Path] = {}
         index: list[dict[str, object]] = []
         refs: dict[str, str] = {}
