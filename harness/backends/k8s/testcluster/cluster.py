@@ -72,6 +72,8 @@ def _noop(_: str) -> None:
 class TestCluster:
     """`up()` / `down()` / `status()` of the one-node cluster described by `layout` and `pins`."""
 
+    __test__ = False  # not a pytest class
+
     def __init__(self, layout: Layout | None = None, pins: Pins | None = None,
                  progress: Progress | None = None) -> None:
         self.layout = layout or Layout()
