@@ -118,14 +118,6 @@ def test_every_manifest_passes_a_strict_server_side_dry_run(k8s_cluster: TestClu
         dry_run(api, m)
 
 
-def test_the_operator_path_needs_its_crd() -> None:
-    """The FlinkDeployment (operator path) is not checked here: the Flink Kubernetes Operator and its
-    CRD are not installed on the test cluster; the standalone path is what runs on it."""
-    c = K8sConfig.model_validate({"use_operator": True})
-    kinds = {m["kind"] for m in mf.flink(c, mf.JobSpec("q1", {"bids_source": 1, "map": 1, "sink": 1}, ["bids"]))}
-    assert "FlinkDeployment" in kinds
-
-
 def test_a_misspelled_field_is_refused(k8s_cluster: TestCluster, namespace: str) -> None:
     dep = mf.taskmanager_deployment(cfg(namespace), 1)
     dep["spec"]["template"]["spec"]["containers"][0]["resourcez"] = dep["spec"]["template"]["spec"]["containers"][

@@ -98,9 +98,10 @@ class K8sBackend:
         if job.taskmanagers > cfg.max_taskmanagers:
             raise ValueError(f"initial parallelism needs {job.taskmanagers} task managers > "
                              f"k8s.max_taskmanagers={cfg.max_taskmanagers}")
-        if self.method == "savepoint" and not cfg.use_operator:
-            raise ValueError("rescale_method savepoint on k8s needs k8s.use_operator: true "
-                             "(the standalone application-mode job manager cannot resubmit the job)")
+        if self.method == "savepoint" and not cfg.use_operator and not cfg.durable_state_dir:
+            raise ValueError("rescale_method savepoint on k8s needs savepoints that outlive the job manager pod: "
+                             "k8s.checkpoint_dir (shared storage) or k8s.checkpoint_host_path (one node), "
+                             "or k8s.use_operator: true")
         apis = self._connector(cfg)  # K8sUnavailable names the kubeconfig/context it tried
         self.server_version = getattr(apis, "server_version", "")
         ex = self.ex = K8sExecutor(cfg, apis, self.clock, self.sleep)
@@ -133,7 +134,7 @@ class K8sBackend:
                 fwd.start()
                 self.forwards.append(fwd)
         self.rest = self._rest_factory(self.rest_url)
-        self.rescaler = K8sRescaler(cfg, ex, self.rest, topology, self.clock, self.sleep)
+        self.rescaler = K8sRescaler(cfg, ex, self.rest, topology, self.clock, self.sleep, job=job)
         self.rescaler.wait_running(None, parallelism, since=self.clock())
         state = self.rescaler.current()
         state.cpu_share = {op: 1.0 for op in topology.names}

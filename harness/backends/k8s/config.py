@@ -108,6 +108,9 @@ class K8sConfig(BaseModel):
     checkpoint_dir: str | None = Field(
         None, description="durable URI (s3://, a PVC's file://) for checkpoints/savepoints; None: pod-local"
     )
+    checkpoint_host_path: str | None = Field(
+        None, description="one-node clusters: node directory mounted in every Flink pod for checkpoints and "
+        "savepoints (standalone savepoint rescaling needs storage that outlives the job manager pod)")
     adaptive_cooldown_s: float = Field(1.0, ge=0)
     adaptive_stabilization_s: float = Field(1.0, ge=0)
     adaptive_max_delay_s: float = Field(1.0, ge=0)
@@ -154,6 +157,13 @@ class K8sConfig(BaseModel):
         if self.prometheus_url:
             return self.prometheus_url
         return f"http://127.0.0.1:{self.prometheus_local_port}" if self.port_forward else in_cluster_url
+
+    @property
+    def durable_state_dir(self) -> str | None:
+        """Base URI of checkpoints/savepoints that outlive a pod, if any."""
+        if self.checkpoint_dir:
+            return self.checkpoint_dir.rstrip("/")
+        return "file:///flink-state" if self.checkpoint_host_path else None
 
     @property
     def flink_name(self) -> str:

@@ -303,8 +303,8 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
         "heartbeat.interval": 2000,
         "heartbeat.timeout": 15000,
     }
-    if cfg.checkpoint_dir:
-        base = cfg.checkpoint_dir.rstrip("/")
+    base = cfg.durable_state_dir
+    if base:
         s["execution.checkpointing.dir"] = f"{base}/checkpoints"
         s["execution.checkpointing.savepoint-dir"] = f"{base}/savepoints"
     if standalone:
@@ -318,6 +318,9 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
             "rest.bind-address": "0.0.0.0",
             "jobmanager.bind-host": "0.0.0.0",
             "taskmanager.bind-host": "0.0.0.0",
+            # after stop-with-savepoint the job manager waits to be replaced (with --fromSavepoint) instead
+            # of exiting, which would make Kubernetes restart it and rerun the job from scratch
+            "execution.shutdown-on-application-finish": False,
         })
     return s
 
@@ -397,6 +400,10 @@ def _flink_volumes(cfg: K8sConfig) -> tuple[list[Manifest], list[Manifest], list
         *volumes,
     ]
     mounts = [{"name": "flink-config", "mountPath": "/opt/flink/conf"}, *mounts]
+    if cfg.checkpoint_host_path and not cfg.checkpoint_dir:
+        path = posixpath.join(cfg.checkpoint_host_path, cfg.namespace)
+        volumes.append({"name": "flink-state", "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
+        mounts.append({"name": "flink-state", "mountPath": "/flink-state"})
     return init, volumes, mounts
 
 
@@ -411,10 +418,13 @@ def _pod_env() -> list[Manifest]:
     ]
 
 
-def jobmanager_deployment(cfg: K8sConfig, job: JobSpec) -> Manifest:
-    """Application mode: the JM runs the job from the jar on its classpath (`standalone-job`)."""
+def jobmanager_deployment(cfg: K8sConfig, job: JobSpec, from_savepoint: str | None = None) -> Manifest:
+    """Application mode: the JM runs the job from the jar on its classpath (`standalone-job`);
+    `from_savepoint` restores it (the standalone savepoint rescale replaces the JM this way)."""
     init, volumes, mounts = _flink_volumes(cfg)
     args = ["standalone-job", "--job-classname", cfg.job_class]
+    if from_savepoint:
+        args += ["--fromSavepoint", from_savepoint]
     if posixpath.dirname(cfg.jar_path) != USRLIB:
         args += ["--jars", f"file://{cfg.jar_path}"]
     args += job_args(cfg, job)

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -272,7 +273,11 @@ def _kill_and_rmdir(cg: Path) -> None:
             os.kill(pid, 9)
         except ProcessLookupError:
             pass
-    try:
-        cg.rmdir()
-    except OSError:
-        pass
+    for _ in range(50):  # killed processes leave the cgroup a moment later
+        try:
+            cg.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)

@@ -322,7 +322,7 @@ class ImageBuilder:
             ref = f"{REPO_PREFIX}/{spec.name}:{man_digest.split(':')[1][:16]}"
             refs[spec.name] = ref
             index.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": man_digest,
-                          "size": len(man_bytes),
+                          "size": len(man_bytes), "platform": {"architecture": "amd64", "os": "linux"},
                           "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref}})
         key = hashlib.sha256("".join(sorted(refs.values())).encode()).hexdigest()[:16]
         archive = self.root / f"images-{key}.oci.tar"

@@ -68,6 +68,7 @@ def test_cluster_settings(cluster: TestCluster | None = None) -> dict[str, Any]:
         "cluster_ip": True,
         "kubelet_root_dir": str(c.state / "kubelet"),
         "pod_logs_dir": info["pod_logs"],
+        "checkpoint_host_path": str(c.state / "flink-state"),  # savepoints outlive the job manager pod
         **copy.deepcopy(MACHINE_RESOURCES),
     }
     if built is not None:
