@@ -1,8 +1,9 @@
 """`K8sBackend`: the Backend protocol on a Kubernetes cluster (Kafka + Flink + Prometheus in one namespace).
 
 Lifecycle of `start` (fails fast, before creating anything, when no cluster is reachable):
-connect (kubeconfig/context or in-cluster) -> namespace, RBAC, Kafka, Prometheus, topic Job -> Flink
-(standalone Deployments or a FlinkDeployment) -> wait until the job runs at its initial parallelism
+connect (kubeconfig/context or in-cluster) -> namespace, RBAC, Kafka, Prometheus, topic Job and Flink
+(standalone Deployments or a FlinkDeployment) applied together, so the JVMs start in parallel -> Kafka,
+Prometheus, topics ready -> wait until the job runs at its initial parallelism
 (Flink REST through `K8sConfig.rest_url`, e.g. a `kubectl port-forward`, or the service DNS in-cluster)
 -> generator Job; its start is t = 0. Wall-clock time from then on.
 
@@ -11,8 +12,8 @@ Monitoring reuses `harness.metrics.prometheus` (same MetricsSnapshot as local an
 With `observe_only` (operator path) the operator's autoscaler rescales: `rescale` refuses and the
 parallelism changes the harness observes are recorded as `action` events.
 
-Exercised here only with fakes (tests/k8s): no cluster, Docker or kind was available. The fail-fast
-path without a kubeconfig and against an unreachable API server is tested for real.
+Exercised on fakes (tests/k8s/test_backend.py) and end to end on the project's own one-node cluster
+(tests/k8s/test_e2e_cluster.py, docs/k8s.md).
 """
 
 from __future__ import annotations
@@ -109,12 +110,12 @@ class K8sBackend:
 
         infra = mf.infrastructure(cfg, job)
         ex.apply_all(infra)
+        flink = mf.flink(cfg, job)
+        # Flink's JVMs start while Kafka comes up (a job that finds no topic yet restarts until it does)
+        ex.apply_all(flink)
         ex.wait_ready("StatefulSet", mf.KAFKA)
         ex.wait_ready("Deployment", mf.PROMETHEUS)
         ex.wait_ready("Job", mf.TOPICS_JOB)
-
-        flink = mf.flink(cfg, job)
-        ex.apply_all(flink)
         if cfg.use_operator:
             ex.wait_until(ex.flinkdeployment_ready, cfg.ready_timeout_s,
                           f"FlinkDeployment {cfg.namespace}/{cfg.flink_name} to run its job", ex.describe_pods)
