@@ -83,7 +83,7 @@ exec java ${KAFKA_HEAP_OPTS:--Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Dja
 KAFKA_TOPICS = """\
 #!/bin/bash
 exec java -Xmx256m -Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties \\
-  -cp '/opt/kafka/libs/*' org.apache.kafka.tools.TopicCommand "$@"
+  -cp '/opt/kafka/tools/*' org.apache.kafka.tools.TopicCommand "$@"
 """
 
 KAFKA_LOG4J2 = """\
@@ -249,25 +249,22 @@ class ImageBuilder:
     def jar_layer(self, jar: Path) -> Layer:
         return self.layer_from("jobjar", [(JAR_IN_IMAGE, jar, 0o644)])
 
-    def kafka_layer(self, jar_dirs: Iterable[Path]) -> Layer:
+    def kafka_layer(self, broker_jars: Path, tools_jars: Path) -> Layer:
+        """The broker's jars in libs/, kafka-tools (TopicCommand, with its own dependency versions) in tools/."""
         files: list[tuple[str, Path | bytes, int]] = [
             ("/etc/kafka/docker/run", KAFKA_RUN.encode(), 0o755),
             ("/opt/kafka/bin/kafka-topics.sh", KAFKA_TOPICS.encode(), 0o755),
             ("/opt/kafka/config/log4j2.properties", KAFKA_LOG4J2.encode(), 0o644),
         ]
-        seen = set()
-        for d in jar_dirs:
-            for jar in sorted(d.glob("*.jar")):
-                if jar.name not in seen:
-                    seen.add(jar.name)
-                    files.append((f"/opt/kafka/libs/{jar.name}", jar, 0o644))
+        files += [(f"/opt/kafka/libs/{jar.name}", jar, 0o644) for jar in sorted(broker_jars.glob("*.jar"))]
+        files += [(f"/opt/kafka/tools/{jar.name}", jar, 0o644) for jar in sorted(tools_jars.glob("*.jar"))]
         return self.layer_from("kafka", files)
 
     def binary_layer(self, name: str, binary: Path) -> Layer:
         return self.layer_from(name, [(f"/usr/local/bin/{name}", binary.resolve(), 0o755)])
 
     # ---- images and the archive ------------------------------------------------------------------
-    def build(self, flink_home: Path, kafka_jar_dirs: list[Path], jar: Path, coredns: Path) -> BuiltImages:
+    def build(self, flink_home: Path, kafka_jar_dirs: tuple[Path, Path], jar: Path, coredns: Path) -> BuiltImages:
         """All images of the stack, in one OCI archive (reused when nothing changed)."""
         base = self.base_rootfs()
         jarl = self.jar_layer(jar)
@@ -277,7 +274,7 @@ class ImageBuilder:
             ImageSpec("flink", [base, self.flink_layer(flink_home), jarl], ["/docker-entrypoint.sh"], env=java_env,
                       workdir="/opt/flink"),
             ImageSpec("generator", [base, jarl], ["java"], env=java_env),
-            ImageSpec("kafka", [base, self.kafka_layer(kafka_jar_dirs)], ["/etc/kafka/docker/run"], env=java_env,
+            ImageSpec("kafka", [base, self.kafka_layer(*kafka_jar_dirs)], ["/etc/kafka/docker/run"], env=java_env,
                       workdir="/opt/kafka"),
             ImageSpec("prometheus", [base], ["/usr/bin/prometheus"], workdir="/prometheus"),
             ImageSpec("coredns", [base, self.binary_layer("coredns", coredns)], ["/usr/local/bin/coredns"]),
@@ -377,7 +374,7 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def stack_artifacts(progress: Progress | None = None) -> tuple[Path, list[Path], Path]:
+def stack_artifacts(progress: Progress | None = None) -> tuple[Path, tuple[Path, Path], Path]:
     """FLINK_HOME, the Kafka jar dirs and the job jar - exactly what the local backend installs/builds."""
     from harness.backends.local.config import LocalConfig
     from harness.backends.local.install import Installer
@@ -394,4 +391,4 @@ def stack_artifacts(progress: Progress | None = None) -> tuple[Path, list[Path],
     # kafka-topics.sh's TopicCommand lives in kafka-tools (not a dependency of the broker)
     tools = inst.ensure_maven(f"kafka-tools-{cfg.kafka_version}",
                               [("org.apache.kafka", "kafka-tools", cfg.kafka_version)], "kafka tools")
-    return flink_home, [kafka, tools], ensure_jar(progress)
+    return flink_home, (kafka, tools), ensure_jar(progress)
