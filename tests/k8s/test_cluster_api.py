@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -24,7 +25,7 @@ from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor, connect, dig
 from harness.backends.k8s.testcluster import addons
 from harness.backends.k8s.testcluster.cluster import NODE, TestCluster
-from harness.backends.k8s.testcluster.profile import test_cluster_settings
+from harness.backends.k8s.testcluster.profile import test_cluster_settings as cluster_settings
 from harness.topology import load_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s_cluster]
@@ -38,7 +39,7 @@ JAR_MODES: dict[str, dict[str, Any]] = {
 
 
 def cfg(namespace: str, **extra: Any) -> K8sConfig:
-    return K8sConfig.model_validate({**test_cluster_settings(), "namespace": namespace, **extra})
+    return K8sConfig.model_validate({**cluster_settings(), "namespace": namespace, **extra})
 
 
 def harness_api(cluster: TestCluster) -> Any:
@@ -58,9 +59,17 @@ def dry_run(api: Any, manifest: dict[str, Any]) -> None:
                           dry_run="All", query_params=[("fieldValidation", "Strict")])
 
 
+def real_apply(api: Any, manifest: dict[str, Any]) -> None:
+    from kubernetes.dynamic import DynamicClient
+
+    res = DynamicClient(api).resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+    res.server_side_apply(body=manifest, name=manifest["metadata"]["name"], field_manager="bench-test",
+                          namespace=manifest["metadata"].get("namespace"))
+
+
 def stack(c: K8sConfig, query: str) -> list[dict[str, Any]]:
     topo = load_topology(query)
-    job = mf.JobSpec(query, {op: 2 for op in topo.names}, list(topo.topics))
+    job = mf.JobSpec(query, {op: 1 for op in topo.names}, list(topo.topics))
     return [*mf.infrastructure(c, job), *mf.flink(c, job), *mf.load(c, job, [100.0] * 60)]
 
 
@@ -86,7 +95,7 @@ def test_node_is_ready_at_its_bridge_address(k8s_cluster: TestCluster) -> None:
 
 def test_cluster_dns_and_services_work_from_a_pod(k8s_cluster: TestCluster, namespace: str) -> None:
     """A pod resolves the API server's Service name through CoreDNS (a ClusterIP, via kube-proxy)."""
-    image = test_cluster_settings()["images"]["generator"]
+    image = cluster_settings()["images"]["generator"]
     batch: Any = client.BatchV1Api(admin_api(k8s_cluster))
     batch.create_namespaced_job(namespace, {
         "metadata": {"name": "dns"},
@@ -112,19 +121,33 @@ def test_cluster_dns_and_services_work_from_a_pod(k8s_cluster: TestCluster, name
 def test_every_manifest_passes_a_strict_server_side_dry_run(k8s_cluster: TestCluster, namespace: str, query: str,
                                                             jar_mode: str) -> None:
     api = harness_api(k8s_cluster)
-    for m in stack(cfg(namespace, **JAR_MODES[jar_mode]), query):
-        if m["kind"] == "Namespace":
-            continue  # exists for real (dry-run objects in it need it)
-        dry_run(api, m)
+    manifests = stack(cfg(namespace, **JAR_MODES[jar_mode]), query)
+    # a binding is checked against the role it grants (RBAC escalation check), which a dry-run does not
+    # create: the ClusterRole is applied for real (as the harness), the rest is dry-run
+    role = next(m for m in manifests if m["kind"] == "ClusterRole")
+    real_apply(api, role)
+    try:
+        for m in manifests:
+            if m["kind"] not in ("Namespace", "ClusterRole"):  # those exist for real
+                dry_run(api, m)
+    finally:
+        client.RbacAuthorizationV1Api(api).delete_cluster_role(role["metadata"]["name"])
 
 
 def test_a_misspelled_field_is_refused(k8s_cluster: TestCluster, namespace: str) -> None:
     dep = mf.taskmanager_deployment(cfg(namespace), 1)
     dep["spec"]["template"]["spec"]["containers"][0]["resourcez"] = dep["spec"]["template"]["spec"]["containers"][
         0].pop("resources")
-    with pytest.raises(ApiException) as err:
+    from kubernetes.dynamic import DynamicClient
+
+    res = DynamicClient(harness_api(k8s_cluster)).resources.get(api_version="apps/v1", kind="Deployment")
+    with pytest.raises(ApiException) as err:  # a create, strictly decoded by the server
+        res.create(body=dep, namespace=namespace, dry_run="All", query_params=[("fieldValidation", "Strict")])
+    message = json.loads(err.value.body)["message"]
+    assert err.value.status == 400 and 'unknown field "spec.template.spec.containers[0].resourcez"' in message
+    with pytest.raises(ApiException) as err:  # server-side apply refuses it too
         dry_run(harness_api(k8s_cluster), dep)
-    assert err.value.status in (400, 422) and "resourcez" in str(err.value.body)
+    assert "resourcez" in str(err.value.body) and "not declared in schema" in str(err.value.body)
 
 
 def test_an_invalid_object_is_refused(k8s_cluster: TestCluster, namespace: str) -> None:
@@ -196,7 +219,7 @@ def test_executor_creates_replaces_scales_resizes_and_tears_down(k8s_cluster: Te
     ns = f"exec-{int(time.time()) % 10**6}"
     c = cfg(ns, ready_timeout_s=120, poll_s=0.5)
     ex = K8sExecutor(c, connect(c))
-    pause = test_cluster_settings()["images"]["generator"]
+    pause = cluster_settings()["images"]["generator"]
     dep = mf.taskmanager_deployment(c, 1)
     container = dep["spec"]["template"]["spec"]["containers"][0]
     container.update({"image": pause, "command": ["sleep", "3600"], "args": []})
