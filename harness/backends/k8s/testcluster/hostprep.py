@@ -59,7 +59,7 @@ def ensure_packages(progress: object = None) -> list[str]:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise HostError(f"missing {missing}; run as root on Debian (apt-get install {' '.join(PACKAGES)})")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]
+    cmd = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env, check=False)
