@@ -34,7 +34,8 @@ COMMON = ["--set", "loop.period_s=15", "--set", "loop.metrics_window_s=15", "--s
 
 def bench_namespaces(cluster: TestCluster) -> list[str]:
     core: Any = client.CoreV1Api(addons.admin_client(cluster.layout.kubeconfig))
-    return sorted(n.metadata.name for n in core.list_namespace().items if n.metadata.name.startswith("bench"))
+    return sorted(n.metadata.name for n in core.list_namespace().items
+                  if n.metadata.name.startswith("bench") and n.metadata.name != addons.HARNESS_NAMESPACE)
 
 
 def run(tmp_path: Path, *args: str) -> Path:
@@ -92,7 +93,8 @@ def test_matrix_runs_two_cells_at_once_in_two_namespaces(k8s_cluster: TestCluste
     matrix = tmp_path / "m.yaml"
     matrix.write_text(yaml.safe_dump({
         "name": "k8s-par", "base": {"backend": "k8s", "query": "q1", "autoscaler": {"name": "static"},
-                                    "pattern": {"name": "constant", "params": {"rate": 500, "duration_min": 2}},
+                                    "pattern": {"name": "constant", "scale": 1.0,
+                                                "params": {"rate": 500, "duration_min": 2}},
                                     "duration_s": 60},
         "repetitions": 2,
     }))
