@@ -74,10 +74,10 @@ def test_ds2_rescales_q1_in_place_on_the_cluster(k8s_cluster: TestCluster, tmp_p
     backend = rec.meta["backend"]
     assert backend["rescales"] and backend["rescales"][0]["ok"], backend["rescales"]
     assert rec.series(TASKMANAGERS).max() > 3
-    assert backend["startup_s"] < 180, f"stack took {backend['startup_s']:.0f} s to run the job"
     assert bench_namespaces(k8s_cluster) == [], "the run left its namespace behind"
     print(f"ds2 run: startup {backend['startup_s']:.0f} s, wall {wall:.0f} s, "
           f"downtimes {[round(a['downtime_s'], 1) for a in actions]}")
+    assert backend["startup_s"] < 180, f"stack took {backend['startup_s']:.0f} s to run the job (target 3 min)"
 
 
 def test_hpa_cpu_scales_the_whole_cluster_reactively(k8s_cluster: TestCluster, tmp_path: Path) -> None:
