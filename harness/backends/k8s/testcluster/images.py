@@ -362,6 +362,9 @@ class ImageBuilder:
                         with blob.open("rb") as fh:
                             tar.addfile(info, fh)
             os.replace(tmp, archive)
+            for old in self.root.glob("images-*.oci.tar"):  # one archive at a time (~1 GB each)
+                if old != archive:
+                    old.unlink(missing_ok=True)
         (self.root / "current.json").write_text(json.dumps({"refs": refs, "archive": str(archive)}, indent=1))
         return BuiltImages(refs, archive)
 
