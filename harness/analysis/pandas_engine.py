@@ -29,7 +29,7 @@ from harness.analysis.summary import (
     convergence_rows,
     operator_rows,
 )
-from harness.record import INPUT_RATE, LAG, LATENCY, TASKMANAGERS, THROUGHPUT
+from harness.vocabulary import Metric
 
 
 def read_timeseries(ref: RunRef) -> pd.DataFrame:
@@ -79,7 +79,7 @@ def run_pieces(ref: RunRef, df: pd.DataFrame) -> RunPieces:
         order = np.argsort(got[0], kind="stable")
         return got[0][order], got[1][order]
 
-    inp, tm, lag = job(INPUT_RATE), job(TASKMANAGERS), job(LAG)
+    inp, tm, lag = job(Metric.INPUT_RATE), job(Metric.TASKMANAGERS), job(Metric.LAG)
     if inp is not None and tm is not None and meta.coefficients:
         ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
         prov = mx.provisioning(inp[0], ideal, tm[0], tm[1], end)
@@ -107,14 +107,14 @@ def _excess_facts(inp: tuple[np.ndarray, np.ndarray] | None, lag: tuple[np.ndarr
 def _qos(arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], start: float, period_s: float,
          slo_latency_s: float, ratio: float) -> tuple[int, int]:
     """Align input, throughput and latency on their union of timestamps (NaN where a series has no sample)."""
-    series = {m: arrays.get((m, "")) for m in (INPUT_RATE, THROUGHPUT, LATENCY)}
-    if series[INPUT_RATE] is None or series[THROUGHPUT] is None:
+    series = {m: arrays.get((m, "")) for m in (Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA)}
+    if series[Metric.INPUT_RATE] is None or series[Metric.THROUGHPUT] is None:
         return 0, 0
     frames = [pd.Series(v[1], index=v[0], name=m).groupby(level=0).mean() for m, v in series.items() if v is not None]
     table = pd.concat(frames, axis=1).sort_index()
-    lat = table[LATENCY].to_numpy(float) if LATENCY in table else None
-    return mx.control_step_violations(table.index.to_numpy(float), table[INPUT_RATE].to_numpy(float),
-                                      table[THROUGHPUT].to_numpy(float), lat, period_s, start,
+    lat = table[Metric.LATENCY_KAFKA].to_numpy(float) if Metric.LATENCY_KAFKA in table else None
+    return mx.control_step_violations(table.index.to_numpy(float), table[Metric.INPUT_RATE].to_numpy(float),
+                                      table[Metric.THROUGHPUT].to_numpy(float), lat, period_s, start,
                                       slo_latency_s, ratio)
 
 

@@ -39,7 +39,7 @@ from harness.analysis.summary import (
     operator_rows,
     series_from_frame,
 )
-from harness.record import INPUT_RATE, LAG, LATENCY, TASKMANAGERS, THROUGHPUT
+from harness.vocabulary import Metric
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -195,7 +195,7 @@ def provisioning(job: DataFrame, runs: DataFrame) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, TASKMANAGERS))
+    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(Metric.INPUT_RATE, Metric.TASKMANAGERS))
             .join(F.broadcast(runs.where(F.size("coefs") > 0).select("rid", "coefs", "min_p")), "rid"))
     need = F.aggregate(
         F.transform("coefs", lambda c: F.greatest(F.col("min_p"),
@@ -204,8 +204,8 @@ def provisioning(job: DataFrame, runs: DataFrame) -> DataFrame:
     upto = Window.partitionBy("rid").orderBy("ts").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     w = Window.partitionBy("rid").orderBy("ts")
     x = (rows.select("rid", "ts",
-                     F.when(F.col("metric") == INPUT_RATE, need).alias("ideal"),
-                     F.when(F.col("metric") == TASKMANAGERS, F.col("value")).alias("actual"))
+                     F.when(F.col("metric") == Metric.INPUT_RATE, need).alias("ideal"),
+                     F.when(F.col("metric") == Metric.TASKMANAGERS, F.col("value")).alias("actual"))
          .withColumn("i", F.last("ideal", ignorenulls=True).over(upto))
          .withColumn("a", F.last("actual", ignorenulls=True).over(upto))
          .withColumn("dt", F.lead("ts").over(w) - F.col("ts")))
@@ -257,13 +257,14 @@ def qos_violations(job: DataFrame, runs: DataFrame, bounds: DataFrame) -> DataFr
     from pyspark.sql import functions as F
 
     consts = runs.select("rid", "period_s", "slo_lat", "slo_ratio").join(bounds.select("rid", "run_start"), "rid")
-    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, THROUGHPUT, LATENCY))
+    rows = (job.where((F.col("operator") == "")
+                      & F.col("metric").isin(Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA))
             .join(F.broadcast(consts), "rid")
             .withColumn("bucket", F.floor((F.col("ts") - F.col("run_start")) / F.col("period_s"))))
     steps = rows.groupBy("rid", "bucket").agg(
-        F.avg(F.when(F.col("metric") == INPUT_RATE, F.col("value"))).alias("inp"),
-        F.avg(F.when(F.col("metric") == THROUGHPUT, F.col("value"))).alias("thr"),
-        F.avg(F.when(F.col("metric") == LATENCY, F.col("value"))).alias("lat"),
+        F.avg(F.when(F.col("metric") == Metric.INPUT_RATE, F.col("value"))).alias("inp"),
+        F.avg(F.when(F.col("metric") == Metric.THROUGHPUT, F.col("value"))).alias("thr"),
+        F.avg(F.when(F.col("metric") == Metric.LATENCY_KAFKA, F.col("value"))).alias("lat"),
         F.first("slo_lat").alias("slo_lat"), F.first("slo_ratio").alias("slo_ratio"),
     )
     ratio_bad = (F.col("inp") > 0) & F.col("thr").isNotNull() & (F.col("thr") / F.col("inp") < F.col("slo_ratio"))
@@ -278,9 +279,9 @@ def excess_facts(job: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     per_run = Window.partitionBy("rid")
-    is_inp = F.col("metric") == INPUT_RATE
-    is_lag = F.col("metric") == LAG
-    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(INPUT_RATE, LAG))
+    is_inp = F.col("metric") == Metric.INPUT_RATE
+    is_lag = F.col("metric") == Metric.LAG
+    rows = (job.where((F.col("operator") == "") & F.col("metric").isin(Metric.INPUT_RATE, Metric.LAG))
             .withColumn("last_busy", F.max(F.when(is_inp & (F.col("value") > 0), F.col("ts"))).over(per_run))
             .withColumn("stop_ts", F.min(F.when(is_inp & (F.col("ts") > F.col("last_busy")), F.col("ts")))
                         .over(per_run)))
