@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 from harness.backends.k8s.testcluster import addons
 from harness.backends.k8s.testcluster.cluster import TestCluster
 from harness.cli import app
-from harness.record import LATENCY, PARALLELISM, TASKMANAGERS, THROUGHPUT, read_run_record
+from harness.record import read_run_record
+from harness.vocabulary import Metric
 
 pytestmark = [pytest.mark.integration, pytest.mark.k8s_cluster, pytest.mark.k8s_e2e]
 
@@ -50,10 +51,11 @@ def run(tmp_path: Path, *args: str) -> Path:
 def check_record(run_dir: Path) -> Any:
     rec = read_run_record(run_dir)
     assert rec.completed, rec.status
-    for metric in (LATENCY, TASKMANAGERS, THROUGHPUT):
+    for metric in (Metric.LATENCY_KAFKA, Metric.TASKMANAGERS, Metric.THROUGHPUT):
         assert len(rec.series(metric)) >= 10, f"{metric} series is too short"
-    assert rec.series(THROUGHPUT).max() > 200
-    assert set(rec.timeseries.loc[rec.timeseries.metric == PARALLELISM, "operator"]) >= {"bids_source", "map", "sink"}
+    assert rec.series(Metric.THROUGHPUT).max() > 200
+    operators = set(rec.timeseries.loc[rec.timeseries.metric == Metric.PARALLELISM, "operator"])
+    assert operators >= {"bids_source", "map", "sink"}
     assert (run_dir / "prometheus-snapshot").is_dir() and any((run_dir / "prometheus-snapshot").iterdir())
     assert (run_dir / "prometheus-series.parquet").exists() and (run_dir / "k8s-manifests.yaml").exists()
     backend = rec.meta["backend"]
@@ -73,7 +75,7 @@ def test_ds2_rescales_q1_in_place_on_the_cluster(k8s_cluster: TestCluster, tmp_p
     assert first["downtime_s"] >= 0
     backend = rec.meta["backend"]
     assert backend["rescales"] and backend["rescales"][0]["ok"], backend["rescales"]
-    assert rec.series(TASKMANAGERS).max() > 3
+    assert rec.series(Metric.TASKMANAGERS).max() > 3
     assert bench_namespaces(k8s_cluster) == [], "the run left its namespace behind"
     print(f"ds2 run: startup {backend['startup_s']:.0f} s, wall {wall:.0f} s, "
           f"downtimes {[round(a['downtime_s'], 1) for a in actions]}")
