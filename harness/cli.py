@@ -50,6 +50,15 @@ def apply_local_defaults(raw: dict[str, Any]) -> None:
     raw.setdefault("loop", {}).setdefault("cooldown_s", LOCAL_DEFAULT_COOLDOWN_S)
 
 
+def apply_k8s_test_cluster(raw: dict[str, Any]) -> None:
+    """A `--backend k8s` run that names no cluster uses the test cluster of `bench k8s up`, if it is up."""
+    if raw.get("backend") != "k8s":
+        return
+    from harness.backends.k8s.testcluster.profile import apply_test_cluster_defaults
+
+    apply_test_cluster_defaults(raw, say=lambda m: err.print(m, highlight=False, markup=False))
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     return typer.Exit(code)
@@ -125,6 +134,7 @@ def run(
     apply_local_defaults(raw)
     for key, value in _parse_sets(set_).items():
         set_path(raw, key, value)
+    apply_k8s_test_cluster(raw)
     if fault:
         faults: list[Any] = raw["faults"] if isinstance(raw.get("faults"), list) else []
         raw["faults"] = [*faults, *_parse_faults(fault)]
@@ -255,8 +265,9 @@ def validate(files: Annotated[list[Path], typer.Argument(help="experiment or mat
 def matrix(
     file: Annotated[Path, typer.Argument(help="matrix YAML (an experiment file is a one-cell matrix)")],
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
-    workers: Annotated[int | None, typer.Option(min=1, help="parallel runs (default: cores for sim, "
-                                                           "1 otherwise)")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "--parallel", min=1,
+        help="parallel runs (default: cores for sim, 1 otherwise; k8s cells get a namespace each)")] = None,
     backend: Annotated[str | None, typer.Option(help="override every cell's backend")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value applied to every cell")] = [],  # noqa: B006
     fault: Annotated[list[str], typer.Option("--fault", help="inject in every cell: KIND@T[+D]")] = [],  # noqa: B006
@@ -301,6 +312,7 @@ def matrix(
         if fault:
             base["faults"] = [*(base.get("faults") or []), *_parse_faults(fault)]
         apply_local_defaults(base)
+        apply_k8s_test_cluster(base)
         m = m.model_copy(update={"base": base})
         cells = matrix_cells(m, str(file))
     except ConfigError as exc:
@@ -484,7 +496,8 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
+                "harness.backends.k8s.testcluster.commands"):
     _register_optional(_module)
 
 
