@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+# Only typer and rich at the top: every command imports what it uses (pandas, pyarrow, scipy, the local
+# stack, ...) in its body, so `bench --help` and `bench list` start fast (benchmarks/bench_startup.py).
 
 app = typer.Typer(
     help="Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark.",
@@ -51,6 +51,8 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _parse_sets(sets: list[str]) -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for item in sets:
         if "=" not in item:
@@ -109,6 +111,8 @@ def run(
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     from harness.runner import run_experiment
 
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
@@ -154,6 +158,8 @@ def read_yaml_or_exit(file: Path, read_yaml: Any, error: type[Exception]) -> Any
 
 
 def _print_summary(run_dir: Path) -> None:
+    from rich.table import Table
+
     from harness.record import read_run_record
     from harness.summary import summarise
 
@@ -195,6 +201,8 @@ def matrix(
     dry_run: Annotated[bool, typer.Option(help="list the runs, run nothing")] = False,
 ) -> None:
     """Run every cell of a matrix (resumable: complete runs are skipped)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from harness.config import ConfigError, Matrix, matrix_cells, read_yaml, validate_model
     from harness.matrix import run_cells, run_dir_for
 
@@ -265,6 +273,7 @@ def pattern(
 ) -> None:
     """Print (and optionally plot) a load pattern."""
     from pydantic import ValidationError
+    from rich.table import Table
 
     from workloads.patterns import PatternConfig, build_pattern
 

@@ -12,11 +12,12 @@ import copy
 import itertools
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -28,9 +29,7 @@ from pydantic import (
 )
 
 import autoscalers
-from harness.backends.k8s.config import K8sConfig
-from harness.backends.local.config import LocalConfig
-from harness.backends.sim.config import SimConfig
+from harness.backends import BACKENDS, config_model
 from harness.errors import nested_errors
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
@@ -38,6 +37,30 @@ from workloads.patterns import PatternConfig
 
 class ConfigError(ValueError):
     """A configuration file is wrong; the message says where and how."""
+
+
+def _backend_settings(backend: str) -> Any:
+    """A field validated by the model `backend` registered in `harness.backends` (loaded on use)."""
+
+    def validate(value: Any) -> Any:
+        model = config_model(backend)
+        return value if isinstance(value, model) else model.model_validate(value)
+
+    return Annotated[Any, BeforeValidator(validate)]
+
+
+def _backend_defaults(backend: str) -> Any:
+    return lambda: config_model(backend).model_validate({})
+
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time the registry resolves them
+    from harness.backends.k8s.config import K8sConfig as K8sSettings
+    from harness.backends.local.config import LocalConfig as LocalSettings
+    from harness.backends.sim.config import SimConfig as SimSettings
+else:
+    SimSettings = _backend_settings("sim")
+    LocalSettings = _backend_settings("local")
+    K8sSettings = _backend_settings("k8s")
 
 
 class _Strict(BaseModel):
@@ -110,9 +133,9 @@ class Experiment(_Strict):
     repetitions: PositiveInt = 1
     rescale_method: Literal["in_place", "savepoint", "reactive"] = "in_place"
     slo: SLOConfig = Field(default_factory=SLOConfig)
-    sim: SimConfig = Field(default_factory=SimConfig)
-    local: LocalConfig = Field(default_factory=LocalConfig)
-    k8s: K8sConfig = Field(default_factory=K8sConfig)
+    sim: SimSettings = Field(default_factory=_backend_defaults("sim"))
+    local: LocalSettings = Field(default_factory=_backend_defaults("local"))
+    k8s: K8sSettings = Field(default_factory=_backend_defaults("k8s"))
 
     @field_validator("name")
     @classmethod
@@ -293,7 +316,7 @@ def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
         field = getattr(cur, "model_fields", {}).get(part)
         if field is None:
             return ""
-        cur = field.annotation
+        cur = config_model(part) if cur is Experiment and part in BACKENDS else field.annotation
     fields = getattr(cur, "model_fields", None)
     return ", ".join(fields) if fields else ""
 

@@ -14,14 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 import autoscalers
 from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
 from harness.mape import MapeLoop
-from harness.record import STATUS_COMPLETED, EventLog, host_facts, write_run_record
+from harness.record import STATUS_COMPLETED, EventLog, empty_timeseries, host_facts, write_run_record
 from harness.scaling import ScaleManager
 from harness.topology import load_topology
 from harness.vocabulary import EventKind
@@ -75,7 +73,7 @@ def run_experiment(
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
     status = "failed: did not start"
-    timeseries = pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
+    timeseries: Any = empty_timeseries()
     backend_facts: dict[str, Any] = {}
     saved = False
     phase = on_phase or (lambda _: None)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table as RichTable
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 console = Console(stderr=True)
 
 
 def _progress() -> Progress:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                     transient=True)
 
@@ -26,6 +29,8 @@ def analyze_command(
     engine: Annotated[str, typer.Option("--engine", help="spark (default) or pandas (same numbers)")] = "spark",
 ) -> None:
     """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX)."""
+    from rich.table import Table as RichTable
+
     from harness.analysis.pipeline import analyze
 
     if engine not in ("spark", "pandas"):

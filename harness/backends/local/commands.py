@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from harness.backends.local.config import LocalConfig
-from harness.backends.local.errors import StackError
-from harness.backends.local.stack import LocalStack
+if TYPE_CHECKING:  # the stack (requests, confluent-kafka, ...) is imported by the commands that use it
+    from rich.table import Table
+
+    from harness.backends.local.errors import StackError
+    from harness.backends.local.stack import LocalStack
 
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -26,6 +27,9 @@ OffsetOpt = Annotated[int, typer.Option(help="added to every default port (run s
 
 
 def _stack(workdir: Path, port_offset: int, **extra: object) -> LocalStack:
+    from harness.backends.local.config import LocalConfig
+    from harness.backends.local.stack import LocalStack
+
     return LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, **extra))  # type: ignore[arg-type]
 
 
@@ -35,6 +39,8 @@ def _die(exc: StackError) -> typer.Exit:
 
 
 def status_table(stack: LocalStack) -> tuple[Table, bool]:
+    from rich.table import Table
+
     st = stack.status()
     table = Table(title=f"local stack ({stack.root})")
     for col in ("service", "state", "pid", "port", "healthy", "detail"):
@@ -90,6 +96,8 @@ def register(app: typer.Typer) -> None:
         query: Annotated[str | None, typer.Option(help="also build the job jar and run this query")] = None,
     ) -> None:
         """Install what is missing, start Kafka, Flink, Prometheus (and a query job); wait until healthy."""
+        from harness.backends.local.errors import StackError
+
         extra = {"taskmanager_cpu_quota": cpu} if cpu else {}
         stack = _stack(workdir, port_offset, **extra)
         needed = taskmanagers

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
@@ -23,6 +22,8 @@ from harness.topology import Topology
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from harness.config import Experiment
     from workloads.patterns import LoadPattern
 
@@ -179,7 +180,7 @@ class SimBackend:
 
     # ------------------------------------------------------------------ record
 
-    def timeseries(self) -> pd.DataFrame:
+    def timeseries(self) -> pa.Table:
         return readout.timeseries(self._m())
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
+from harness.arrow import strings_from_codes
 from harness.backends.sim.model import (
     J_ARRIVED,
     J_LAG,
@@ -47,6 +48,7 @@ from harness.backends.sim.model import (
     SimModel,
 )
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
+from harness.record import empty_timeseries, timeseries_table
 from harness.vocabulary import Metric
 
 
@@ -169,7 +171,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     )
 
 
-def timeseries(model: SimModel) -> pd.DataFrame:
+def timeseries(model: SimModel) -> pa.Table:
     """The run's series in the run record's long format, one point per `record_every_s`.
 
     Rates, busy/backpressured time, CPU and latency are interval means (a scrape of
@@ -177,9 +179,8 @@ def timeseries(model: SimModel) -> pd.DataFrame:
     values at the interval's end; latency_max is the interval's max.
     """
     rows = model.rows_array()
-    cols = ["ts", "metric", "operator", "subtask", "value"]
     if len(rows) == 0:
-        return pd.DataFrame(columns=cols)
+        return empty_timeseries()
     dt = model.dt
     cfg = model.cfg
     g = max(1, int(round(cfg.record_every_s / dt)))
@@ -241,13 +242,12 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         (Metric.CPU_JVM, "", mean(jvm_total / tm_total)),
     ]
     m = len(ts)
-    return pd.DataFrame(
-        {
-            "ts": np.tile(ts, len(parts)),
-            "metric": np.repeat([p[0] for p in parts], m),
-            "operator": np.repeat([p[1] for p in parts], m),
-            "subtask": np.full(m * len(parts), -1, dtype=np.int32),
-            "value": np.concatenate([p[2] for p in parts]).astype(float),
-        },
-        columns=cols,
+    metrics = list(dict.fromkeys(str(p[0]) for p in parts))
+    operators = list(dict.fromkeys(p[1] for p in parts))
+    return timeseries_table(
+        ts=np.tile(ts, len(parts)),
+        metric=strings_from_codes(np.repeat([metrics.index(str(p[0])) for p in parts], m), metrics),
+        operator=strings_from_codes(np.repeat([operators.index(p[1]) for p in parts], m), operators),
+        subtask=np.full(m * len(parts), -1, dtype=np.int32),
+        value=np.concatenate([p[2] for p in parts]).astype(float),
     )
