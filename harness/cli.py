@@ -20,6 +20,9 @@ app = typer.Typer(
     help="Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # plain help: shows `[default: ...]` as written (Rich markup ate it) and starts without rich's help renderer
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -45,6 +48,60 @@ def apply_local_defaults(raw: dict[str, Any]) -> None:
     raw.setdefault("loop", {}).setdefault("cooldown_s", LOCAL_DEFAULT_COOLDOWN_S)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from harness import __version__
+
+        typer.echo(f"bench (autoscaler-bench) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark."""
+
+
+# Shell completion (`bench --install-completion`): the names a flag accepts, looked up when asked.
+def _completer(names: Any) -> Any:
+    def complete(incomplete: str) -> list[str]:
+        return [n for n in names() if n.startswith(incomplete)]
+
+    return complete
+
+
+def _scaler_names() -> list[str]:
+    import autoscalers
+
+    return autoscalers.available()
+
+
+def _query_names() -> list[str]:
+    from harness.topology import available_queries
+
+    return available_queries()
+
+
+def _pattern_names() -> list[str]:
+    from workloads.patterns import PARAMS
+
+    return list(PARAMS)
+
+
+def _backend_names() -> list[str]:
+    from harness.backends import BACKENDS
+
+    return list(BACKENDS)
+
+
+complete_scaler = _completer(_scaler_names)
+complete_query = _completer(_query_names)
+complete_pattern = _completer(_pattern_names)
+complete_backend = _completer(_backend_names)
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     return typer.Exit(code)
@@ -65,16 +122,21 @@ def _parse_sets(sets: list[str]) -> dict[str, Any]:
 @app.command()
 def run(
     file: Annotated[Path | None, typer.Argument(help="experiment YAML (flags override it)")] = None,
-    scaler: Annotated[str | None, typer.Option(help="autoscaler, e.g. ds2, dhalion, hpa-cpu")] = None,
-    query: Annotated[str | None, typer.Option(help="Nexmark query: q1 q2 q3 q5 q8 q11")] = None,
-    pattern: Annotated[str | None, typer.Option(help="cosine random increasing decreasing convergence ...")] = None,
-    backend: Annotated[str | None, typer.Option(help="local (default), sim or k8s")] = None,
+    scaler: Annotated[str | None, typer.Option(help="autoscaler, e.g. ds2, dhalion, hpa-cpu (`bench list`)",
+                                               autocompletion=complete_scaler)] = None,
+    query: Annotated[str | None, typer.Option(help="Nexmark query: q1 q2 q3 q5 q8 q11",
+                                              autocompletion=complete_query)] = None,
+    pattern: Annotated[str | None, typer.Option(help="cosine random increasing decreasing convergence ...",
+                                                autocompletion=complete_pattern)] = None,
+    backend: Annotated[str | None, typer.Option(help="local (default), sim or k8s",
+                                                autocompletion=complete_backend)] = None,
     scale: Annotated[float | None, typer.Option(help="multiply the pattern's rates")] = None,
     time_scale: Annotated[float | None, typer.Option(help="compress time: 10 plays 140 min in 14")] = None,
     duration: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     seed: Annotated[int | None, typer.Option()] = None,
     parallelism: Annotated[int | None, typer.Option(help="initial parallelism of every operator")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value, e.g. loop.cooldown_s=60")] = [],  # noqa: B006
+    set_: Annotated[list[str], typer.Option("--set", metavar="KEY=VALUE",
+                                            help="dotted.field=value, e.g. loop.cooldown_s=60")] = [],  # noqa: B006
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
     plot: Annotated[Path | None, typer.Option(help="save a PNG of the run")] = None,
 ) -> None:
@@ -196,8 +258,10 @@ def matrix(
     file: Annotated[Path, typer.Argument(help="matrix YAML")],
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
     workers: Annotated[int | None, typer.Option(help="parallel runs (default: cores for sim, 1 otherwise)")] = None,
-    backend: Annotated[str | None, typer.Option(help="override every cell's backend")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value applied to every cell")] = [],  # noqa: B006
+    backend: Annotated[str | None, typer.Option(help="override every cell's backend",
+                                                autocompletion=complete_backend)] = None,
+    set_: Annotated[list[str], typer.Option("--set", metavar="KEY=VALUE",
+                                            help="dotted.field=value applied to every cell")] = [],  # noqa: B006
     dry_run: Annotated[bool, typer.Option(help="list the runs, run nothing")] = False,
 ) -> None:
     """Run every cell of a matrix (resumable: complete runs are skipped)."""
@@ -263,12 +327,15 @@ def _nest(overrides: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
 
 @app.command()
 def pattern(
-    name: Annotated[str, typer.Argument(help="cosine random increasing decreasing convergence constant trace")],
-    query: Annotated[str | None, typer.Option(help="use this query's thesis rates")] = None,
+    name: Annotated[str, typer.Argument(help="cosine random increasing decreasing convergence constant trace",
+                                        autocompletion=complete_pattern)],
+    query: Annotated[str | None, typer.Option(help="use this query's thesis rates",
+                                              autocompletion=complete_query)] = None,
     scale: Annotated[float, typer.Option()] = 1.0,
     time_scale: Annotated[float, typer.Option()] = 1.0,
     seed: Annotated[int, typer.Option()] = 1,
-    param: Annotated[list[str], typer.Option("--param", help="pattern parameter key=value")] = [],  # noqa: B006
+    param: Annotated[list[str], typer.Option("--param", metavar="KEY=VALUE",
+                                             help="pattern parameter key=value")] = [],  # noqa: B006
     plot: Annotated[Path | None, typer.Option(help="save a PNG plot")] = None,
 ) -> None:
     """Print (and optionally plot) a load pattern."""
@@ -307,15 +374,43 @@ def pattern(
 
 
 @app.command("list")
-def list_things() -> None:
+def list_things(
+    details: Annotated[bool, typer.Option("--details", help="each autoscaler's and pattern's parameters: "
+                                                            "type, default, unit, description, paper")] = False,
+) -> None:
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
     from harness.topology import available_queries
     from workloads.patterns import PARAMS
 
-    console.print("autoscalers: " + ", ".join(autoscalers.available()))
-    console.print("queries:     " + ", ".join(available_queries()))
-    console.print("patterns:    " + ", ".join(PARAMS))
+    if not details:
+        console.print("autoscalers: " + ", ".join(autoscalers.available()))
+        console.print("queries:     " + ", ".join(available_queries()))
+        console.print("patterns:    " + ", ".join(PARAMS))
+        return
+    from harness.listing import describe_autoscaler, describe_pattern
+
+    for name in autoscalers.available():
+        _print_described(describe_autoscaler(name), "autoscaler")
+    console.print("queries: " + ", ".join(available_queries()), highlight=False)
+    for name in PARAMS:
+        _print_described(describe_pattern(name), "pattern")
+
+
+def _print_described(item: Any, kind: str) -> None:
+    """One block per autoscaler or pattern: `name: paper`, where the defaults come from, one line per
+    parameter (`name  type = default unit  description`)."""
+    lines = [f"{kind} {item.name}" + (f": {item.reference}" if item.reference else "")]
+    if item.defaults_from:
+        lines.append(f"  defaults: {item.defaults_from}")
+    width = max((len(p.name) for p in item.parameters), default=0)
+    for p in item.parameters:
+        unit = f" {p.unit}" if p.unit else ""
+        note = f"  {p.description}" if p.description else ""
+        lines.append(f"  {p.name:<{width}}  {p.type} = {p.default}{unit}{note}")
+    if not item.parameters:
+        lines.append("  (no parameters)")
+    console.print("\n".join(lines) + "\n", highlight=False, markup=False)
 
 
 def _register_optional(module: str) -> None:

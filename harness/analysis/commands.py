@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True)
 
+ENGINES = ("spark", "pandas")
+
+
+def complete_engine(incomplete: str) -> list[str]:
+    return [e for e in ENGINES if e.startswith(incomplete)]
+
 
 def _progress() -> Progress:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -26,14 +32,15 @@ def analyze_command(
     results_dir: Annotated[Path, typer.Argument(help="directory holding run records (searched recursively)")],
     out: Annotated[Path | None, typer.Option("--out", help="output directory [default: RESULTS_DIR/analysis]")] = None,
     master: Annotated[str, typer.Option("--master", help="Spark master URL")] = "local[*]",
-    engine: Annotated[str, typer.Option("--engine", help="spark (default) or pandas (same numbers)")] = "spark",
+    engine: Annotated[str, typer.Option("--engine", help="spark or pandas (same numbers)",
+                                        autocompletion=complete_engine)] = "spark",
 ) -> None:
     """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX)."""
     from rich.table import Table as RichTable
 
     from harness.analysis.pipeline import analyze
 
-    if engine not in ("spark", "pandas"):
+    if engine not in ENGINES:
         console.print(f"[red]--engine must be spark or pandas, got {engine!r}[/red]")
         raise typer.Exit(2)
     if not results_dir.is_dir():
