@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.backends.local.flink_rest import Bounds, JobDetails, SavepointStatus, Vertex
+from harness.backends.flink_rest import Bounds, JobDetails, SavepointStatus, Vertex
 from harness.backends.local.rescale import JobState, Rescaler, Timing, idle_taskmanagers, tm_delta
 from harness.topology import load_topology
 

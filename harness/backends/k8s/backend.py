@@ -46,7 +46,7 @@ SUPERVISE_EVERY_S = 5.0
 
 
 def _default_rest(url: str) -> JobRest:
-    from harness.backends.local.flink_rest import FlinkRest
+    from harness.backends.flink_rest import FlinkRest
 
     return FlinkRest(url)
 

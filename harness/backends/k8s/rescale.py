@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from harness.backends.base import RescaleResult
+from harness.backends.flink_rest import Bounds, JobDetails, TaskManagerInfo, map_vertices
 from harness.backends.k8s import manifests as mf
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor
-from harness.backends.local.flink_rest import Bounds, JobDetails, TaskManagerInfo, map_vertices
 from harness.topology import Topology
 
 POLL_S = 0.5
@@ -43,7 +43,7 @@ BUSY_COST = 1000
 
 
 class JobRest(Protocol):
-    """The slice of harness.backends.local.flink_rest.FlinkRest used here (a fake in unit tests)."""
+    """The slice of harness.backends.flink_rest.FlinkRest used here (a fake in unit tests)."""
 
     def active_job_ids(self) -> list[str]: ...
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.backends.base import BackendEvent, RescaleResult
-from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
+from harness.backends.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
 from harness.metrics.export import export_queries

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from harness.backends.base import RescaleResult
-from harness.backends.local.flink_rest import Bounds, FlinkRest, FlinkRestError, JobDetails, map_vertices
+from harness.backends.flink_rest import Bounds, FlinkRest, FlinkRestError, JobDetails, map_vertices
 from harness.topology import Topology
 
 POLL_S = 0.25

@@ -8,6 +8,7 @@ processes (and a crashed harness can still clean up).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Callable
@@ -16,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.backends.flink_rest import FlinkRest, JobSubmitError
 from harness.backends.local import kafka as kafka_mod
 from harness.backends.local import prometheus as prom_mod
 from harness.backends.local.cgroups import CpuCgroups
 from harness.backends.local.config import LocalConfig
 from harness.backends.local.errors import StackError
 from harness.backends.local.flink import JOBMANAGER, FlinkCluster
-from harness.backends.local.flink_rest import FlinkRest
 from harness.backends.local.install import Installation, Installer
 from harness.backends.local.kafka import KafkaService
 from harness.backends.local.prometheus import FlinkTarget, PrometheusService
@@ -57,6 +58,14 @@ class StackStatus:
 
     def get(self, name: str) -> ServiceStatus | None:
         return next((s for s in self.services if s.name == name), None)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _tail(path: Path, lines: int = 12) -> str:
@@ -420,9 +429,30 @@ class LocalStack:
         self.kafka.ensure_topics(topics, partitions)
 
     def submit_job(self, jar: Path, main_class: str, args: list[str], savepoint: str | None = None) -> str:
-        """Upload `jar` and run it (optionally from a savepoint); returns the Flink job id."""
-        jar_id = self.rest.upload_jar(jar)
-        return self.rest.run_jar(jar_id, main_class, args, savepoint=savepoint)
+        """Upload `jar` (once per content) and run it (optionally from a savepoint); returns the Flink job id."""
+        try:
+            jar_id = self.uploaded_jar(jar)
+            return self.rest.run_jar(jar_id, main_class, args, savepoint=savepoint)
+        except JobSubmitError as exc:
+            raise StackError(exc.piece, exc.message) from exc
+
+    def uploaded_jar(self, jar: Path) -> str:
+        """The upload id of `jar`'s content, uploading it only if the job manager does not hold it yet.
+
+        The upload is named `<stem>-<sha256 prefix>.jar`: a job started again (a rescale by savepoint, a
+        job manager restart, the next run) reuses it, and uploads of other builds of the same jar are
+        deleted, so the upload directory holds one copy per jar (it held one per submission: 7 copies,
+        164 MB, after one test session)."""
+        if not jar.exists():
+            raise JobSubmitError("job jar", f"{jar} does not exist")
+        name = f"{jar.stem}-{_sha256(jar)[:16]}.jar"
+        keep: str | None = None
+        for uploaded in self.rest.jars():  # newest first
+            if uploaded.name == name and keep is None:
+                keep = uploaded.id
+            elif uploaded.name == name or uploaded.name.startswith(f"{jar.stem}-") or uploaded.name == jar.name:
+                self.rest.delete_jar(uploaded.id)  # an older build, a duplicate, or an unnamed upload
+        return keep if keep is not None else self.rest.upload_jar(jar, name)
 
     def tsdb_snapshot(self) -> Path:
         return self.prometheus.tsdb_snapshot()
