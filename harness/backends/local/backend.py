@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from harness.backends.base import BackendEvent, RescaleResult
+from harness.backends.base import BackendEvent
 from harness.backends.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
+from harness.backends.wallclock import WallClockBackend
 from harness.metrics.export import export_queries
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
@@ -60,22 +61,21 @@ def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -
     return best[1] if best else None
 
 
-class LocalBackend:
+class LocalBackend(WallClockBackend):
     name = "local"
+    supervise_every_s = SUPERVISE_EVERY_S
 
     def __init__(self, stack: LocalStack | None = None) -> None:
+        super().__init__()
         self._stack = stack
-        self._t0: float | None = None
         self._events: list[BackendEvent] = []
         self._samples: list[dict[str, Any]] = []  # what the backend itself knows (parallelism, TMs, downtime)
         self._vertex_ids_seen: dict[str, set[str]] = {}
         self._job_ids: list[str] = []
-        self._rescales: list[dict[str, Any]] = []
         self._raw: pd.DataFrame | None = None
         self._stopped = False
         self._generator: Any = None
         self._timestamps: Any = None  # interarrivals.TimestampTail over the generator's sampled send times
-        self._last_supervise = 0.0
         self._expected_tms: set[str] = set()
         self._recovering: dict[str, Any] | None = None
         self.experiment: Experiment | None = None
@@ -183,19 +183,6 @@ class LocalBackend:
             pass
         if getattr(self, "stack", None) is not None:
             self.stack.down()
-
-    # ---------------------------------------------------------------- clock
-    def now(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
-
-    def advance_to(self, t: float) -> None:
-        while True:
-            left = t - self.now()
-            if left <= 0:
-                return
-            time.sleep(min(left, SUPERVISE_EVERY_S))
-            if time.monotonic() - self._last_supervise >= SUPERVISE_EVERY_S:
-                self._supervise()
 
     # ---------------------------------------------------------------- faults
     def _supervise(self) -> None:
@@ -333,18 +320,13 @@ class LocalBackend:
         self._sample(downtime=False, snap=snap)
         return snap
 
-    # ---------------------------------------------------------------- execute
-    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
-        t = self.now()
-        self._sample(downtime=True)
-        before = dict(self.state.parallelism)
-        self.state, result = self.rescaler.rescale(self.method, self.state, parallelism, cpu_share)
+    # ---------------------------------------------------------------- execute (rescale: WallClockBackend)
+    def _mark_downtime(self, down: bool) -> None:
+        self._sample(downtime=down)
+
+    def _after_rescale(self) -> None:
         self._remember_vertices()
         self._expected_tms = set(self.stack.taskmanager_ids())
-        self._rescales.append({"t": t, "before": before, "after": result.parallelism, "method": result.method,
-                               "downtime_s": result.downtime_s, "ok": result.ok, "error": result.error})
-        self._sample(downtime=False)
-        return result
 
     def _sample(self, downtime: bool, snap: MetricsSnapshot | None = None) -> None:
         t = self.now()
