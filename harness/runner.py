@@ -159,7 +159,8 @@ def _artifacts(backend: Backend, tmp_dir: Path, events: EventLog) -> dict[str, A
 
 
 def _safe_now(backend: Backend) -> float:
+    """The backend's time, or 0 (the start) when it never started (sim raises RuntimeError then)."""
     try:
         return backend.now()
-    except Exception:
+    except RuntimeError:
         return 0.0

@@ -12,6 +12,7 @@ joined to operators via the REST API; rescaling through `rescale.Rescaler`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from harness.backends.local.stack import LocalStack
     from harness.config import Experiment
     from workloads.patterns import LoadPattern
+
+log = logging.getLogger(__name__)
 
 SUPERVISE_EVERY_S = 1.0
 INTERARRIVAL_SAMPLE = 5000  # gaps per snapshot at most, as the simulator's default
@@ -171,16 +174,19 @@ class LocalBackend(WallClockBackend):
         if self._stopped:
             return
         self._stopped = True
+        # the run record is written by now: what goes wrong here is logged, and teardown goes on
         try:
             if self._generator is not None:
                 self._generator.stop()
-        except Exception:  # noqa: BLE001 - teardown goes on
-            pass
-        try:
-            for jid in self.rest.active_job_ids():
-                self.rest.cancel(jid)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001
+            log.warning("stopping the load generator failed: %s: %s (bench down stops it)", type(exc).__name__, exc)
+        rest: FlinkRest | None = getattr(self, "rest", None)  # None: start failed before it reached Flink
+        if rest is not None:
+            try:
+                for jid in rest.active_job_ids():
+                    rest.cancel(jid)
+            except FlinkRestError as exc:
+                log.warning("cancelling the job failed: %s (stopping the stack ends it)", exc)
         if getattr(self, "stack", None) is not None:
             self.stack.down()
 

@@ -73,12 +73,14 @@ def wait_running(stack: LocalStack, job: str) -> bool:
     """True once every subtask of `job` runs (False after the start-up timeout)."""
     import time
 
+    from harness.backends.flink_rest import FlinkRestError
+
     deadline = time.monotonic() + stack.cfg.startup_timeout_s
     while time.monotonic() < deadline:
         try:
             if stack.rest.job(job).running:
                 return True
-        except Exception:  # noqa: BLE001 - the job may not be listed yet
+        except FlinkRestError:  # the job is not listed yet
             pass
         time.sleep(0.5)
     return False

@@ -157,11 +157,12 @@ class KafkaService:
         """The broker answers a metadata request (and its exporter port is open)."""
         if not (port_open(self.ports.kafka) and port_open(self.ports.kafka_jmx)):
             return False
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         try:
             AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2)
-        except Exception:  # noqa: BLE001 - any failure just means "not yet"
+        except KafkaException:  # no metadata (yet): the broker is not serving
             return False
         return True
 

@@ -228,13 +228,15 @@ class Rescaler:
                 method=method,
             )
         except Exception as exc:  # noqa: BLE001 - a failed rescale is an event, not a crash
+            error = f"{type(exc).__name__}: {exc}"
             try:
                 state = self._resync(state)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as again:  # noqa: BLE001 - recorded with the rescale's own error
+                error += f"; re-reading the job's state failed too ({type(again).__name__}: {again}), " \
+                         "so the parallelism recorded is the one asked before"
             return state, RescaleResult(
                 parallelism=dict(state.parallelism), cpu_share=dict(state.cpu_share), method=method, ok=False,
-                error=f"{type(exc).__name__}: {exc}",
+                error=error,
             )
 
     def _resync(self, state: JobState) -> JobState:

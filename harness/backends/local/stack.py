@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from harness.backends.local.install import Installation, Installer
 from harness.backends.local.kafka import KafkaService
 from harness.backends.local.prometheus import FlinkTarget, PrometheusService
 from harness.backends.local.supervisor import Supervisor, check_ports_free
+
+log = logging.getLogger(__name__)
 
 GENERATOR = "generator"  # pidfile name of the load generator a run adopts: `bench down` stops it too
 
@@ -278,8 +281,10 @@ class LocalStack:
 
     def _promote_archives(self) -> None:
         """Move class-data-sharing archives written by stopped JVMs into place (never fails `down`)."""
-        with contextlib.suppress(Exception):
+        try:
             self.flink.cds.promote()
+        except Exception as exc:  # noqa: BLE001 - an archive is an optimisation; say why it was not kept
+            log.warning("class-data-sharing archives not promoted: %s: %s", type(exc).__name__, exc)
 
     def status(self) -> StackStatus:
         """Every service of this work directory; the generator too while a run drives load."""
