@@ -103,7 +103,7 @@ class LocalBackend(WallClockBackend):
         stack.up(taskmanagers=total)
         for jid in self.rest.active_job_ids():  # a leftover job would hold slots
             self.rest.cancel(jid)
-        stack.ensure_topics(list(topology.topics), topology.partitions)
+        stack.ensure_topics(list(topology.topics), topology.partitions, run_s=pattern.duration_s)
         self.jar = jobjar.ensure_jar()
         # a fresh consumer group per run: the job starts at the topics' end, not at a past run's offsets
         self._group_id = f"bench-{topology.query}-{int(time.time())}"

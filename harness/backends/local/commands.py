@@ -52,6 +52,22 @@ def status_table(stack: LocalStack) -> tuple[Table, bool]:
     return table, st.healthy
 
 
+def disk_line(stack: LocalStack) -> str:
+    """`stack directory <path>: <size>; install cache <path>: <size>`."""
+    use = stack.disk_usage()
+    return (f"stack directory {stack.root}: {_size(use['stack'])}; "
+            f"install cache {stack.cfg.install_root}: {_size(use['cache'])}")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.2f} GB"
+
+
 def submit_query(stack: LocalStack, query: str) -> str | None:
     """Build the job jar and run `query` at parallelism 1 per operator, if the queries module exists."""
     try:
@@ -130,20 +146,28 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def status(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
-        """Show every service of the local stack: running, pid, port, healthy."""
-        table, healthy = status_table(_stack(workdir, port_offset))
+        """Show every service of the local stack: running, pid, port, healthy; and its disk use."""
+        stack = _stack(workdir, port_offset)
+        table, healthy = status_table(stack)
         console.print(table)
+        console.print(disk_line(stack), highlight=False)
         if not healthy:
             raise typer.Exit(3)
 
     @app.command()
-    def down(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
-        """Stop every process of the local stack; leaves none behind."""
+    def down(
+        workdir: WorkdirOpt = Path(".bench"),
+        port_offset: OffsetOpt = 0,
+        purge: Annotated[bool, typer.Option("--purge", help="also remove the work directory: data, logs, configs "
+                                                            "(the cached installs stay)")] = False,
+    ) -> None:
+        """Stop every process of the local stack; leaves none behind, and the work directory at its bounded size."""
         stack = _stack(workdir, port_offset)
         with console.status("stopping the local stack"):
-            stack.down()
+            stack.down(purge=purge)
         left = stack.status().running
         if left:
             err.print(f"[red]still running:[/] {', '.join(s.name for s in left)}")
             raise typer.Exit(1)
-        console.print("local stack stopped")
+        console.print("local stack stopped" + ("; work directory removed" if purge else ""))
+        console.print(disk_line(stack), highlight=False)
