@@ -22,10 +22,12 @@ from harness.config import Experiment
 from harness.record import read_run_record
 from harness.runner import run_experiment
 from harness.vocabulary import Metric
+from tests.stacks import purged_after_module
 
 pytestmark = pytest.mark.integration
 
 WORKDIR = Path(os.environ.get("BENCH_FAULTS_WORKDIR", "/tmp/bench-faults-it"))
+_purge_stack_dir = purged_after_module(WORKDIR, 5000)  # the test cleans its own stack directory
 KILL_AT_S = 40.0
 
 
@@ -218,4 +220,4 @@ def stack_down(workdir: Path, offset: int) -> None:  # whatever the test left be
     from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
 
-    LocalStack(LocalConfig(workdir=workdir, port_offset=offset)).down()
+    LocalStack(LocalConfig(workdir=workdir, port_offset=offset)).down(purge=True)
