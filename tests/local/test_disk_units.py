@@ -139,3 +139,17 @@ def test_directory_bytes_counts_blocks_and_hard_links_once(tmp_path: Path) -> No
     size = directory_bytes(tmp_path)
     assert 3 * MB <= size < 3 * MB + 64 * 1024
     assert directory_bytes(tmp_path / "missing") == 0
+
+
+def test_deleted_topics_leave_no_partition_directory(tmp_path: Path) -> None:
+    from harness.backends.local.kafka import KafkaService
+
+    kafka = KafkaService(LocalConfig(workdir=tmp_path), Supervisor(tmp_path))
+    data = kafka.dir / "data"
+    for name in ("bids-0", "bids-1", "persons-2.6f1c0d3e-delete", "__consumer_offsets-0", "__cluster_metadata-0",
+                 "auctions-0"):
+        (data / name).mkdir(parents=True)
+    (data / "meta.properties").write_text("cluster.id=x")
+    kafka.remove_deleted_logs(["bids"])  # `bids` was deleted, the broker stopped before it removed the files
+    assert sorted(p.name for p in data.iterdir()) == ["__cluster_metadata-0", "__consumer_offsets-0", "auctions-0",
+                                                      "meta.properties"]

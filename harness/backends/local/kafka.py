@@ -12,6 +12,7 @@ import base64
 import logging
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -267,11 +268,18 @@ class KafkaService:
                 log.warning("Kafka topic %s not deleted: %s", topic, exc)
         return deleted
 
-    def remove_deleted_logs(self) -> None:
-        """With the broker stopped: remove partition directories of deleted topics it had not removed yet."""
+    def remove_deleted_logs(self, topics: Sequence[str] = ()) -> None:
+        """With the broker stopped: remove the partition directories of deleted topics that it had not removed
+        yet (renamed `*-delete`, or not renamed at all when it stopped first: `topics`)."""
         data = self.dir / "data"
-        for d in data.glob("*-delete") if data.exists() else []:
-            shutil.rmtree(d, ignore_errors=True)
+        if not data.exists():
+            return
+        for d in data.iterdir():
+            if not d.is_dir():
+                continue
+            topic, _, partition = d.name.rpartition("-")
+            if d.name.endswith("-delete") or (topic in topics and partition.isdigit()):
+                shutil.rmtree(d, ignore_errors=True)
 
     def log_file(self) -> Path:
         return self.dir / "logs" / "server.log"

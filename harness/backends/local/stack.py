@@ -286,8 +286,7 @@ class LocalStack:
         build), Prometheus' data (bounded by `prometheus_retention_mb`), Kafka's metadata and the kept logs.
         `purge` removes the whole work directory (the installs and class-data archives, in the shared
         cache, stay)."""
-        if self.sup.alive(kafka_mod.NAME):
-            self.kafka.delete_topics()
+        deleted = self.kafka.delete_topics() if self.sup.alive(kafka_mod.NAME) else []
         # task managers first (the job fails over nowhere), then the rest together
         self._stop_gently(self.sup.names("tm-"), 15.0)
         self._stop_gently(self.sup.names(), 20.0)
@@ -302,7 +301,7 @@ class LocalStack:
         if self.sup.names():  # something would not stop: leave its files alone
             log.warning("not pruning %s: still running: %s", self.root, ", ".join(self.sup.names()))
             return
-        self.kafka.remove_deleted_logs()
+        self.kafka.remove_deleted_logs(deleted)
         self.flink.prune(self.cfg.keep_logs)
         if purge:
             self._purge()
