@@ -9,10 +9,11 @@ valid choices; `ConfigError` carries that message and the CLI exits with 2.
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -29,7 +30,6 @@ from pydantic import (
 )
 
 import autoscalers
-from harness.backends import BACKENDS, config_model
 from harness.errors import nested_errors
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
@@ -39,28 +39,41 @@ class ConfigError(ValueError):
     """A configuration file is wrong; the message says where and how."""
 
 
-def _backend_settings(backend: str) -> Any:
-    """A field validated by the model `backend` registered in `harness.backends` (loaded on use)."""
+# Each backend registers the model of its settings block (`sim:`, `local:`, `k8s:`) here by name, as
+# module:class, imported when an experiment is validated: this module imports no backend module, so
+# the arrows run from the backends to the config, never back. A backend reads its block typed
+# (`cfg: LocalConfig = experiment.local`); to the rest of the harness the block is opaque.
+BACKEND_SETTINGS: dict[str, str] = {
+    "local": "harness.backends.local.config:LocalConfig",
+    "sim": "harness.backends.sim.config:SimConfig",
+    "k8s": "harness.backends.k8s.config:K8sConfig",
+}
+
+
+def backend_settings_model(backend: str) -> type[BaseModel]:
+    """The registered settings model of `backend` (KeyError for an unknown one)."""
+    module, cls = BACKEND_SETTINGS[backend].split(":")
+    model: type[BaseModel] = getattr(importlib.import_module(module), cls)
+    return model
+
+
+def _validated_by(backend: str) -> Any:
+    """Validation through `backend`'s registered settings model (a dict in, the model's instance out)."""
 
     def validate(value: Any) -> Any:
-        model = config_model(backend)
+        model = backend_settings_model(backend)
         return value if isinstance(value, model) else model.model_validate(value)
 
-    return Annotated[Any, BeforeValidator(validate)]
+    return BeforeValidator(validate)
 
 
-def _backend_defaults(backend: str) -> Any:
-    return lambda: config_model(backend).model_validate({})
+def _defaults_of(backend: str) -> Any:
+    return lambda: backend_settings_model(backend).model_validate({})
 
 
-if TYPE_CHECKING:  # the real classes for the type checker; at run time the registry resolves them
-    from harness.backends.k8s.config import K8sConfig as K8sSettings
-    from harness.backends.local.config import LocalConfig as LocalSettings
-    from harness.backends.sim.config import SimConfig as SimSettings
-else:
-    SimSettings = _backend_settings("sim")
-    LocalSettings = _backend_settings("local")
-    K8sSettings = _backend_settings("k8s")
+SimSettings = Annotated[Any, _validated_by("sim")]
+LocalSettings = Annotated[Any, _validated_by("local")]
+K8sSettings = Annotated[Any, _validated_by("k8s")]
 
 
 class _Strict(BaseModel):
@@ -133,9 +146,9 @@ class Experiment(_Strict):
     repetitions: PositiveInt = 1
     rescale_method: Literal["in_place", "savepoint", "reactive"] = "in_place"
     slo: SLOConfig = Field(default_factory=SLOConfig)
-    sim: SimSettings = Field(default_factory=_backend_defaults("sim"))
-    local: LocalSettings = Field(default_factory=_backend_defaults("local"))
-    k8s: K8sSettings = Field(default_factory=_backend_defaults("k8s"))
+    sim: SimSettings = Field(default_factory=_defaults_of("sim"))
+    local: LocalSettings = Field(default_factory=_defaults_of("local"))
+    k8s: K8sSettings = Field(default_factory=_defaults_of("k8s"))
 
     @field_validator("name")
     @classmethod
@@ -316,7 +329,7 @@ def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
         field = getattr(cur, "model_fields", {}).get(part)
         if field is None:
             return ""
-        cur = config_model(part) if cur is Experiment and part in BACKENDS else field.annotation
+        cur = backend_settings_model(part) if cur is Experiment and part in BACKEND_SETTINGS else field.annotation
     fields = getattr(cur, "model_fields", None)
     return ", ".join(fields) if fields else ""
 

@@ -34,6 +34,7 @@ from harness.topology import Topology
 from harness.vocabulary import EventKind, Metric
 
 if TYPE_CHECKING:
+    from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
     from harness.config import Experiment
     from workloads.patterns import LoadPattern
@@ -92,7 +93,7 @@ class LocalBackend(WallClockBackend):
         self.topology = topology
         self.pattern = pattern
         self.method = experiment.rescale_method
-        cfg = experiment.local
+        cfg: LocalConfig = experiment.local
         self.stack = self._stack or LocalStack(cfg)
         stack = self.stack
         self.rest = FlinkRest(stack.rest_url)
