@@ -22,7 +22,7 @@ import platform
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -99,19 +99,40 @@ def empty_timeseries() -> pa.Table:
     return timeseries_table([], [], [], [], [])
 
 
-def timeseries_table(ts: Any, metric: Any, operator: Any, subtask: Any, value: Any) -> pa.Table:
-    """Five equally long columns as a table in the record's schema: numbers as sequences or numpy arrays,
-    names as sequences of str or ready string arrays (`arrow.strings_from_codes`)."""
+Names = Sequence[str] | tuple[np.ndarray, Sequence[str]]
+
+
+def timeseries_table(ts: Any, metric: Names, operator: Names, subtask: Any, value: Any) -> pa.Table:
+    """Five equally long columns as a table in the record's schema, sorted by (metric, operator, subtask, ts).
+
+    Numbers come as sequences or numpy arrays; names as sequences of str or, for a long column of a few
+    names, as (codes, categories) with row i = categories[codes[i]]. Built from numpy buffers (see
+    harness.arrow: no pandas, no pyarrow.compute)."""
+    m_codes, m_cats = _coded(metric)
+    o_codes, o_cats = _coded(operator)
+    ts_a = np.asarray(ts, dtype=np.float64)
+    sub_a = np.asarray(subtask, dtype=np.int64)
+    val_a = np.asarray(value, dtype=np.float64)
+    m_rank, o_rank = _ranks(m_cats)[m_codes], _ranks(o_cats)[o_codes]
+    order = np.lexsort((ts_a, sub_a, o_rank, m_rank))
     return pa.Table.from_arrays(
-        [
-            arrow.floats(ts),
-            metric if isinstance(metric, pa.Array) else arrow.strings(metric),
-            operator if isinstance(operator, pa.Array) else arrow.strings(operator),
-            arrow.int32s(subtask),
-            arrow.floats(value),
-        ],
+        [arrow.floats(ts_a[order]), arrow.strings_from_codes(m_codes[order], m_cats),
+         arrow.strings_from_codes(o_codes[order], o_cats), arrow.int32s(sub_a[order]), arrow.floats(val_a[order])],
         schema=TIMESERIES_SCHEMA,
     )
+
+
+def _coded(names: Names) -> tuple[np.ndarray, list[str]]:
+    if isinstance(names, tuple) and len(names) == 2 and isinstance(names[0], np.ndarray):
+        return np.asarray(names[0], dtype=np.int64), [str(c) for c in names[1]]
+    return arrow.encode(names)  # type: ignore[arg-type]
+
+
+def _ranks(categories: list[str]) -> np.ndarray:
+    """Position of each category in sorted order (sorting by rank = sorting by the strings)."""
+    ranks = np.empty(len(categories), dtype=np.int64)
+    ranks[sorted(range(len(categories)), key=categories.__getitem__)] = np.arange(len(categories))
+    return ranks
 
 
 def normalise_timeseries(df: pa.Table | pd.DataFrame) -> pa.Table:
@@ -137,19 +158,11 @@ def _normalise_table(table: pa.Table) -> pa.Table:
     missing = [c for c in ("ts", "metric", "value") if c not in table.column_names]
     if missing:
         raise KeyError(f"timeseries table has no {', '.join(missing)} column(s)")
-
-    def names(col: str) -> pa.Array:
-        if col not in table.column_names:
-            return arrow.strings_from_codes(np.zeros(n, dtype=np.int32), [""])
-        codes, categories = arrow.codes(table.column(col).cast(pa.string()))  # nulls become ""
-        return arrow.strings_from_codes(codes, categories)
-
-    subtask = (arrow.numbers(table.column("subtask").cast(pa.float64())) if "subtask" in table.column_names
-               else np.full(n, -1.0))
-    out = timeseries_table(arrow.numbers(table.column("ts")), names("metric"), names("operator"),
-                           np.where(np.isnan(subtask), -1, subtask), arrow.numbers(table.column("value")))
-    return out.sort_by([("metric", "ascending"), ("operator", "ascending"), ("subtask", "ascending"),
-                        ("ts", "ascending")])
+    operator = (arrow.codes(table.column("operator")) if "operator" in table.column_names
+                else (np.zeros(n, dtype=np.int64), [""]))
+    subtask = (arrow.numbers(table.column("subtask")) if "subtask" in table.column_names else np.full(n, -1.0))
+    return timeseries_table(arrow.numbers(table.column("ts")), arrow.codes(table.column("metric")), operator,
+                            np.where(np.isnan(subtask), -1, subtask), arrow.numbers(table.column("value")))
 
 
 def host_facts() -> dict[str, Any]:

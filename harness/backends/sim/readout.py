@@ -21,7 +21,6 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from harness.arrow import strings_from_codes
 from harness.backends.sim.model import (
     J_ARRIVED,
     J_LAG,
@@ -246,8 +245,8 @@ def timeseries(model: SimModel) -> pa.Table:
     operators = list(dict.fromkeys(p[1] for p in parts))
     return timeseries_table(
         ts=np.tile(ts, len(parts)),
-        metric=strings_from_codes(np.repeat([metrics.index(str(p[0])) for p in parts], m), metrics),
-        operator=strings_from_codes(np.repeat([operators.index(p[1]) for p in parts], m), operators),
+        metric=(np.repeat([metrics.index(str(p[0])) for p in parts], m), metrics),
+        operator=(np.repeat([operators.index(p[1]) for p in parts], m), operators),
         subtask=np.full(m * len(parts), -1, dtype=np.int32),
         value=np.concatenate([p[2] for p in parts]).astype(float),
     )
