@@ -286,9 +286,10 @@ class LocalStack:
         build), Prometheus' data (bounded by `prometheus_retention_mb`), Kafka's metadata and the kept logs.
         `purge` removes the whole work directory (the installs and class-data archives, in the shared
         cache, stay)."""
+        # task managers and the load generator first (the job fails over nowhere, nothing reads or writes
+        # the topics any more), then the topics go, then the rest together
+        self._stop_gently([*self.sup.names("tm-"), *self.sup.names(GENERATOR)], 15.0)
         deleted = self.kafka.delete_topics() if self.sup.alive(kafka_mod.NAME) else []
-        # task managers first (the job fails over nowhere), then the rest together
-        self._stop_gently(self.sup.names("tm-"), 15.0)
         self._stop_gently(self.sup.names(), 20.0)
         self.flink.forget_reporters()
         self.sup.sweep()
