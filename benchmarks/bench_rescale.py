@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.backends.local.backend import LocalBackend
+from harness.backends.local.config import LocalConfig
+from harness.backends.local.stack import LocalStack
 from harness.config import Experiment
 from harness.topology import load_topology
 from workloads.patterns import LoadPattern
@@ -83,10 +86,15 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/bench-local-it")
     ap.add_argument("--port-offset", type=int, default=2000)
     ap.add_argument("--backend", choices=("local", "k8s"), default="local")
+    ap.add_argument("--keep", action="store_true", help="keep the stack directory (default: removed at the end)")
     a = ap.parse_args()
     rows = []
-    for q in a.queries.split(","):
-        rows += run_query(q, a.rate, a.warmup, a.settle, a.workdir, a.port_offset, a.backend)
+    try:
+        for q in a.queries.split(","):
+            rows += run_query(q, a.rate, a.warmup, a.settle, a.workdir, a.port_offset, a.backend)
+    finally:
+        if not a.keep and a.backend == "local":  # the benchmark cleans its own stack directory (installs stay cached)
+            LocalStack(LocalConfig(workdir=Path(a.workdir), port_offset=a.port_offset)).down(purge=True)
     print("\nquery method     mean downtime (s)  n")
     for q in a.queries.split(","):
         for m in ("in_place", "savepoint"):

@@ -264,7 +264,7 @@ def test_a_rescale_that_never_settles_is_a_failed_result_not_an_exception():
 
 def test_savepoint_rescale_redeploys_the_job_manager_from_the_savepoint():
     """Grow, stop-with-savepoint, replace the JM Deployment with --fromSavepoint at the new parallelism."""
-    from harness.backends.local.flink_rest import SavepointStatus
+    from harness.backends.flink_rest import SavepointStatus
 
     cfg = K8sConfig(namespace="t", checkpoint_host_path="/var/lib/bench")
     r, cluster, flink, ex = rescaler(cfg)

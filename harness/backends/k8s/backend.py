@@ -28,13 +28,14 @@ import pandas as pd
 import requests
 import yaml
 
-from harness.backends.base import BackendEvent, RescaleResult
+from harness.backends.base import BackendEvent
 from harness.backends.k8s import manifests as mf
 from harness.backends.k8s import series
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sError, K8sExecutor, KubeApis, connect
 from harness.backends.k8s.portforward import PortForward, port_forward_command
 from harness.backends.k8s.rescale import JobRest, JobState, K8sRescaler
+from harness.backends.wallclock import WallClockBackend
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -48,13 +49,14 @@ SUPERVISE_EVERY_S = 5.0
 
 
 def _default_rest(url: str) -> JobRest:
-    from harness.backends.local.flink_rest import FlinkRest
+    from harness.backends.flink_rest import FlinkRest
 
     return FlinkRest(url)
 
 
-class K8sBackend:
+class K8sBackend(WallClockBackend):
     name = "k8s"
+    supervise_every_s = SUPERVISE_EVERY_S
 
     def __init__(
         self,
@@ -65,6 +67,7 @@ class K8sBackend:
         sleep: Callable[[float], None] = time.sleep,
         forward_factory: Callable[[list[str]], PortForward] = PortForward,
     ) -> None:
+        super().__init__()
         self._connector = connector
         self._forward_factory = forward_factory
         self.forwards: list[PortForward] = []
@@ -74,16 +77,13 @@ class K8sBackend:
         self.sleep = sleep
         self.cfg = K8sConfig.model_validate({})
         self.ex: K8sExecutor | None = None
-        self._t0: float | None = None
         self._wall0 = 0.0
         self._events: list[BackendEvent] = []
         self._samples: list[series.Sample] = []
         self._vertex_ids_seen: dict[str, set[str]] = {}
         self._job_ids: list[str] = []
-        self._rescales: list[dict[str, Any]] = []
         self._manifests: list[dict[str, Any]] = []
         self._exported: list[dict[str, Any]] | None = None
-        self._last_supervise = 0.0
         self._down_since: float | None = None
         self._stopped = False
         self.startup_s: float | None = None
@@ -169,19 +169,6 @@ class K8sBackend:
                 self.ex.teardown(wait_s=self.cfg.teardown_wait_s)
             except K8sError as exc:
                 self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"teardown failed: {exc}", {}))
-
-    # ---------------------------------------------------------------- clock
-    def now(self) -> float:
-        return 0.0 if self._t0 is None else self.clock() - self._t0
-
-    def advance_to(self, t: float) -> None:
-        while True:
-            left = t - self.now()
-            if left <= 0:
-                return
-            self.sleep(min(left, SUPERVISE_EVERY_S))
-            if self.clock() - self._last_supervise >= SUPERVISE_EVERY_S:
-                self._supervise()
 
     # ---------------------------------------------------------------- faults and observed actions
     def _supervise(self) -> None:
@@ -271,17 +258,12 @@ class K8sBackend:
         self._sample(processing=True, snap=snap, taskmanagers=view.taskmanagers)
         return snap
 
-    # ---------------------------------------------------------------- execute
-    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
-        t = self.now()
-        self._sample(processing=False)
-        before = dict(self.state.parallelism)
-        self.state, result = self.rescaler.rescale(self.method, self.state, parallelism, cpu_share)
+    # ---------------------------------------------------------------- execute (rescale: WallClockBackend)
+    def _mark_downtime(self, down: bool) -> None:
+        self._sample(processing=not down)
+
+    def _after_rescale(self) -> None:
         self._remember(self.state)
-        self._rescales.append({"t": t, "before": before, "after": result.parallelism, "method": result.method,
-                               "downtime_s": result.downtime_s, "ok": result.ok, "error": result.error})
-        self._sample(processing=True)
-        return result
 
     def _sample(self, processing: bool, snap: MetricsSnapshot | None = None, taskmanagers: int | None = None) -> None:
         state = getattr(self, "state", None)

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from harness.backends.base import RescaleResult
+from harness.backends.flink_rest import Bounds, JobDetails, SavepointStatus, TaskManagerInfo, map_vertices
 from harness.backends.k8s import manifests as mf
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor
-from harness.backends.local.flink_rest import Bounds, JobDetails, SavepointStatus, TaskManagerInfo, map_vertices
+from harness.backends.wallclock import wait_until_running
 from harness.topology import Topology
 
 POLL_S = 0.5
@@ -47,7 +48,7 @@ BUSY_COST = 1000
 
 
 class JobRest(Protocol):
-    """The slice of harness.backends.local.flink_rest.FlinkRest used here (a fake in unit tests)."""
+    """The slice of harness.backends.flink_rest.FlinkRest used here (a fake in unit tests)."""
 
     def active_job_ids(self) -> list[str]: ...
 
@@ -117,26 +118,12 @@ class K8sRescaler:
     def wait_running(self, job_id: str | None, target: dict[str, int] | None, since: float,
                      total: int | None = None) -> float:
         """Poll until the job runs every subtask at `target` (or `total` subtasks); returns the downtime."""
-        down_from: float | None = None
-        last = "no answer"
-        while True:
-            now = self.clock()
-            fully_running = False
-            try:
-                jid = job_id or self.job_id()
-                job = self.rest.job(jid)
-                fully_running = job.running
-                if fully_running and self._matches(job, target, total):
-                    return self._downtime(job, since, down_from, now)
-                last = f"{job.state} {[(v.name, v.parallelism, v.status) for v in job.vertices]}"
-            except Exception as exc:  # noqa: BLE001 - JM restarting / unreachable: keep polling
-                last = f"{type(exc).__name__}: {exc}"
-                fully_running = False
-            if not fully_running and down_from is None:
-                down_from = now
-            if now - since > self.cfg.rescale_timeout_s:
-                raise TimeoutError(f"job not running as asked after {self.cfg.rescale_timeout_s:.0f} s: {last}")
-            self.sleep(POLL_S)
+        job, timing = wait_until_running(
+            lambda: self.rest.job(job_id or self.job_id()), lambda job: self._matches(job, target, total),
+            since=since, timeout_s=self.cfg.rescale_timeout_s, clock=self.clock, sleep=self.sleep, poll_s=POLL_S,
+            retry_on=(Exception,),  # JM restarting / unreachable: keep polling (the last error ends a timeout)
+        )
+        return self._downtime(job, since, timing.down_from, timing.running_at)
 
     def _matches(self, job: JobDetails, target: dict[str, int] | None, total: int | None) -> bool:
         vids = map_vertices(job.vertices, self.topology.names)
