@@ -16,15 +16,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+# Only typer and rich at the top: every command imports what it uses (pandas, pyarrow, scipy, the local
+# stack, ...) in its body, so `bench --help` and `bench list` start fast (benchmarks/bench_startup.py).
 
 app = typer.Typer(
     help="Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # plain help: shows `[default: ...]` as written (Rich markup ate it) and starts without rich's help renderer
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -50,12 +53,77 @@ def apply_local_defaults(raw: dict[str, Any]) -> None:
     raw.setdefault("loop", {}).setdefault("cooldown_s", LOCAL_DEFAULT_COOLDOWN_S)
 
 
+def apply_k8s_test_cluster(raw: dict[str, Any]) -> None:
+    """A `--backend k8s` run that names no cluster uses the test cluster of `bench k8s up`, if it is up."""
+    if raw.get("backend") != "k8s":
+        return
+    from harness.backends.k8s.testcluster.profile import apply_test_cluster_defaults
+
+    apply_test_cluster_defaults(raw, say=lambda m: err.print(m, highlight=False, markup=False))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from harness import __version__
+
+        typer.echo(f"bench (autoscaler-bench) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark."""
+
+
+# Shell completion (`bench --install-completion`): the names a flag accepts, looked up when asked.
+def _completer(names: Any) -> Any:
+    def complete(incomplete: str) -> list[str]:
+        return [n for n in names() if n.startswith(incomplete)]
+
+    return complete
+
+
+def _scaler_names() -> list[str]:
+    import autoscalers
+
+    return autoscalers.available()
+
+
+def _query_names() -> list[str]:
+    from harness.topology import available_queries
+
+    return available_queries()
+
+
+def _pattern_names() -> list[str]:
+    from workloads.patterns import PARAMS
+
+    return list(PARAMS)
+
+
+def _backend_names() -> list[str]:
+    from harness.backends import BACKENDS
+
+    return list(BACKENDS)
+
+
+complete_scaler = _completer(_scaler_names)
+complete_query = _completer(_query_names)
+complete_pattern = _completer(_pattern_names)
+complete_backend = _completer(_backend_names)
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     return typer.Exit(code)
 
 
 def _parse_sets(sets: list[str], flag: str = "--set") -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for item in sets:
         if "=" not in item or not item.split("=", 1)[0].strip():
@@ -72,17 +140,23 @@ def _parse_sets(sets: list[str], flag: str = "--set") -> dict[str, Any]:
 @app.command()
 def run(
     file: Annotated[Path | None, typer.Argument(help="experiment YAML (flags override it)")] = None,
-    scaler: Annotated[str | None, typer.Option(help="autoscaler, e.g. ds2, dhalion, hpa-cpu")] = None,
-    query: Annotated[str | None, typer.Option(help="Nexmark query: q1 q2 q3 q5 q8 q11")] = None,
-    pattern: Annotated[str | None, typer.Option(help="cosine random increasing decreasing convergence ...")] = None,
-    backend: Annotated[str | None, typer.Option(help="local (default), sim or k8s")] = None,
+    scaler: Annotated[str | None, typer.Option(help="autoscaler, e.g. ds2, dhalion, hpa-cpu (`bench list`)",
+                                               autocompletion=complete_scaler)] = None,
+    query: Annotated[str | None, typer.Option(help="Nexmark query: q1 q2 q3 q5 q8 q11",
+                                              autocompletion=complete_query)] = None,
+    pattern: Annotated[str | None, typer.Option(help="cosine random increasing decreasing convergence ...",
+                                                autocompletion=complete_pattern)] = None,
+    backend: Annotated[str | None, typer.Option(help="local (default), sim or k8s",
+                                                autocompletion=complete_backend)] = None,
     scale: Annotated[float | None, typer.Option(help="multiply the pattern's rates")] = None,
     time_scale: Annotated[float | None, typer.Option(help="compress time: 10 plays 140 min in 14")] = None,
     duration: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     seed: Annotated[int | None, typer.Option()] = None,
     parallelism: Annotated[int | None, typer.Option(help="initial parallelism of every operator")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value, e.g. loop.cooldown_s=60")] = [],  # noqa: B006
-    fault: Annotated[list[str], typer.Option("--fault", help="inject a fault: KIND@T[+D] seconds, e.g. "
+    set_: Annotated[list[str], typer.Option("--set", metavar="KEY=VALUE",
+                                            help="dotted.field=value, e.g. loop.cooldown_s=60")] = [],  # noqa: B006
+    fault: Annotated[list[str], typer.Option("--fault", metavar="KIND@T[+D]",
+                                             help="inject a fault: KIND@T[+D] seconds, e.g. "
                                              "kill-taskmanager@300, stop-prometheus@600+60")] = [],  # noqa: B006
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
     plot: Annotated[Path | None, typer.Option(help="save a PNG of the run")] = None,
@@ -125,6 +199,7 @@ def run(
     apply_local_defaults(raw)
     for key, value in _parse_sets(set_).items():
         set_path(raw, key, value)
+    apply_k8s_test_cluster(raw)
     if fault:
         faults: list[Any] = raw["faults"] if isinstance(raw.get("faults"), list) else []
         raw["faults"] = [*faults, *_parse_faults(fault)]
@@ -134,6 +209,8 @@ def run(
         experiment: Experiment = validate_model(Experiment, raw, source)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness.runner import run_experiment
 
@@ -220,6 +297,8 @@ def read_yaml_or_exit(file: Path, read_yaml: Any, error: type[Exception]) -> Any
 
 
 def _print_summary(run_dir: Path) -> None:
+    from rich.table import Table
+
     from harness.record import read_run_record
     from harness.summary import summarise
 
@@ -255,11 +334,15 @@ def validate(files: Annotated[list[Path], typer.Argument(help="experiment or mat
 def matrix(
     file: Annotated[Path, typer.Argument(help="matrix YAML (an experiment file is a one-cell matrix)")],
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
-    workers: Annotated[int | None, typer.Option(min=1, help="parallel runs (default: cores for sim, "
-                                                           "1 otherwise)")] = None,
-    backend: Annotated[str | None, typer.Option(help="override every cell's backend")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value applied to every cell")] = [],  # noqa: B006
-    fault: Annotated[list[str], typer.Option("--fault", help="inject in every cell: KIND@T[+D]")] = [],  # noqa: B006
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "--parallel", min=1,
+        help="parallel runs (default: cores for sim, 1 otherwise; k8s cells get a namespace each)")] = None,
+    backend: Annotated[str | None, typer.Option(help="override every cell's backend",
+                                                autocompletion=complete_backend)] = None,
+    set_: Annotated[list[str], typer.Option("--set", metavar="KEY=VALUE",
+                                            help="dotted.field=value applied to every cell")] = [],  # noqa: B006
+    fault: Annotated[list[str], typer.Option("--fault", metavar="KIND@T[+D]",
+                                             help="inject in every cell: KIND@T[+D]")] = [],  # noqa: B006
     only: Annotated[list[str], typer.Option("--only", help="run only cells whose FIELD=VALUE "
                                                            "(dotted, e.g. autoscaler=ds2); repeatable")] = [],  # noqa: B006
     rerun_stale: Annotated[bool, typer.Option("--rerun-stale", help="replace records made with another "
@@ -271,6 +354,9 @@ def matrix(
 ) -> None:
     """Run every cell of a matrix, resumably: a run counts as done when its record is complete and was
     made with the cell's configuration (config hash)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
     from harness import interrupts
     from harness.config import ConfigError, Matrix, is_matrix, matrix_cells, read_yaml, validate_model
     from harness.matrix import (
@@ -301,6 +387,7 @@ def matrix(
         if fault:
             base["faults"] = [*(base.get("faults") or []), *_parse_faults(fault)]
         apply_local_defaults(base)
+        apply_k8s_test_cluster(base)
         m = m.model_copy(update={"base": base})
         cells = matrix_cells(m, str(file))
     except ConfigError as exc:
@@ -414,16 +501,20 @@ def _nest(overrides: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
 
 @app.command()
 def pattern(
-    name: Annotated[str, typer.Argument(help="cosine random increasing decreasing convergence constant trace")],
-    query: Annotated[str | None, typer.Option(help="use this query's thesis rates")] = None,
+    name: Annotated[str, typer.Argument(help="cosine random increasing decreasing convergence constant trace",
+                                        autocompletion=complete_pattern)],
+    query: Annotated[str | None, typer.Option(help="use this query's thesis rates",
+                                              autocompletion=complete_query)] = None,
     scale: Annotated[float, typer.Option()] = 1.0,
     time_scale: Annotated[float, typer.Option()] = 1.0,
     seed: Annotated[int, typer.Option()] = 1,
-    param: Annotated[list[str], typer.Option("--param", help="pattern parameter key=value")] = [],  # noqa: B006
+    param: Annotated[list[str], typer.Option("--param", metavar="KEY=VALUE",
+                                             help="pattern parameter key=value")] = [],  # noqa: B006
     plot: Annotated[Path | None, typer.Option(help="save a PNG plot")] = None,
 ) -> None:
     """Print (and optionally plot) a load pattern."""
     from pydantic import ValidationError
+    from rich.table import Table
 
     from harness.errors import nested_errors
     from workloads.patterns import PatternConfig, build_pattern
@@ -462,15 +553,43 @@ def pattern(
 
 
 @app.command("list")
-def list_things() -> None:
+def list_things(
+    details: Annotated[bool, typer.Option("--details", help="each autoscaler's and pattern's parameters: "
+                                                            "type, default, unit, description, paper")] = False,
+) -> None:
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
     from harness.topology import available_queries
     from workloads.patterns import PARAMS
 
-    console.print("autoscalers: " + ", ".join(autoscalers.available()))
-    console.print("queries:     " + ", ".join(available_queries()))
-    console.print("patterns:    " + ", ".join(PARAMS))
+    if not details:
+        console.print("autoscalers: " + ", ".join(autoscalers.available()))
+        console.print("queries:     " + ", ".join(available_queries()))
+        console.print("patterns:    " + ", ".join(PARAMS))
+        return
+    from harness.listing import describe_autoscaler, describe_pattern
+
+    for name in autoscalers.available():
+        _print_described(describe_autoscaler(name), "autoscaler")
+    console.print("queries: " + ", ".join(available_queries()), highlight=False)
+    for name in PARAMS:
+        _print_described(describe_pattern(name), "pattern")
+
+
+def _print_described(item: Any, kind: str) -> None:
+    """One block per autoscaler or pattern: `name: paper`, where the defaults come from, one line per
+    parameter (`name  type = default unit  description`)."""
+    lines = [f"{kind} {item.name}" + (f": {item.reference}" if item.reference else "")]
+    if item.defaults_from:
+        lines.append(f"  defaults: {item.defaults_from}")
+    width = max((len(p.name) for p in item.parameters), default=0)
+    for p in item.parameters:
+        unit = f" {p.unit}" if p.unit else ""
+        note = f"  {p.description}" if p.description else ""
+        lines.append(f"  {p.name:<{width}}  {p.type} = {p.default}{unit}{note}")
+    if not item.parameters:
+        lines.append("  (no parameters)")
+    console.print("\n".join(lines) + "\n", highlight=False, markup=False)
 
 
 @app.command()
@@ -546,7 +665,8 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
+                "harness.backends.k8s.testcluster.commands"):
     _register_optional(_module)
 
 

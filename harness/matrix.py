@@ -12,6 +12,7 @@ runs in flight finish or record themselves as interrupted (`harness.interrupts`)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -247,6 +248,17 @@ def _run_one(experiment_json: str, run_dir: str) -> str:
     return (path / "status").read_text().strip()
 
 
+def isolate(cell: Cell) -> Cell:
+    """Cells that run at once must not share a k8s namespace (nor what is named after it)."""
+    if cell.experiment.backend != "k8s":
+        return cell
+    from harness.backends.k8s.config import cell_namespace
+
+    k8s = cell.experiment.k8s.model_copy(update={"namespace": cell_namespace(cell.experiment.k8s.namespace,
+                                                                             cell.run_id)})
+    return cell.model_copy(update={"experiment": cell.experiment.model_copy(update={"k8s": k8s})})
+
+
 def default_workers(cells: list[Cell]) -> int:
     if any(c.experiment.backend != "sim" for c in cells):
         return 1
@@ -262,6 +274,8 @@ def run_cells(
     out = MatrixRun()
     cells = [p.cell for p in plans]
     workers = workers or default_workers(cells)
+    if workers > 1:  # cells that run at once get their own k8s namespace
+        plans = [dataclasses.replace(p, cell=isolate(p.cell)) for p in plans]
 
     def done(plan: CellPlan, status: str) -> None:
         outcome = CellOutcome(plan.run_id, plan.run_dir, status)

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 import autoscalers
 from harness import __version__
 from harness.backends.base import Backend
@@ -27,7 +25,7 @@ from harness.faults import FaultInjector
 from harness.identity import identity_block
 from harness.interrupts import Interrupted, interruptible
 from harness.mape import MapeLoop
-from harness.record import STATUS_COMPLETED, EventLog, host_facts, write_run_record
+from harness.record import STATUS_COMPLETED, EventLog, empty_timeseries, host_facts, write_run_record
 from harness.run_status import RunStatus, status_line
 from harness.scaling import ScaleManager
 from harness.topology import load_topology
@@ -88,7 +86,7 @@ def run_experiment(
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
     status = "failed: did not start"
-    timeseries = pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
+    timeseries: Any = empty_timeseries()
     backend_facts: dict[str, Any] = {}
     saved = False
     interrupted = False
@@ -189,7 +187,8 @@ def _artifacts(backend: Backend, tmp_dir: Path, events: EventLog) -> dict[str, A
 
 
 def _safe_now(backend: Backend) -> float:
+    """The backend's time, or 0 (the start) when it never started (sim raises RuntimeError then)."""
     try:
         return backend.now()
-    except Exception:
+    except RuntimeError:
         return 0.0

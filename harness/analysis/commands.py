@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table as RichTable
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 console = Console(stderr=True, soft_wrap=True)  # one message, one line (wrapping breaks greps)
 
+ENGINES = ("spark", "pandas")
+
+
+def complete_engine(incomplete: str) -> list[str]:
+    return [e for e in ENGINES if e.startswith(incomplete)]
+
 
 def _progress() -> Progress:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                     transient=True)
 
@@ -23,14 +32,18 @@ def analyze_command(
     results_dir: Annotated[Path, typer.Argument(help="directory holding run records (searched recursively)")],
     out: Annotated[Path | None, typer.Option("--out", help="output directory [default: RESULTS_DIR/analysis]")] = None,
     master: Annotated[str, typer.Option("--master", help="Spark master URL")] = "local[*]",
-    engine: Annotated[str, typer.Option("--engine", help="spark (default) or pandas (same numbers)")] = "spark",
+    engine: Annotated[str, typer.Option("--engine", help="spark or pandas (same numbers)",
+                                        autocompletion=complete_engine)] = "spark",
 ) -> None:
     """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX)."""
+    from rich.table import Table as RichTable
+
     from harness.analysis.pipeline import NoRunRecords, analyze
     from harness.paths import PathError, check_input_dir, check_output_dir
 
-    if engine not in ("spark", "pandas"):
-        console.print(f"error: --engine {engine!r}: valid choices: spark, pandas", markup=False, highlight=False)
+    if engine not in ENGINES:
+        console.print(f"error: --engine {engine!r}: valid choices: {', '.join(ENGINES)}", markup=False,
+                      highlight=False)
         raise typer.Exit(2)
     try:
         check_input_dir(results_dir, "RESULTS_DIR")

@@ -96,4 +96,4 @@ def stack_down(workdir: Path, offset: int) -> None:  # whatever the test left be
     from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
 
-    LocalStack(LocalConfig(workdir=workdir, port_offset=offset)).down()
+    LocalStack(LocalConfig(workdir=workdir, port_offset=offset)).down(purge=True)

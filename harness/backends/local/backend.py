@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -29,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from harness.backends.base import BackendEvent, RescaleResult
-from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
+from harness.backends.base import BackendEvent
+from harness.backends.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
+from harness.backends.wallclock import WallClockBackend
 from harness.metrics.export import export_queries
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
@@ -40,9 +42,12 @@ from harness.topology import Topology
 from harness.vocabulary import EventKind, Metric
 
 if TYPE_CHECKING:
+    from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
     from harness.config import Experiment
     from workloads.patterns import LoadPattern
+
+log = logging.getLogger(__name__)
 
 SUPERVISE_EVERY_S = 1.0
 INTERARRIVAL_SAMPLE = 5000  # gaps per snapshot at most, as the simulator's default
@@ -68,22 +73,21 @@ def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -
     return best[1] if best else None
 
 
-class LocalBackend:
+class LocalBackend(WallClockBackend):
     name = "local"
+    supervise_every_s = SUPERVISE_EVERY_S
 
     def __init__(self, stack: LocalStack | None = None) -> None:
+        super().__init__()
         self._stack = stack
-        self._t0: float | None = None
         self._events: list[BackendEvent] = []
         self._samples: list[dict[str, Any]] = []  # what the backend itself knows (parallelism, TMs, downtime)
         self._vertex_ids_seen: dict[str, set[str]] = {}
         self._job_ids: list[str] = []
-        self._rescales: list[dict[str, Any]] = []
         self._raw: pd.DataFrame | None = None
         self._stopped = False
         self._generator: Any = None
         self._timestamps: Any = None  # interarrivals.TimestampTail over the generator's sampled send times
-        self._last_supervise = 0.0
         self._expected_tms: set[str] = set()
         self._recovering: dict[str, Any] | None = None
         self._injected_tms: set[str] = set()  # task managers killed on purpose (their death is no crash)
@@ -101,7 +105,7 @@ class LocalBackend:
         self.topology = topology
         self.pattern = pattern
         self.method = experiment.rescale_method
-        cfg = experiment.local
+        cfg: LocalConfig = experiment.local
         self.stack = self._stack or LocalStack(cfg)
         stack = self.stack
         self.rest = FlinkRest(stack.rest_url)
@@ -112,7 +116,7 @@ class LocalBackend:
         stack.up(taskmanagers=total)
         for jid in self.rest.active_job_ids():  # a leftover job would hold slots
             self.rest.cancel(jid)
-        stack.ensure_topics(list(topology.topics), topology.partitions)
+        stack.ensure_topics(list(topology.topics), topology.partitions, run_s=pattern.duration_s)
         self.jar = jobjar.ensure_jar()
         # a fresh consumer group per run: the job starts at the topics' end, not at a past run's offsets
         self._group_id = f"bench-{topology.query}-{int(time.time())}"
@@ -183,34 +187,24 @@ class LocalBackend:
         if self._stopped:
             return
         self._stopped = True
+        # the run record is written by now: what goes wrong here is logged, and teardown goes on
         try:
             if self._generator is not None:
                 if self._generator.pid is not None:  # a paused generator (injected fault) must hear SIGTERM
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(self._generator.pid, signal.SIGCONT)
                 self._generator.stop()
-        except Exception:  # noqa: BLE001 - teardown goes on
-            pass
-        try:
-            for jid in self.rest.active_job_ids():
-                self.rest.cancel(jid)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001
+            log.warning("stopping the load generator failed: %s: %s (bench down stops it)", type(exc).__name__, exc)
+        rest: FlinkRest | None = getattr(self, "rest", None)  # None: start failed before it reached Flink
+        if rest is not None:
+            try:
+                for jid in rest.active_job_ids():
+                    rest.cancel(jid)
+            except FlinkRestError as exc:
+                log.warning("cancelling the job failed: %s (stopping the stack ends it)", exc)
         if getattr(self, "stack", None) is not None:
             self.stack.down()
-
-    # ---------------------------------------------------------------- clock
-    def now(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
-
-    def advance_to(self, t: float) -> None:
-        while True:
-            left = t - self.now()
-            if left <= 0:
-                return
-            time.sleep(min(left, SUPERVISE_EVERY_S))
-            if time.monotonic() - self._last_supervise >= SUPERVISE_EVERY_S:
-                self._supervise()
 
     # ---------------------------------------------------------------- faults
     def _supervise(self) -> None:
@@ -447,18 +441,13 @@ class LocalBackend:
         self._sample(downtime=False, snap=snap)
         return snap
 
-    # ---------------------------------------------------------------- execute
-    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
-        t = self.now()
-        self._sample(downtime=True)
-        before = dict(self.state.parallelism)
-        self.state, result = self.rescaler.rescale(self.method, self.state, parallelism, cpu_share)
+    # ---------------------------------------------------------------- execute (rescale: WallClockBackend)
+    def _mark_downtime(self, down: bool) -> None:
+        self._sample(downtime=down)
+
+    def _after_rescale(self) -> None:
         self._remember_vertices()
         self._expected_tms = set(self.stack.taskmanager_ids())
-        self._rescales.append({"t": t, "before": before, "after": result.parallelism, "method": result.method,
-                               "downtime_s": result.downtime_s, "ok": result.ok, "error": result.error})
-        self._sample(downtime=False)
-        return result
 
     def _sample(self, downtime: bool, snap: MetricsSnapshot | None = None) -> None:
         t = self.now()

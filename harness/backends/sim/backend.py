@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
@@ -33,12 +32,13 @@ from harness.vocabulary import EventKind, Metric, NodeChoice
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from harness.config import Experiment
     from harness.faults import FaultSpec
     from workloads.patterns import LoadPattern
 
 # series a stopped Prometheus cannot have recorded; the harness itself knows the rest
-_HARNESS_SERIES = (Metric.PARALLELISM, Metric.CPU_SHARE, Metric.PROCESSING)
 
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
 
@@ -270,12 +270,8 @@ class SimBackend:
 
     # ------------------------------------------------------------------ record
 
-    def timeseries(self) -> pd.DataFrame:
-        df = readout.timeseries(self._m())
-        for a, b in self._blind:  # what Prometheus did not scrape is absent, not zero
-            gap = (df["ts"] > a) & (df["ts"] <= b) & ~df["metric"].isin(_HARNESS_SERIES)
-            df = df[~gap]
-        return df.reset_index(drop=True)
+    def timeseries(self) -> pa.Table:
+        return readout.timeseries(self._m(), self._blind)
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:
         return {}
