@@ -605,6 +605,9 @@ def reproduce(
                                                                     "configuration")] = False,
 ) -> None:
     """Run a seed paper's experiments, analyse them and print and write its claims table (resumable)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
     from harness import interrupts
     from harness.config import ConfigError
     from harness.matrix import MatrixBusy

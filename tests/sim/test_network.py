@@ -93,7 +93,7 @@ def test_the_network_takes_gamma_nd_max_off_the_operators_capacity():
     assert snap.op("worker").network_delay_max_ms == 100.0
     assert snap.throughput == pytest.approx(1600.0, rel=1e-6)
     assert b.facts()["nodes"] == {"worker": [0, 1]}
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     nd = ts[(ts.metric == Metric.NETWORK_DELAY_MAX) & (ts.operator == "worker")].sort_values("ts")
     assert nd["value"].iloc[0] == 300.0 and nd["value"].iloc[-1] == 100.0
 

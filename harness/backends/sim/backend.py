@@ -28,7 +28,7 @@ from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
 from harness.backends.sim.network import Placement
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
-from harness.vocabulary import EventKind, Metric, NodeChoice
+from harness.vocabulary import EventKind, NodeChoice
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
