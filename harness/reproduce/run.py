@@ -10,6 +10,7 @@ made them.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import math
 import platform
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 import yaml
 
 from harness.analysis import pandas_engine
 from harness.analysis.aggregate import aggregate_cells
 from harness.analysis.loader import RunRef, read_events
 from harness.analysis.meta import load_meta
+from harness.analysis.papers import JOB_METRICS
 from harness.config import Cell, ConfigError, Matrix, matrix_cells, read_yaml, set_path, validate_model
 from harness.matrix import (
     CellOutcome,
@@ -39,7 +42,7 @@ from harness.matrix import (
     runnable,
 )
 from harness.reproduce.catalogue import PAPERS, Paper
-from harness.reproduce.claims import Outcome, evaluate, flat_config, outcomes_frame
+from harness.reproduce.claims import Outcome, Verdict, evaluate, flat_config, outcomes_frame
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +77,7 @@ class Reproduction:
     cells: pd.DataFrame
     failed: list[CellOutcome] = field(default_factory=list)
     interrupted: bool = False
+    unrecorded: list[str] = field(default_factory=list)  # paper-scoring series no run recorded
 
 
 class StaleRecords(ConfigError):
@@ -166,10 +170,30 @@ def run_paper(key: str, options: Options, adjust_base: Callable[[dict[str, Any]]
             break
     dirs = [(m.name, run_dir_for(root, m.name, c)) for m, cells in matrices for c in cells]
     runs = summarise(dirs, root)
-    outcomes = evaluate(paper.claims, runs) if not runs.empty else []
+    unrecorded = unrecorded_series([d for _, d in dirs])
+    outcomes = [_why_unknown(o, unrecorded, options.backend) for o in evaluate(paper.claims, runs)] \
+        if not runs.empty else []
     cols = [c for c in CELL_COLUMNS.get(key, []) if c in runs]
     cells_frame = aggregate_cells(runs[_identity(runs) + cols]) if not runs.empty else pd.DataFrame()
-    return Reproduction(paper, outcomes, runs, cells_frame, failed, interrupted)
+    return Reproduction(paper, outcomes, runs, cells_frame, failed, interrupted, unrecorded)
+
+
+def unrecorded_series(run_dirs: list[Path]) -> list[str]:
+    """The job-level series paper scoring reads (papers.JOB_METRICS) that no run recorded at all."""
+    seen: set[str] = set()
+    for run_dir in run_dirs:
+        ts = run_dir / "timeseries.parquet"
+        if ts.exists():
+            seen.update(str(m) for m in pq.read_table(ts, columns=["metric"]).column("metric").unique().to_pylist())
+    return [str(m) for m in JOB_METRICS if str(m) not in seen] if seen else []
+
+
+def _why_unknown(outcome: Outcome, unrecorded: list[str], backend: str) -> Outcome:
+    """A claim that could not be scored says which series its runs lack (unknown is not zero)."""
+    if outcome.verdict != Verdict.UNKNOWN or not unrecorded:
+        return outcome
+    why = f"; the {backend} records hold no {', '.join(unrecorded)} series"
+    return dataclasses.replace(outcome, harness=outcome.harness + why)
 
 
 def _identity(runs: pd.DataFrame) -> list[str]:
@@ -271,6 +295,13 @@ def write_report(rep: Reproduction, options: Options, out_dir: Path) -> list[Pat
         cells_markdown(rep.cells, CELL_COLUMNS.get(key, [])),
         "",
     ]
+    if rep.unrecorded:
+        text += ["## Not measured", "",
+                 f"No run recorded {', '.join(f'`{m}`' for m in rep.unrecorded)} on {options.backend}: every "
+                 "score resting on these series (the per-record response time of MEAD and of latency QoS "
+                 "tests) is unknown and its claim says \"not measured\", never met or missed.", ""]
+    if rep.paper.notes:
+        text += ["## Notes", ""] + [f"- {n}" for n in rep.paper.notes] + [""]
     if rep.failed:
         text += ["## Failed runs", ""] + [f"- {o.run_id}: {o.status}" for o in rep.failed] + [""]
     md.write_text("\n".join(text))

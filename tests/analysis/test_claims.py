@@ -71,3 +71,31 @@ def test_holds_counts_runs_with_a_wilson_interval():
     # Wilson for 3/4 at 95 %: centre (0.75 + 1.92/4) / (1 + 3.84/4)
     z = stats.norm.ppf(0.975)
     assert (low + high) / 2 == pytest.approx((0.75 + z * z / 8) / (1 + z * z / 4))
+
+
+def test_a_claim_not_measured_names_the_series_no_run_recorded(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from harness.analysis.papers import JOB_METRICS
+    from harness.reproduce.run import _why_unknown, unrecorded_series
+    from harness.vocabulary import LATENCY_E2E, Metric
+
+    kept = [m for m in JOB_METRICS if m not in LATENCY_E2E]
+    for k, metrics in enumerate((kept[:3], kept[3:])):  # together the runs hold every series but the e2e latency
+        run = tmp_path / f"r{k}"
+        run.mkdir()
+        pq.write_table(pa.table({"ts": [0.0] * len(metrics), "metric": [str(m) for m in metrics],
+                                 "operator": [""] * len(metrics), "value": [1.0] * len(metrics)}),
+                       run / "timeseries.parquet")
+    (tmp_path / "r2").mkdir()  # a run that left no record adds nothing
+    missing = unrecorded_series([tmp_path / "r0", tmp_path / "r1", tmp_path / "r2"])
+    assert missing == [str(m) for m in LATENCY_E2E] and str(Metric.LATENCY_E2E_P95) in missing
+    frame = runs([("a", {}, 0, math.nan), ("b", {}, 0, 1.0)])
+    unknown = Holds("c", "s", "p", "m", [A], True).evaluate(frame)
+    assert unknown.verdict == Verdict.UNKNOWN
+    told = _why_unknown(unknown, missing, "sim")
+    assert told.verdict == Verdict.UNKNOWN and "the sim records hold no latency_e2e_mean" in told.harness
+    scored = Holds("c", "s", "p", "m", [B], True).evaluate(frame)
+    assert _why_unknown(scored, missing, "sim") == scored  # a scored claim is left as it is
+    assert unrecorded_series([tmp_path / "r2"]) == []  # nothing recorded at all: nothing to say
