@@ -620,6 +620,9 @@ def reproduce(
     command = f"bench reproduce {paper}" + (f" --backend {backend}" if backend != "sim" else "")
     command += f" --repetitions {repetitions}" if repetitions else ""
     command += f" --duration {duration:g}" if duration else ""
+    command += f" --results {results}" if results != Path("results") else ""
+    command += f" --workers {workers}" if workers else ""
+    command += " --rerun-stale" if rerun_stale else ""
     options = Options(backend=backend, repetitions=repetitions, duration_s=duration, results=results,
                       workers=workers, rerun_stale=rerun_stale, command=command)
     try:
