@@ -295,7 +295,7 @@ def write_report(rep: Reproduction, options: Options, out_dir: Path) -> list[Pat
         cells_markdown(rep.cells, CELL_COLUMNS.get(key, [])),
         "",
     ]
-    if rep.unrecorded:
+    if rep.unrecorded and any(o.verdict == Verdict.UNKNOWN for o in rep.outcomes):
         text += ["## Not measured", "",
                  f"No run recorded {', '.join(f'`{m}`' for m in rep.unrecorded)} on {options.backend}: every "
                  "score resting on these series (the per-record response time of MEAD and of latency QoS "
