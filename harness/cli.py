@@ -466,7 +466,8 @@ def matrix(
     done = sum(p.state == CellState.DONE for p in after)
     left = len(runnable(after))
     if outcome.interrupted:
-        err.print(f"interrupted: {done} done, {left} left: rerun to resume", highlight=False, markup=False)
+        what = f"{left} left: rerun to resume" if left else "nothing left to run"
+        err.print(f"interrupted: {done} done, {what}", highlight=False, markup=False)
         raise typer.Exit(interrupts.EXIT_INTERRUPTED)
     ran = len(outcome.outcomes)
     skipped = counts[CellState.DONE]
@@ -634,7 +635,8 @@ def main(argv: list[str] | None = None) -> None:
     from harness import interrupts
 
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="bench")
+        with interrupts.outside_commands():
+            code = app(args=argv, standalone_mode=False, prog_name="bench")
     except (KeyboardInterrupt, interrupts.Interrupted):
         err.print("interrupted", highlight=False, markup=False)
         sys.exit(interrupts.EXIT_INTERRUPTED)
