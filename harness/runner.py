@@ -5,7 +5,7 @@ gives `failed: ...`, a Ctrl-C/SIGTERM `interrupted` (start-up and the loop are
 the interruptible part; writing the record is not), so a broken run is data,
 never a half-written directory that looks finished. The record carries the
 cell's config identity (`harness.identity`); scheduled faults
-(`experiment.faults`) are injected through `harness.faults`.
+(`experiment.faults`) are injected through `harness.fault_injection`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import autoscalers
 from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
-from harness.faults import FaultInjector
+from harness.fault_injection import FaultInjector
 from harness.identity import identity_block
 from harness.interrupts import Interrupted, interruptible
 from harness.mape import MapeLoop
