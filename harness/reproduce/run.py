@@ -226,7 +226,8 @@ def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, timeout=10, check=False)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":!docs/reproductions"],  # the reports themselves are not the harness
                                capture_output=True, text=True, timeout=10, check=False)
         return out.stdout.strip() + ("+changes" if dirty.stdout.strip() else "") if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
