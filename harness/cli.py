@@ -320,7 +320,8 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
+                "harness.calibration.commands", "harness.fidelity.commands"):
     _register_optional(_module)
 
 

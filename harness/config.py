@@ -32,6 +32,7 @@ from harness.backends.k8s.config import K8sConfig
 from harness.backends.local.config import LocalConfig
 from harness.backends.sim.config import SimConfig
 from harness.errors import nested_errors
+from harness.kafka_settings import KafkaSettings
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
 
@@ -110,6 +111,7 @@ class Experiment(_Strict):
     repetitions: PositiveInt = 1
     rescale_method: Literal["in_place", "savepoint", "reactive"] = "in_place"
     slo: SLOConfig = Field(default_factory=SLOConfig)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     sim: SimConfig = Field(default_factory=SimConfig)
     local: LocalConfig = Field(default_factory=LocalConfig)
     k8s: K8sConfig = Field(default_factory=K8sConfig)
@@ -140,6 +142,11 @@ class Experiment(_Strict):
                     f"valid choices: {', '.join(ops)}"
                 )
         return self
+
+    @property
+    def partitions(self) -> int:
+        """Kafka partitions per topic (thesis ch. 6.3.1: the most consumers there can be)."""
+        return self.kafka.resolved_partitions(self.scale_manager.max_taskmanagers)
 
     def initial_parallelism_map(self) -> dict[str, int]:
         ops = load_topology(self.query).names

@@ -25,6 +25,7 @@ from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
+from harness.kafka_settings import KafkaSettings
 from harness.metrics.export import export_queries
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
@@ -43,6 +44,18 @@ REACTIVE_NOTE = (
     "reactive = adaptive scheduler with per-vertex upper bound = max parallelism on the session cluster; "
     "only the number of task managers changes (Flink's scheduler-mode: reactive needs an application cluster)"
 )
+
+
+def topic_configs(kafka: KafkaSettings) -> dict[str, str]:
+    """Kafka topic configs for the experiment's retention (thesis ch. 6.3.1: 5 min, checked every 5 s).
+
+    The broker's check interval is a broker setting (`log.retention.check.interval.ms`, set to the
+    same 5 s in the generated server.properties); segments roll every `segment_s` so whole closed
+    segments can be deleted close to the retention time."""
+    if kafka.retention_s is None:
+        return {}
+    return {"retention.ms": str(int(kafka.retention_s * 1000)), "segment.ms": str(int(kafka.segment_s * 1000)),
+            "retention.bytes": "-1"}
 
 
 def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -> Path | None:
@@ -100,7 +113,8 @@ class LocalBackend:
         stack.up(taskmanagers=total)
         for jid in self.rest.active_job_ids():  # a leftover job would hold slots
             self.rest.cancel(jid)
-        stack.ensure_topics(list(topology.topics), topology.partitions)
+        # fresh topics: the run's own partitions (thesis ch. 6.3.1) and retention, nothing left from a past run
+        stack.recreate_topics(list(topology.topics), experiment.partitions, topic_configs(experiment.kafka))
         self.jar = jobjar.ensure_jar()
         # a fresh consumer group per run: the job starts at the topics' end, not at a past run's offsets
         self._group_id = f"bench-{topology.query}-{int(time.time())}"
@@ -130,8 +144,10 @@ class LocalBackend:
         self._sample(downtime=False)
 
     def _submit(self, parallelism: dict[str, int], savepoint: str | None) -> str:
+        # the topics are fresh, so "earliest" starts where the run starts; and once retention deleted
+        # records a lagging source resumes at the oldest kept one (not at the end: only expired is lost)
         main, args = self._jobjar.job_command(self.topology.query, self.stack.kafka_bootstrap, parallelism,
-                                              group_id=self._group_id)
+                                              group_id=self._group_id, from_earliest=True)
         job_id = self.stack.submit_job(self.jar, main, list(args), savepoint=savepoint)
         self._job_ids.append(job_id)
         return job_id

@@ -419,6 +419,9 @@ class LocalStack:
     def ensure_topics(self, topics: list[str], partitions: int) -> None:
         self.kafka.ensure_topics(topics, partitions)
 
+    def recreate_topics(self, topics: list[str], partitions: int, configs: dict[str, str] | None = None) -> None:
+        self.kafka.recreate_topics(topics, partitions, configs)
+
     def submit_job(self, jar: Path, main_class: str, args: list[str], savepoint: str | None = None) -> str:
         """Upload `jar` and run it (optionally from a savepoint); returns the Flink job id."""
         jar_id = self.rest.upload_jar(jar)
