@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +75,7 @@ def run_experiment(
     scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params)
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
+    load_start = os.getloadavg()  # machine hygiene: a loaded host biases every local measurement
     status = "failed: did not start"
     timeseries = pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
     backend_facts: dict[str, Any] = {}
@@ -135,9 +137,11 @@ def run_experiment(
                 ],
             },
             "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate},
+            # resolved: partitions per topic (thesis ch. 6.3.1: the most consumers) and retention
+            "kafka": {**experiment.kafka.model_dump(mode="json"), "partitions": experiment.partitions},
             "backend": backend_facts,
             "versions": _versions(),
-            "host": host_facts(),
+            "host": {**host_facts(), "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg())},
         }
         try:
             write_run_record(

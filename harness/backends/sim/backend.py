@@ -146,7 +146,8 @@ class SimBackend:
 
     def snapshot(self, window_s: float) -> MetricsSnapshot:
         m = self._m()
-        return readout.snapshot(m, window_s, self._interarrivals(), seed=self._seed)
+        seed = self.cfg.noise_seed if self.cfg.noise_seed is not None else self._seed
+        return readout.snapshot(m, window_s, self._interarrivals(), seed=seed)
 
     def _interarrivals(self) -> np.ndarray | None:
         size = self.cfg.interarrival_sample
