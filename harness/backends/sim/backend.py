@@ -27,6 +27,7 @@ from harness.backends.sim import readout
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
+from harness.calibration.profile import QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -111,8 +112,10 @@ class SimBackend:
         tm_cores: float | None = None,
         partitions: int | None = None,
         kafka: KafkaSettings | None = None,
+        profile: QueryProfile | None = None,
     ) -> None:
-        """Start without an Experiment (tests, benchmarks). `tm_cores` default: `cfg.taskmanager_cpu`, else 1."""
+        """Start without an Experiment (tests, benchmarks). `tm_cores` default: `cfg.taskmanager_cpu`, else 1;
+        `profile` instead of the query's calibrated profile on disk."""
         self.cfg = cfg or SimConfig()
         self.method = method
         self.arrival_cfg = arrivals or ArrivalConfig()
@@ -125,7 +128,7 @@ class SimBackend:
             topology, pattern, n_steps, self.cfg.step_s, self.arrival_cfg, seed
         )
         par = parallelism if isinstance(parallelism, dict) else {n: parallelism for n in topology.names}
-        self.costs = run_costs(topology, self.cfg, tm_cores or self.cfg.taskmanager_cpu or 1.0)
+        self.costs = run_costs(topology, self.cfg, tm_cores or self.cfg.taskmanager_cpu or 1.0, profile)
         self.kafka = kafka or KafkaSettings()
         self._rescales = []
         self.model = SimModel(topology, per_source, self.cfg, par, cpu_share, costs=self.costs,
@@ -187,9 +190,13 @@ class SimBackend:
         t_request = m.now
         before_tms, after_tms = sum(before_p.values()), sum(target_p.values())
         startup = costs.startup_s if after_tms > before_tms else 0.0
-        if startup > 0.0:  # new task managers start while the job runs on at its old configuration
+        inside = self.cfg.startup_inside_downtime
+        if startup > 0.0 and not inside:  # new task managers start while the job runs on at its old configuration
             m.run_until(m.now + startup)
         downtime = costs.rescale_downtime(self.method, m.state_bytes)
+        if inside:  # the thesis' redeploy: stop, scale the task managers, deploy a new job manager, restore
+            redeploy = self.cfg.jobmanager_redeploy_s
+            downtime += startup + (costs.startup_s if redeploy is None else redeploy)
         m.tms = max(before_tms, after_tms)  # registered now; the surplus goes after the restart
         m.reconfigure(target_p, target_s)
         m.restart_meters()
@@ -223,7 +230,7 @@ class SimBackend:
             "arrivals": self.arrival_cfg.model_dump(mode="json"),
             "topic_shares": topic_shares(m.topology) if m else {},
             "steps": m.k if m else 0,
-            "kafka": {"partitions": m.partitions if m else None, **self.kafka.model_dump(mode="json"),
+            "kafka": {**self.kafka.model_dump(mode="json"), "partitions": m.partitions if m else None,
                       "expired_total": m.expired if m else 0.0},
             "rescales": list(self._rescales),
         }

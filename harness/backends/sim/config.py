@@ -34,6 +34,12 @@ class SimConfig(BaseModel):
     taskmanager_startup_s: NonNegativeFloat | None = Field(
         None, description="a new task manager's start-up before a scale-up takes effect; null = calibrated "
                           "(0 without a calibrated profile)")
+    startup_inside_downtime: bool = Field(
+        False, description="new task managers start after the job stopped, so their start-up is downtime (the "
+                           "thesis' redeploy, ch. 6.4.1); false: they start first while the job runs (local)")
+    jobmanager_redeploy_s: NonNegativeFloat | None = Field(
+        0.0, description="extra downtime to redeploy the job manager on each restart (thesis ch. 6.4.1); "
+                         "null = as long as a task manager's start-up")
     cpu_max: float = Field(
         0.9, gt=0, le=1, description="first guess only: JVM CPU load at a fully used quota"
     )

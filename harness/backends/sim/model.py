@@ -75,15 +75,17 @@ OP_COLS = 14
 
 
 def topic_shares(topology: Topology) -> dict[str, float]:
-    """Fraction of the pattern's (total event) rate that lands in each topic the job reads.
+    """Fraction of the pattern's rate that lands in each topic the job reads.
 
-    A bids-only query gets the whole rate; q3/q8 read persons and auctions at
-    their Nexmark share of the total.
+    As the local generator does (thesis ch. 6.2: no data is generated for a stream the query does
+    not use), the pattern's rate is the records produced into the query's topics, split in the
+    Nexmark proportions among them: a bids-only query gets the whole rate, q3 / q8 split it 1:3
+    between persons and auctions.
     """
     topics = topology.topics
-    if topics == ("bids",):
-        return {"bids": 1.0}
-    return {t: NEXMARK_SHARES.get(t, 1.0 / len(topics)) for t in topics}
+    weights = {t: NEXMARK_SHARES.get(t, 1.0 / max(1, len(topics))) for t in topics}
+    total = sum(weights.values())
+    return {t: w / total for t, w in weights.items()} if total > 0 else {}
 
 
 def expected_per_step(step_rates: np.ndarray, pattern_step_s: float, n_steps: int, dt: float) -> np.ndarray:
