@@ -113,11 +113,29 @@ def _is_source(m: Measurement, op: str) -> bool:
     return op.endswith("_source")
 
 
-def saturated(pl: OpPlateau, quota: float) -> bool:
+def _cpu_bound(pl: OpPlateau, quota: float) -> bool:
     cap = quota * pl.p.share
     if math.isfinite(pl.p.cores) and pl.p.cores >= SATURATED_CPU * cap:
         return True
     return pl.phase.kind in ("overload", "share", "parallelism") and pl.p.busy_mean >= SATURATED_BUSY
+
+
+def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: float) -> set[str]:
+    """The operators that limited a phase: CPU-bound ones with no CPU-bound operator downstream (an
+    operator upstream of the bottleneck may run hot too, but it is blocked, not saturated)."""
+    hot = {pl.operator for pl in phase_plateaus if _cpu_bound(pl, quota)}
+    return {op for op in hot if not (hot & _descendants(topology, op))}
+
+
+def _descendants(topology: Topology, op: str) -> set[str]:
+    out: set[str] = set()
+    todo = list(topology.downstream(op))
+    while todo:
+        d = todo.pop()
+        if d not in out:
+            out.add(d)
+            todo.extend(topology.downstream(d))
+    return out
 
 
 def _ancestors(topology: Topology, op: str) -> set[str]:
@@ -180,6 +198,15 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
     where it came from), pooled over the calibrated queries by the caller."""
     pls = plateaus(m)
     q = m.quota
+    limiting: dict[str, set[str]] = {}
+    for pl in pls:
+        limiting.setdefault(pl.phase.name, set())
+    for name in limiting:
+        limiting[name] = bottlenecks([pl for pl in pls if pl.phase.name == name], topology, q)
+
+    def saturated(pl: OpPlateau, _q: float = q) -> bool:
+        return pl.operator in limiting.get(pl.phase.name, set())
+
     ops: dict[str, OperatorProfile] = {}
     for spec in topology.operators:
         mine = [pl for pl in pls if pl.operator == spec.name]
@@ -207,6 +234,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         selectivity = outs / ins if ins > 0 else spec.selectivity
         # readings against the truth
         levels_busy, busy_r, levels_bp, bp_r, levels_cpu, cpu_r, jvm_r = [], [], [], [], [], [], []
+        levels_jvm = []
         for pl in mine:
             if pl.phase.kind == "parallelism":
                 continue
@@ -216,19 +244,19 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                 u = 1.0
             levels_busy.append(u)
             busy_r.append(pl.p.busy)
-            bottleneck = _phase_bottleneck(pl.phase, pls, q)
-            upstream_of_bottleneck = bottleneck is not None and spec.name in _ancestors(topology, bottleneck)
+            upstream_of_bottleneck = any(spec.name in _ancestors(topology, b) for b in limiting[pl.phase.name])
             levels_bp.append(max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0)
             bp_r.append(pl.p.backpressured)
             true_cpu = pl.p.cores / (q * pl.p.share)
             levels_cpu.append(true_cpu)
+            levels_jvm.append(pl.p.cores / q)  # the JVM divides by CPUs it sees, not by a changed quota
             cpu_r.append(pl.cpu_reading)
             jvm_r.append(pl.p.cpu_jvm)
         readings = OperatorReadings(
             busy=fit.gauge_model(levels_busy, busy_r),
             backpressured=fit.gauge_model(levels_bp, bp_r),
             cpu=fit.gauge_model(levels_cpu, cpu_r),
-            cpu_jvm=fit.gauge_model(levels_cpu, jvm_r),
+            cpu_jvm=fit.gauge_model(levels_jvm, jvm_r),
         )
         state = None
         if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
@@ -262,15 +290,6 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         meters=Meters(interval_s=interval, busy_lag_s=lag, n=n_lag),
         taskmanager_startup_s=startup, taskmanager_stop_s=stop if stop.n else None, rescale_downtime=downtime,
     )
-
-
-def _phase_bottleneck(phase: PhaseRecord, pls: list[OpPlateau], quota: float) -> str | None:
-    if phase.kind not in ("overload", "share"):
-        return None
-    cands = [pl for pl in pls if pl.phase.name == phase.name and saturated(pl, quota)]
-    if not cands:
-        return None
-    return max(cands, key=lambda pl: pl.p.cores / (quota * pl.p.share)).operator
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:

@@ -136,7 +136,9 @@ class OperatorReadings(_Model):
     backpressured: GaugeModel = Field(default_factory=GaugeModel)
     cpu: GaugeModel = Field(default_factory=GaugeModel, description="CPU time / quota against true cores / quota")
     cpu_jvm: GaugeModel = Field(
-        default_factory=GaugeModel, description="Status.JVM.CPU.Load against true cores / host CPUs")
+        default_factory=GaugeModel,
+        description="Status.JVM.CPU.Load against the true cores in units of the calibration quota (the JVM divides "
+                    "by the CPUs it sees, which a run-time quota change does not move)")
 
 
 class OperatorProfile(_Model):
