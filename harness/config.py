@@ -77,7 +77,7 @@ class AutoscalerSpec(_Strict):
 
     @model_validator(mode="after")
     def _params(self) -> AutoscalerSpec:
-        cfg_cls = autoscalers.autoscaler_class(self.name).Config
+        cfg_cls = autoscalers.config_class(self.name)
         try:
             cfg_cls(**self.params)
         except ValidationError as exc:
@@ -85,7 +85,7 @@ class AutoscalerSpec(_Strict):
         return self
 
     def typed_params(self) -> autoscalers.AutoscalerConfig:
-        return autoscalers.autoscaler_class(self.name).Config(**self.params)
+        return autoscalers.config_class(self.name)(**self.params)
 
 
 class SLOConfig(_Strict):

@@ -72,7 +72,13 @@ def run_experiment(
     pattern = build_pattern(experiment.pattern, experiment.seed, experiment.query)
     duration = run_duration(experiment, pattern)
     backend = backend or make_backend(experiment)
-    scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params)
+    context = autoscalers.RunContext(
+        slo_latency_s=experiment.slo.latency_s,
+        slo_throughput_ratio=experiment.slo.throughput_ratio,
+        period_s=experiment.loop.period_s,
+        cooldown_s=experiment.loop.cooldown_s,
+    )
+    scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params, context)
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
     load_start = os.getloadavg()  # machine hygiene: a loaded host biases every local measurement
