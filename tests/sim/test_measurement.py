@@ -134,7 +134,8 @@ def test_is_backpressured_is_a_sampled_flag_and_the_upstream_of_a_bottleneck_is_
         snap = b.snapshot(15)
         flags.append(snap.op("src").is_backpressured)
         assert not snap.op("sink").is_backpressured
-    assert sum(flags) >= 0.8 * len(flags)  # src is blocked half of its time: almost every window sees it
+    # src is blocked half of its time: a window of 3 scrapes sees the flag with P = 1 - 0.5^3 = 0.875
+    assert 0.65 * len(flags) <= sum(flags) < len(flags)
     src = b.snapshot(15).op("src")
     assert src.backpressured_ms_per_s == pytest.approx(500.0, rel=0.05)
     assert src.busy_ms_per_s == pytest.approx(500.0, rel=0.05)

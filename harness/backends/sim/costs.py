@@ -66,6 +66,7 @@ class RunCosts:
     source: str  # where the numbers came from (recorded in run.yaml)
     noisy: bool = True
     jvm_cores_unit: float = 1.0  # cores the cpu_jvm gauge's input is measured in (the calibration quota)
+    meter_delay_s: float = 0.0  # a scrape finds the meters' latest update this old (0: updated at the scrape)
 
     def rescale_downtime(self, method: str, state_bytes: float) -> float:
         model = self.downtime.get(method) or self.downtime.get("in_place")
@@ -137,7 +138,24 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model} "
                f"({profile.provenance.command})",
         jvm_cores_unit=profile.cpu_quota,
+        meter_delay_s=meter_delay(profile),
     )
+
+
+def meter_delay(profile: QueryProfile) -> float:
+    """How old the meters' latest update is when Prometheus scrapes it.
+
+    The meters update every interval at a phase of their own, so a scrape finds an update half an
+    interval old on average. A reading built from such block averages reaches 63 % of a load step
+    0.63 + 0.5 intervals after it on average (the calibrator polls the meters directly); whatever
+    lag was measured beyond that is added. Capped below one interval.
+    """
+    m = profile.meters
+    interval = m.interval_s if math.isfinite(m.interval_s) and m.interval_s > 0 else 5.0
+    extra = 0.0
+    if math.isfinite(m.busy_lag_s):
+        extra = max(0.0, m.busy_lag_s - (0.63 + 0.5) * interval)
+    return float(min(interval - 1.0, 0.5 * interval + extra))
 
 
 def run_costs(topology: Topology, cfg: SimConfig, tm_cores: float, profile: QueryProfile | None = None,

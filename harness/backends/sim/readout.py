@@ -2,7 +2,8 @@
 
 Readings are produced the way the local stack produces them (METRICS.md, harness.metrics.promql):
 - Flink's busy / backpressured time gauges average the truth over a meter interval (Flink's metric
-  view: 5 s) and change only at its end; each meter update carries the calibrated bias and noise of
+  view: 5 s) and change only at its end, at a phase against the scrapes that reproduces the
+  calibrated lag of the reading behind the truth; each meter update carries the calibrated bias and noise of
   the reading against the true load (`harness.calibration.profile.GaugeModel`), drawn per subtask
   and update from a seeded table. Idle = 1000 - busy - backpressured. The true busy fraction of a
   subtask is records / its capacity, the true backpressured fraction the records it could not hand
@@ -206,9 +207,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     ii = rows[[s - 1 - base for s in inst]]  # (n_inst, width): the rows scraped
     ii_l = ii.tolist()
     up = [r[J_PROCESSING] > 0.0 for r in ii_l] if noisy else [True]  # the job answered at that scrape
-    # the gauge at scrape s shows the meter update at u = floor(s / meter) * meter: rows u-meter .. u-1
+    # the gauge at scrape s shows the latest meter update u <= s (updates every `meter` steps, the last
+    # one `meter_delay_s` before a scrape: the calibrated lag), which averaged rows u-meter .. u-1
+    phase = (meter - int(round(costs.meter_delay_s / dt))) % meter if noisy else 0
     if noisy:
-        upd_v = [(s // meter) * meter for s, ok in zip(inst, up, strict=True) if ok]
+        upd_v = [((s - phase) // meter) * meter + phase for s, ok in zip(inst, up, strict=True) if ok]
         upd_v = [u for u in upd_v if u >= meter and u - meter >= base]
     else:
         upd_v = [k]
