@@ -84,20 +84,21 @@ class NoiseTable:
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
-        self._cum: dict[tuple[int, str], np.ndarray] = {}
+        self._cum: dict[int, np.ndarray] = {}
         self._flags: dict[int, np.ndarray] = {}
 
-    def window_mean(self, op: int, gauge: str, first: int, n: int, subtasks: int) -> np.ndarray:
-        """Mean of the standard-normal draws of updates first .. first+n-1 (cyclic), per subtask."""
-        key = (op, gauge)
-        cum = self._cum.get(key)
+    def window_mean_all(self, op: int, first: int, n: int, subtasks: int) -> np.ndarray:
+        """Mean of the standard-normal draws of updates first .. first+n-1 (cyclic) of every gauge, per
+        subtask: (gauges, subtasks)."""
+        cum = self._cum.get(op)
         if cum is None:
-            rng = np.random.default_rng([self.seed, 0x5EED, op, _GAUGES.index(gauge)])
-            z = rng.standard_normal((NOISE_UPDATES, NOISE_SUBTASKS))
-            cum = np.concatenate([np.zeros((1, NOISE_SUBTASKS)), np.cumsum(np.concatenate([z, z]), axis=0)])
-            self._cum[key] = cum
+            rng = np.random.default_rng([self.seed, 0x5EED, op])
+            z = rng.standard_normal((NOISE_UPDATES, len(_GAUGES), NOISE_SUBTASKS))
+            zeros = np.zeros((1, len(_GAUGES), NOISE_SUBTASKS))
+            cum = np.concatenate([zeros, np.cumsum(np.concatenate([z, z]), axis=0)])
+            self._cum[op] = cum
         lo = first % NOISE_UPDATES
-        return (cum[lo + n, :subtasks] - cum[lo, :subtasks]) / n
+        return (cum[lo + n, :, :subtasks] - cum[lo, :, :subtasks]) / n
 
     def uniform(self, op: int, index: int) -> float:
         u = self._flags.get(op)
@@ -112,6 +113,18 @@ def _noise(model: SimModel, seed: int) -> NoiseTable:
         tab = NoiseTable(seed)
         model._noise_table = tab  # type: ignore[attr-defined]
     return tab
+
+
+_new = object.__new__
+
+
+def _subtask(rin: float, rout: float, busy: float, idle: float, bp: float, buffer: float, cpu: float, jvm: float,
+             lag: float | None) -> SubtaskMetrics:
+    """SubtaskMetrics without the frozen dataclass' per-field __setattr__ (hundreds per snapshot)."""
+    o = _new(SubtaskMetrics)
+    o.__dict__.update(records_in_per_s=rin, records_out_per_s=rout, busy_ms_per_s=busy, idle_ms_per_s=idle,
+                      backpressured_ms_per_s=bp, input_buffer_usage=buffer, cpu_load=cpu, cpu_jvm_load=jvm, lag=lag)
+    return o
 
 
 def _interp(points: list[tuple[float, float]], x: float) -> float:
@@ -292,22 +305,14 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 flagged = max(lv_bp) > cfg.backpressure_threshold
             else:
                 ko = kinds.kind_of
-
-                def noisy_reading(g: list[tuple[float, float]], gauge: str, i_: int = i, ko_: np.ndarray = ko,
-                                  n_sub_: int = n_sub) -> np.ndarray:
-                    m = np.array([v[0] for v in g])[ko_]
-                    sd = np.array([v[1] for v in g])
-                    if not sd.any():
-                        return m
-                    z = noise.window_mean(i_, gauge, first_upd, n_valid, n_sub_)  # type: ignore[union-attr]
-                    return np.clip(m + sd[ko_] * z, 0.0, 1.0)
-
-                busy_a = noisy_reading(g_busy, "busy")
-                bp_a = np.minimum(noisy_reading(g_bp, "backpressured"), 1.0 - busy_a)
-                busy_l = (busy_a * 1000.0).tolist()
-                bp_l = (bp_a * 1000.0).tolist()
-                cpu_l = noisy_reading(g_cpu, "cpu").tolist()
-                jvm_l = noisy_reading(g_jvm, "cpu_jvm").tolist()
+                g_all = (g_busy, g_bp, g_cpu, g_jvm)
+                means = np.array([[v[0] for v in g] for g in g_all])[:, ko]  # (4 gauges, subtasks)
+                sds = np.array([[v[1] for v in g] for g in g_all])[:, ko]
+                z = noise.window_mean_all(i, first_upd, n_valid, n_sub)  # (4, subtasks)
+                read = np.clip(means + sds * z, 0.0, 1.0)
+                read[1] = np.minimum(read[1], 1.0 - read[0])
+                read[:2] *= 1000.0
+                busy_l, bp_l, cpu_l, jvm_l = read.tolist()
                 # isBackPressured is instantaneous: each scrape sees a subtask flagged with P(blocked)
                 p_none = 1.0
                 for s, ok, row in zip(inst, up, ii_l, strict=True):
@@ -340,8 +345,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             subs = tuple(shared[kk] for kk in kinds.kind_list)
         else:
             subs = tuple(
-                SubtaskMetrics(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j],
-                               jvm_l[j], lag_sub[kk])
+                _subtask(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j], jvm_l[j],
+                         lag_sub[kk])
                 for j, kk in enumerate(kinds.kind_list)
             )
         cpu_sum += sum(cpu_l)
