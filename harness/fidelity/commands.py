@@ -116,6 +116,18 @@ def _notes(matrix: Any, runs: list[Any], by_cell: dict[str, dict[str, list[Any]]
             f"{exp.loop.cooldown_s:g} s; at most {exp.scale_manager.max_taskmanagers} task managers of "
             f"{exp.local.taskmanager_cpu_quota:g} CPU; {exp.partitions} partitions per topic; rescale "
             f"{exp.rescale_method}; Kafka retention {exp.kafka.retention_s or 'none'}")
+    from harness.fidelity.scale import describe_scale
+
+    seen: set[tuple[str, str]] = set()
+    for r in runs:
+        key = (r.experiment.query, r.experiment.pattern.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            notes.append(f"{key[0]} {key[1]}: {describe_scale(r.experiment).describe()}")
+        except Exception as exc:  # noqa: BLE001 - a note, never a failed report
+            notes.append(f"{key[0]} {key[1]}: scale not described ({exc})")
     local = [x for c in by_cell.values() for x in c["local"]]
     sims = [x for c in by_cell.values() for x in c["sim"]]
     loads = [x.meta.get("host", {}).get("loadavg_start", [math.nan])[0] for x in local]
