@@ -133,3 +133,19 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     bad.write_text(TINY.replace("query: q1", "query: q99"))
     r = CliRunner().invoke(app, ["fidelity", str(bad), "--results", str(tmp_path)])
     assert r.exit_code == 2 and "q99" in r.output
+
+
+def test_scale_chosen_from_the_calibrated_capacity(tmp_path: Path) -> None:
+    from harness.fidelity.scale import describe_scale, needed_taskmanagers, scale_for
+
+    m, src = matrix(tmp_path)
+    exp = fidelity_runs(m, str(src), tmp_path, 1, 1)[0].experiment
+    assert needed_taskmanagers(exp, 0.0) == 3  # one subtask per operator at least
+    rates = [1e3, 1e4, 1e5, 1e6]
+    tms = [needed_taskmanagers(exp, r) for r in rates]
+    assert tms == sorted(tms) and tms[-1] > tms[0]
+    s = scale_for(exp, peak_share=0.85)  # 0.85 x 8 -> the peak needs at most 6 task managers
+    at = exp.model_copy(update={"pattern": exp.pattern.model_copy(update={"scale": s})})
+    above = exp.model_copy(update={"pattern": exp.pattern.model_copy(update={"scale": s * 1.05})})
+    assert describe_scale(at).peak_tms <= 6 < describe_scale(above).peak_tms
+    assert "needs" in describe_scale(at).describe()
