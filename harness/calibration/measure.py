@@ -238,12 +238,28 @@ class QueryCalibration:
             lag1 = self._lag()
             grew = math.isfinite(lag0) and math.isfinite(lag1) and lag1 - lag0 > 0.05 * rate * d.overload_s
             rec.extra["backlog_growth"] = lag1 - lag0 if math.isfinite(lag0) and math.isfinite(lag1) else None
+            self.measured_rate = self._throughput(rec)
+            rec.extra["throughput"] = self.measured_rate
             if grew:
                 return
             rate *= 2.0
             self.offered = rate
             self.say(f"{self.topology.query}: not saturated (backlog {lag0:.0f} -> {lag1:.0f}); offering {rate:,.0f}/s")
             self._generate([rate] * int(self.plan.measure_s + 120))
+
+    def _throughput(self, phase: PhaseRecord) -> float:
+        """Records/s the sources took from Kafka over a phase's plateau (from the exact counters)."""
+        df = self.recorder.frame()
+        if df.empty or "rec_out" not in df:
+            return math.nan
+        seg = df[(df.t >= phase.t0 + phase.settle_s) & (df.t <= phase.t1)
+                 & df.operator.isin([s.name for s in self.topology.sources])]
+        total = 0.0
+        for _, g in seg.groupby(["operator", "subtask"]):
+            g = g.sort_values("t")
+            if len(g) >= 2 and g.t.iloc[-1] > g.t.iloc[0]:
+                total += (g.rec_out.iloc[-1] - g.rec_out.iloc[0]) / (g.t.iloc[-1] - g.t.iloc[0])
+        return float(total) if total > 0 else math.nan
 
     def _parallelisms(self) -> None:
         d = self.plan.durations
@@ -278,7 +294,8 @@ class QueryCalibration:
         d = self.plan.durations
         b = self.backend
         op = stateful_operator(self.topology)
-        moderate = 0.5 * self.rate_capacity
+        measured = getattr(self, "measured_rate", math.nan)
+        moderate = 0.5 * (measured if math.isfinite(measured) else self.rate_capacity)
         self._generate([moderate] * 3600)
         self.recorder.phase = "rescale-settle"
         self._wait(d.rescale_settle_s)
