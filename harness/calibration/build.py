@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,17 @@ def _share(phase: PhaseRecord, op: str) -> float:
     return float(phase.shares.get(op, 1.0))
 
 
+def normalised(m: Measurement) -> Measurement:
+    """Samples without a subtask (a task manager between jobs) dropped; operator names as the topology's
+    (samples recorded before `recorder.label_operator` kept the reporter's leading '_')."""
+    df = m.samples
+    if df.empty or "operator" not in df:
+        return m
+    df = df[df.operator.notna()].copy()
+    df["operator"] = df.operator.astype(str).str.lstrip("_")
+    return replace(m, samples=df)
+
+
 def plateaus(m: Measurement) -> list[OpPlateau]:
     """Every (phase, operator) plateau with one subtask's worth of truth and readings.
 
@@ -58,6 +69,7 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
     df = m.samples
     if df.empty or "operator" not in df:
         return out
+
     for ph in m.phases:
         if ph.kind in ("rescale", "warmup") or not math.isfinite(ph.t1):
             continue
@@ -196,6 +208,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                   downtime_slopes: dict[str, tuple[float, str]] | None = None) -> QueryProfile:
     """The calibrated profile of `m.query` (see module docstring); `downtime_slopes[method]` = (s per GB,
     where it came from), pooled over the calibrated queries by the caller."""
+    m = normalised(m)
     pls = plateaus(m)
     q = m.quota
     limiting: dict[str, set[str]] = {}

@@ -190,32 +190,40 @@ class QueryCalibration:
         from harness.backends.local.backend import LocalBackend
 
         plan, d = self.plan, self.plan.durations
-        c = self.rate_capacity
-        overload = OVERLOAD * c
-        ladder = [f * c for f in plan.ladder]
-        load_s = plan.measure_s + 60.0
-        schedule: list[float] = [ladder[0]] * int(d.settle_s)  # warm-up: JIT, first checkpoint
-        for r in ladder:
-            schedule += [r] * int(round(d.level_s))
-        schedule += [overload] * int(round(load_s))
+        est = self.rate_capacity
         self.backend = LocalBackend(self.stack)
         self.recorder = Recorder(self.stack)
         t_start = time.monotonic()
         self.say(f"{self.topology.query}: starting the job (all operators at parallelism 1)")
-        self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(schedule), 1.0), self.topology)
+        # warm-up and probe: the estimate may be far off, the probe measures the real saturated rate
+        warm = [0.8 * est] * int(round(d.warmup_s)) + [OVERLOAD * est] * int(round(plan.measure_s + 120))
+        self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(warm), 1.0), self.topology)
         self.recorder.job_id = self.backend.state.job_id
         self.recorder.start()
         startup_s = getattr(self.backend, "startup_s", math.nan)
         try:
-            self._phase("warmup", "warmup", d.settle_s, d.settle_s, rate=ladder[0])
+            self._warmup(d.warmup_s)
+            c = self._overload(OVERLOAD * est, "probe")
+            if not math.isfinite(c):
+                c = est
+            self.say(f"{self.topology.query}: saturated at {c:,.0f} records/s; the ladder follows it")
+            # drain the probe's backlog, then the ladder at fractions of the measured rate, then overload
+            drain = int(min(90.0, max(2.0, self._lag() / max(c, 1.0) * 1.3 + 2.0))) if math.isfinite(self._lag()) else 5
+            ladder = [f * c for f in plan.ladder]
+            sched = [0.0] * drain
+            for r in ladder:
+                sched += [r] * int(round(d.level_s))
+            sched += [OVERLOAD * c] * int(round(plan.measure_s + 120))
+            self._generate(sched)
+            self._phase("drain", "drain", drain, 0.0, rate=0.0)
             for i, r in enumerate(ladder):
                 self._phase(f"ladder-{i}", "ladder", d.level_s, d.settle_s, rate=r)
-            self._overload(overload)
+            self._overload(OVERLOAD * c, "overload", restart=False)
             for op in plan.operators:
-                for s in plan.shares:
-                    self.backend.rescale(dict(self.backend.state.parallelism), {op: s})
-                    self._phase(f"share-{op}-{s:g}", "share", d.share_s, d.settle_s, rate=self.offered,
-                                operator=op, share=s)
+                for sh in plan.shares:
+                    self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})
+                    self._phase(f"share-{op}-{sh:g}", "share", d.share_s, d.settle_s, rate=self.offered,
+                                operator=op, share=sh)
                 self.backend.rescale(dict(self.backend.state.parallelism), {op: 1.0})
             self._parallelisms()
             self._rescales()
@@ -223,29 +231,47 @@ class QueryCalibration:
             self.recorder.stop()
             self._teardown()
         facts = {"job_startup_s": startup_s, "wall_s": time.monotonic() - t_start,
-                 "rate_capacity_estimate": c, "offered_overload": self.offered}
+                 "rate_capacity_estimate": est, "offered_overload": self.offered}
         return Measurement(self.topology.query, self.quota, self.phases, self.recorder.frame(),
                            self.recorder.host_frame(), facts)
 
-    def _overload(self, rate: float) -> None:
-        """Saturate at share 1.0; if the backlog does not grow, offer more and measure again."""
+    def _warmup(self, seconds: float) -> None:
+        """Run the fresh JVMs' JIT compilers at a full CPU: at the task manager's quota it takes minutes,
+        and every rate measured meanwhile is the compiler's, not the query's."""
+        boost = max(1.0, self.quota)
+        for tm in self.stack.taskmanager_ids():
+            self.stack.set_taskmanager_cpu(tm, boost)
+        try:
+            self._phase("warmup", "warmup", seconds, seconds)
+        finally:
+            self.backend.rescaler.apply_cpu(self.backend.state, {op: 1.0 for op in self.topology.names})
+            self.recorder.phase = "warmup-settle"
+            self._wait(self.plan.durations.settle_s)
+
+    def _overload(self, rate: float, name: str, restart: bool = True) -> float:
+        """Saturate at share 1.0 and return the records/s the sources took; if the backlog does not
+        grow, offer more (restarting the generator) and measure again."""
         d = self.plan.durations
         self.offered = rate
+        measured = math.nan
         for attempt in range(3):
             lag0 = self._lag()
-            rec = self._phase("overload" if attempt == 0 else f"overload-{attempt}", "overload", d.overload_s,
+            rec = self._phase(name if attempt == 0 else f"{name}-{attempt}", "overload", d.overload_s,
                               d.settle_s, rate=rate)
             lag1 = self._lag()
-            grew = math.isfinite(lag0) and math.isfinite(lag1) and lag1 - lag0 > 0.05 * rate * d.overload_s
+            grew = math.isfinite(lag0) and math.isfinite(lag1) and lag1 - lag0 > 0.02 * rate * d.overload_s
             rec.extra["backlog_growth"] = lag1 - lag0 if math.isfinite(lag0) and math.isfinite(lag1) else None
-            self.measured_rate = self._throughput(rec)
-            rec.extra["throughput"] = self.measured_rate
-            if grew:
-                return
-            rate *= 2.0
+            measured = self._throughput(rec)
+            rec.extra["throughput"] = measured
+            self.measured_rate = measured
+            if grew or not restart:
+                return measured
+            rate = 2.0 * max(rate, measured if math.isfinite(measured) else 0.0)
             self.offered = rate
-            self.say(f"{self.topology.query}: not saturated (backlog {lag0:.0f} -> {lag1:.0f}); offering {rate:,.0f}/s")
+            self.say(f"{self.topology.query}: not saturated (backlog {lag0:.0f} -> {lag1:.0f}); "
+                     f"offering {rate:,.0f}/s")
             self._generate([rate] * int(self.plan.measure_s + 120))
+        return measured
 
     def _throughput(self, phase: PhaseRecord) -> float:
         """Records/s the sources took from Kafka over a phase's plateau (from the exact counters)."""

@@ -3,12 +3,15 @@
 One job per query, every operator at parallelism 1 on its own task manager (one slot each, as
 in every run), fed by the load generator from a fresh consumer group:
 
-1. `ladder`: the generator steps through fractions of the estimated bottleneck capacity; every
+0. `warmup`: the fresh JVMs compile the query's hot code at a full CPU (at a 0.25-CPU quota the
+   JIT takes minutes and every rate measured meanwhile is the compiler's), then `probe`: the
+   generator offers more than the estimate, the sources' saturated rate is measured (raised and
+   repeated if the backlog did not grow), and its backlog is drained.
+1. `ladder`: the generator steps through fractions of the measured saturated rate; every
    operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
    meter lag at each step).
 2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
-   share 1.0 (its capacity) and everything upstream of it is backpressured. If the backlog does
-   not grow the estimate was low: the rate is raised and the phase repeated.
+   share 1.0 (its capacity) and everything upstream of it is backpressured.
 3. `share`: still overloaded, each operator in turn runs at lower CPU shares of its task
    manager's quota (cgroup, no restart), which makes it the bottleneck: its capacity there.
 4. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
@@ -36,21 +39,22 @@ RESCALE_METHODS_QUICK = ("in_place", "savepoint")
 
 @dataclass(frozen=True)
 class Durations:
-    level_s: float = 25.0  # one ladder level
-    overload_s: float = 30.0
-    share_s: float = 18.0
-    settle_s: float = 8.0  # discarded at the start of a phase (meters, buffers, the generator)
-    rescale_settle_s: float = 10.0  # running time after a rescale before the next one
-    parallelism_s: float = 25.0
+    level_s: float = 22.0  # one ladder level
+    overload_s: float = 22.0
+    share_s: float = 16.0
+    settle_s: float = 7.0  # discarded at the start of a phase (meters, buffers, the generator)
+    rescale_settle_s: float = 8.0  # running time after a rescale before the next one
+    parallelism_s: float = 22.0
+    warmup_s: float = 30.0  # the JVMs' JIT at a full CPU before anything is measured
 
     def scaled(self, f: float) -> Durations:
         return Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
-                                            self.rescale_settle_s, self.parallelism_s)))
+                                            self.rescale_settle_s, self.parallelism_s, self.warmup_s)))
 
 
 FULL = Durations()
-QUICK = Durations(level_s=16.0, overload_s=22.0, share_s=14.0, settle_s=6.0, rescale_settle_s=6.0,
-                  parallelism_s=20.0)
+QUICK = Durations(level_s=12.0, overload_s=14.0, share_s=11.0, settle_s=5.0, rescale_settle_s=3.0,
+                  parallelism_s=15.0, warmup_s=20.0)
 
 
 def stateful_operator(topology: Topology) -> str:
@@ -76,8 +80,8 @@ class QueryPlan:
         """Seconds of load phases (ladder, overload, shares, parallelism)."""
         d = self.durations
         extra_p = [p for p in self.parallelisms if p > 1]
-        return (len(self.ladder) * d.level_s + d.overload_s + len(self.operators) * len(self.shares) * d.share_s
-                + len(extra_p) * d.parallelism_s)
+        return (d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
+                + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s)
 
     @property
     def estimate_s(self) -> float:

@@ -78,6 +78,13 @@ def cgroup_throttled(path: Path) -> tuple[float, float] | None:
         return None
 
 
+def label_operator(task_name: str) -> str | None:
+    """The operator of a reporter's `task_name` label. Flink's Prometheus reporter turns the characters
+    of a label value it does not allow into '_' ("Source: bids_source" -> "Source:_bids_source")."""
+    ops = vertex_operators(task_name.replace("_->_", " -> "))
+    return ops[0].lstrip("_") if ops else None
+
+
 def parse_reporter(text: str, job_id: str | None) -> dict[str, Any]:
     """One task manager's endpoint -> {operator, subtask, task readings, TM readings} (one slot)."""
     out: dict[str, Any] = {}
@@ -91,9 +98,9 @@ def parse_reporter(text: str, job_id: str | None) -> dict[str, Any]:
         lab = dict(labels)
         if job_id and lab.get("job_id") not in (None, job_id):
             continue
-        ops = vertex_operators(lab.get("task_name", ""))
-        if ops:
-            out["operator"] = ops[0]
+        op = label_operator(lab.get("task_name", ""))
+        if op:
+            out["operator"] = op
             out["subtask"] = int(lab.get("subtask_index", "0"))
         if key in ("rec_in", "rec_out") and name.startswith(T + "operator_"):
             continue
