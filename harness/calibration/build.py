@@ -262,7 +262,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             bp_r.append(pl.p.backpressured)
             true_cpu = pl.p.cores / (q * pl.p.share)
             levels_cpu.append(true_cpu)
-            levels_jvm.append(pl.p.cores / q)  # the JVM divides by CPUs it sees, not by a changed quota
+            levels_jvm.append(true_cpu)  # the JVM (container-aware) divides by the cgroup quota now in force
             cpu_r.append(pl.cpu_reading)
             jvm_r.append(pl.p.cpu_jvm)
         readings = OperatorReadings(

@@ -137,8 +137,8 @@ class OperatorReadings(_Model):
     cpu: GaugeModel = Field(default_factory=GaugeModel, description="CPU time / quota against true cores / quota")
     cpu_jvm: GaugeModel = Field(
         default_factory=GaugeModel,
-        description="Status.JVM.CPU.Load against the true cores in units of the calibration quota (the JVM divides "
-                    "by the CPUs it sees, which a run-time quota change does not move)")
+        description="Status.JVM.CPU.Load against true cores / the quota in force (JDK 17 reads the cgroup quota, "
+                    "also after a run-time change)")
 
 
 class OperatorProfile(_Model):

@@ -74,7 +74,8 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
                     "busy_ms": busy_now[op] * 1000, "bp_ms": (1 - u) * 1000 if upstream else 0.0,
                     "idle_ms": 0.0, "is_bp": float(upstream), "rec_in": 0.0 if op == "bids_source" else c[0],
                     "rec_out": c[1] if op != "bids_source" else c[0], "proc_cpu_s": c[2], "jvm_time_ns": c[3],
-                    "jvm_load": cores / 2 + rng.normal(0, 0.002), "pending": pending if op == "bids_source" else None,
+                    "jvm_load": 0.97 * cores / (QUOTA * shares.get(op, 1.0)) + rng.normal(0, 0.02),
+                    "pending": pending if op == "bids_source" else None,
                     "quota": QUOTA * shares.get(op, 1.0),
                 })
         rec.t1 = t
@@ -137,8 +138,8 @@ def test_fit_recovers_the_busy_readings_bias_noise_and_meter_interval(fitted: Qu
     # backpressure of the source while map is throttled to its bottleneck: 1 - utilisation, read exactly
     bp = fitted.operators["bids_source"].readings.backpressured
     assert bp.gain == pytest.approx(1.0, abs=0.05) and bp.offset == pytest.approx(0.0, abs=0.03)
-    # the JVM's load is relative to the host's two CPUs: reading = cores / 2 = quota / 2 x (cores / quota)
-    assert fitted.operators["map"].readings.cpu_jvm.gain == pytest.approx(QUOTA / 2, rel=0.05)
+    # the JVM's load is relative to the cgroup quota in force (JDK 17 is container-aware)
+    assert fitted.operators["map"].readings.cpu_jvm.gain == pytest.approx(0.97, rel=0.05)
     assert fitted.operators["map"].readings.cpu.gain == pytest.approx(1.0, rel=0.05)
 
 

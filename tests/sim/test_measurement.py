@@ -49,7 +49,7 @@ def profile(busy: GaugeModel | None = None, startup_s: float = 20.0, mid_state_p
             capacity=cap, capacity_fit=fit, selectivity=sel,
             cpu=CpuModel(idle_cores=0.01, cores_per_record=QUOTA / cap, saturated_fraction=1.0),
             state=state,
-            readings=OperatorReadings(busy=busy or GaugeModel(), cpu_jvm=GaugeModel(gain=QUOTA / 2)),
+            readings=OperatorReadings(busy=busy or GaugeModel(), cpu_jvm=GaugeModel(gain=0.9)),
         )
     prov = Provenance(date="2026-11-26T00:00:00+00:00", command="test", cpu_model="test", host_cpus=2,
                       flink_version="2.2.1", kafka_version="4.1.1", taskmanager_cpu_quota=QUOTA,
@@ -147,7 +147,7 @@ def test_cpu_signals_follow_the_calibrated_cpu_model() -> None:
     mid = b.snapshot(15).op("mid")
     idle = 0.01 / QUOTA
     assert mid.cpu_load == pytest.approx(idle + (1 - idle) * 0.5, rel=0.02)  # CPU time / quota
-    assert mid.cpu_jvm_load == pytest.approx(QUOTA / 2 * mid.cpu_load, rel=0.02)  # the JVM divides by 2 host CPUs
+    assert mid.cpu_jvm_load == pytest.approx(0.9 * mid.cpu_load, rel=0.02)  # the calibrated gain of the JVM's load
 
 
 def test_lag_rate_is_taken_over_the_metrics_window_like_the_catalogue() -> None:

@@ -65,7 +65,6 @@ class RunCosts:
     calibrated: bool
     source: str  # where the numbers came from (recorded in run.yaml)
     noisy: bool = True
-    jvm_cores_unit: float = 1.0  # cores the cpu_jvm gauge's input is measured in (the calibration quota)
     meter_delay_s: float = 0.0  # a scrape finds the meters' latest update this old (0: updated at the scrape)
 
     def rescale_downtime(self, method: str, state_bytes: float) -> float:
@@ -100,8 +99,7 @@ def _first_guess(topology: Topology, cfg: SimConfig, tm_cores: float) -> RunCost
     return RunCosts(tm_cores=tm_cores, host_cpus=tm_cores, ops=ops,
                     startup_s=cfg.taskmanager_startup_s if cfg.taskmanager_startup_s is not None else 0.0,
                     stop_s=0.0, downtime=downtime, meter_interval_s=cfg.meter_interval_s, calibrated=False,
-                    source=f"first guess (queries/topologies/{topology.query}.yaml)", noisy=False,
-                    jvm_cores_unit=tm_cores)
+                    source=f"first guess (queries/topologies/{topology.query}.yaml)", noisy=False)
 
 
 def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_cores: float) -> RunCosts:
@@ -137,7 +135,6 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         calibrated=True,
         source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model} "
                f"({profile.provenance.command})",
-        jvm_cores_unit=profile.cpu_quota,
         meter_delay_s=meter_delay(profile),
     )
 

@@ -15,8 +15,8 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   the subtask is blocked (its backpressured fraction); the window's max_over_time is what counts.
 - CPU, two signals (harness.vocabulary): `cpu` = CPU time / the task manager's quota, with the
   calibrated idle CPU and the fraction of its quota a saturated task manager reaches, linear in the
-  subtask's utilisation; `cpu_jvm` = Status.JVM.CPU.Load as the calibrated function of the cores used
-  (the JVM divides by the CPUs it sees, so a task manager's share changes its reading's scale).
+  subtask's utilisation; `cpu_jvm` = Status.JVM.CPU.Load as the calibrated function of the same (the
+  JVM reads the cgroup quota in force, so both signals are relative to it).
 - The sources' event-time lag gauge (the thesis' latency, ch. 5.3) is the age of the last record
   each subtask emitted, averaged over subtasks; a subtask that has not emitted since a restart has
   no value (NaN), and while the job is down no gauge answers at all.
@@ -293,8 +293,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             g_busy = [_gauge(r.busy, v) for v in lv_busy]
             g_bp = [_gauge(r.backpressured, v) for v in lv_bp]
             g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
-            jvm_unit = quota / costs.jvm_cores_unit  # the JVM's input: cores in units of the calibration quota
-            g_jvm = [_gauge(r.cpu_jvm, v * jvm_unit) for v in lv_cpu]
+            g_jvm = [_gauge(r.cpu_jvm, v) for v in lv_cpu]
             if noise is None or n_sub == 0:
                 per_kind = [(gb[0] * 1000.0, min(gp[0], 1.0 - gb[0]) * 1000.0, gc[0], gj[0])
                             for gb, gp, gc, gj in zip(g_busy, g_bp, g_cpu, g_jvm, strict=True)]
@@ -466,8 +465,7 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         quota = np.maximum(share, 1e-9) * tm_cores
         idle_f = np.minimum(1.0, c.idle_fraction * tm_cores / quota)
         cpu = idle_f + (c.saturated_fraction - idle_f) * busy
-        jvm = np.clip(c.readings.cpu_jvm.offset + c.readings.cpu_jvm.gain * cpu * quota / costs.jvm_cores_unit,
-                      0.0, 1.0)
+        jvm = np.clip(c.readings.cpu_jvm.offset + c.readings.cpu_jvm.gain * cpu, 0.0, 1.0)
         tm_total += par
         cpu_total += cpu * par
         jvm_total += jvm * par
