@@ -71,7 +71,7 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
         return out
 
     for ph in m.phases:
-        if ph.kind in ("rescale", "warmup") or not math.isfinite(ph.t1):
+        if ph.kind in ("rescale", "warmup", "drain") or not math.isfinite(ph.t1):
             continue
         seg = df[(df.phase == ph.name) & (df.t >= ph.t0 + ph.settle_s) & (df.t <= ph.t1)]
         for op, g in seg.groupby("operator"):
@@ -112,10 +112,26 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                     if tt[a + 5] > tt[a] and np.isfinite(ns[a]) and np.isfinite(ns[a + 5]):
                         cpu_r.append((ns[a + 5] - ns[a]) / 1e9 / (tt[a + 5] - tt[a]) / quota)
             flagged = float((rows.is_bp > 0).mean()) if "is_bp" in rows and rows.is_bp.notna().any() else math.nan
+            thr = []
+            for _, gs in rows.groupby("subtask"):
+                gs = gs.sort_values("t")
+                if "periods" in gs and gs.periods.notna().sum() >= 2:
+                    per = gs.periods.dropna()
+                    dp = per.iloc[-1] - per.iloc[0]
+                    dt_ = gs.throttled.dropna().iloc[-1] - gs.throttled.dropna().iloc[0]
+                    if dp > 0:
+                        thr.append(dt_ / dp)
+            pending = growth = math.nan
+            if "pending" in rows and rows.pending.notna().sum() >= 2:
+                pend = rows.sort_values("t")[["t", "pending"]].dropna()
+                pending = float(pend.pending.mean())
+                span = pend.t.iloc[-1] - pend.t.iloc[0]
+                growth = float((pend.pending.iloc[-1] - pend.pending.iloc[0]) / span) if span > 0 else math.nan
             p = fit.Plateau(
                 phase=ph.name, share=_share(ph, op), rate_in=rate_in, rate_out=rate_out, cores=cores,
                 busy=updates("busy_ms", 1e-3), backpressured=updates("bp_ms", 1e-3), idle=updates("idle_ms", 1e-3),
                 cpu_jvm=updates("jvm_load"), flagged=flagged, state_bytes=ph.state_bytes,
+                throttled=float(np.mean(thr)) if thr else math.nan, pending=pending, pending_growth=growth,
             )
             out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows))
     return out
@@ -125,17 +141,41 @@ def _is_source(m: Measurement, op: str) -> bool:
     return op.endswith("_source")
 
 
+THROTTLED = 0.5  # a task manager throttled in at least this share of CFS periods is CPU-bound
+BACKLOG_S = 2.0  # a phase is saturated when the sources hold more than this many seconds of records
+BACKLOG_GROWTH = 0.05  # ... or their backlog grows by more than this share of their rate
+
+
 def _cpu_bound(pl: OpPlateau, quota: float) -> bool:
+    if math.isfinite(pl.p.throttled):
+        return pl.p.throttled >= THROTTLED
     cap = quota * pl.p.share
     if math.isfinite(pl.p.cores) and pl.p.cores >= SATURATED_CPU * cap:
         return True
     return pl.phase.kind in ("overload", "share", "parallelism") and pl.p.busy_mean >= SATURATED_BUSY
 
 
+def backlogged(phase_plateaus: Sequence[OpPlateau], topology: Topology) -> bool:
+    """Records queued in Kafka beyond `BACKLOG_S` seconds of the sources' rate: the job ran saturated."""
+    srcs = {s.name for s in topology.sources}
+    pend = sum(pl.p.pending for pl in phase_plateaus if pl.operator in srcs and math.isfinite(pl.p.pending))
+    rate = sum(pl.p.rate_in for pl in phase_plateaus if pl.operator in srcs and math.isfinite(pl.p.rate_in))
+    growth = sum(pl.p.pending_growth for pl in phase_plateaus
+                 if pl.operator in srcs and math.isfinite(pl.p.pending_growth))
+    return rate > 0 and (pend > BACKLOG_S * rate or growth > BACKLOG_GROWTH * rate)
+
+
 def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: float) -> set[str]:
-    """The operators that limited a phase: CPU-bound ones with no CPU-bound operator downstream (an
-    operator upstream of the bottleneck may run hot too, but it is blocked, not saturated)."""
-    hot = {pl.operator for pl in phase_plateaus if _cpu_bound(pl, quota)}
+    """The operators that limited a phase. Only a phase with a backlog in Kafka was limited at all; then
+    the bottleneck is the most downstream CPU-bound operator (one upstream of it may run hot too, but
+    it is blocked, not saturated), else the sources themselves. A source is not judged by its CPU: a
+    KafkaSource reader uses its task manager's quota whatever it reads (measured)."""
+    if not backlogged(phase_plateaus, topology):
+        return set()
+    srcs = {s.name for s in topology.sources}
+    hot = {pl.operator for pl in phase_plateaus if pl.operator not in srcs and _cpu_bound(pl, quota)}
+    if not hot:
+        return {pl.operator for pl in phase_plateaus if pl.operator in srcs}
     return {op for op in hot if not (hot & _descendants(topology, op))}
 
 
@@ -231,11 +271,11 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                             [pl.p.cores / pl.p.share for pl in sat])
         points = [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=True, cpu_cores=pl.p.cores,
                              busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples)) for pl in sat]
-        # share phases of this operator where it did not become the bottleneck: a lower bound, kept as data
+        # plateaus where it was not the bottleneck: lower bounds of its capacity at that share, kept as data
         points += [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=False, cpu_cores=pl.p.cores,
                               busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples))
-                   for pl in mine if pl.phase.kind == "share" and pl.phase.operator == spec.name
-                   and not saturated(pl, q)]
+                   for pl in mine if pl.phase.kind != "parallelism" and not saturated(pl, q)
+                   and math.isfinite(pl.p.rate_in)]
         cfit = fit.capacity_fit(points, cpu, q)
         sat_f = cpu.saturated_fraction
 

@@ -213,7 +213,7 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             if p.kind == "rescale" and p.extra.get("ok"):
                 s = p.extra.get("state_bytes_before")
                 pooled.setdefault(p.extra["method"], []).append(
-                    (float(s) if s is not None and math.isfinite(float(s)) else 0.0, float(p.extra["downtime_s"])))
+                    (float(s) if s is not None else math.nan, float(p.extra["downtime_s"])))
     slopes = {meth: (fit.pooled_slope(pts), f"pooled over {', '.join(sorted(measured))} ({len(pts)} rescales)")
               for meth, pts in pooled.items()}
     local = LocalConfig()

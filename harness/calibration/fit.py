@@ -71,6 +71,9 @@ class Plateau:
     cpu_jvm: np.ndarray  # Status.JVM.CPU.Load samples
     flagged: float  # fraction of samples with isBackPressured set
     state_bytes: float = math.nan  # checkpointed state of the subtask (last known)
+    throttled: float = math.nan  # fraction of CFS periods in which the cgroup ran out of quota
+    pending: float = math.nan  # sources: mean records waiting in Kafka for this subtask
+    pending_growth: float = math.nan  # sources: records/s the backlog grew by over the plateau
 
     @property
     def busy_mean(self) -> float:
@@ -109,12 +112,30 @@ def cpu_model(rates: Sequence[float], cores: Sequence[float], quota: float,
     task manager reached (as a fraction of its quota)."""
     line = fit_line(rates, cores)
     idle = line.intercept if math.isfinite(line.intercept) else math.nan
-    per_record = line.slope if math.isfinite(line.slope) else math.nan
+    per_record = line.slope if math.isfinite(line.slope) and line.slope > 0 else math.nan  # no CPU for free
     if math.isfinite(idle) and idle < 0.0:  # a negative intercept is noise around zero
         idle = 0.0
-    sat = [c / quota for c in saturated_cores if math.isfinite(c)]
+    # a task manager cannot use more than its quota: readings above it are sampling jitter
+    sat = [min(1.0, c / quota) for c in saturated_cores if math.isfinite(c)]
     return CpuModel(idle_cores=idle, cores_per_record=per_record,
                     saturated_fraction=float(np.median(sat)) if sat else 1.0, n=line.n, r2=line.r2)
+
+
+def envelope(points: Sequence[SharePoint], tolerance: float = 0.1) -> list[SharePoint]:
+    """One saturated point per share: the fastest (the JVM keeps compiling and the host's load varies,
+    so slower saturations are the measurement's, not the operator's); dropped when the operator ran
+    faster unsaturated at that share (then it was not the bottleneck after all)."""
+    out = []
+    for share in sorted({p.share for p in points}):
+        at = [p for p in points if p.share == share and math.isfinite(p.capacity) and p.capacity > 0]
+        sat = [p for p in at if p.saturated]
+        if not sat:
+            continue
+        best = max(sat, key=lambda p: p.capacity)
+        faster = [p for p in at if not p.saturated and p.capacity > best.capacity * (1 + tolerance)]
+        if not faster:
+            out.append(best)
+    return out
 
 
 def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> CapacityFit:
@@ -122,28 +143,59 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
 
     The x axis is the CPU the task manager really used at saturation (a host too busy to grant the
     quota shows as fewer cores, not as a cheaper record); two or more points fit both parameters,
-    one point takes the CPU model's idle CPU as the overhead, none takes the CPU model's slope.
+    one point takes the CPU model's idle CPU as the overhead (none if that would leave no capacity),
+    none takes the CPU model's slope. Finally the line is lifted where the operator was seen to run
+    faster unsaturated at some share than the line says it could (`lower_bounds`).
     """
-    sat = [p for p in points if p.saturated and math.isfinite(p.capacity) and p.capacity > 0]
+    sat = envelope(points)
     used = [(p.cpu_cores if math.isfinite(p.cpu_cores) else p.share * quota, p.capacity) for p in sat]
-    overhead0 = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
+    idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
+    result: CapacityFit | None = None
     if len(used) >= 2 and np.ptp([u[0] for u in used]) > 0.02 * quota:
         line = fit_line([u[0] for u in used], [u[1] for u in used])  # capacity = a x cores + c
-        if line.slope > 0:
+        if line.slope > 0 and line.intercept <= 0:
             k = 1.0 / line.slope
-            overhead = max(0.0, -line.intercept * k)
+            overhead = -line.intercept * k
             if overhead < min(u[0] for u in used):  # a fit that would leave no capacity is not kept
-                return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
-                                   method=f"saturation at {len(used)} CPU shares")
-    if used:
-        ks = [(c - overhead0) / cap for c, cap in used if c > overhead0]
-        if ks:
-            return CapacityFit(cores_per_record=float(np.median(ks)), overhead_cores=overhead0, points=len(used),
-                               method=f"saturation at {len(used)} share(s), overhead from the CPU model")
-    if math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0:
-        return CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=overhead0, points=0,
-                           method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
-    raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
+                result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
+                                     method=f"saturation at {len(used)} CPU shares")
+        if result is None:  # no overhead to be seen (the line crosses above the origin): proportional
+            k = float(np.median([c / cap for c, cap in used]))
+            result = CapacityFit(cores_per_record=k, overhead_cores=0.0, points=len(used),
+                                 method=f"saturation at {len(used)} CPU shares, no overhead to be seen")
+    if result is None and used:
+        ks = []
+        for c, cap in used:
+            overhead = idle if idle < 0.5 * c else 0.0
+            ks.append(((c - overhead) / cap, overhead))
+        k, overhead = float(np.median([x[0] for x in ks])), float(np.median([x[1] for x in ks]))
+        result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
+                             method=f"saturation at {len(used)} share(s), overhead from the CPU model")
+    if result is None and math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0:
+        result = CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=idle, points=0,
+                             method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
+    if result is None:
+        raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
+    return lower_bounds(result, points, cpu, quota)
+
+
+def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> CapacityFit:
+    """An operator that processed r records/s unsaturated at share s can do at least r there: lower the
+    CPU per record until the line agrees with every such observation."""
+    sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
+    k = f.cores_per_record
+    lifted = False
+    for p in points:
+        if p.saturated or not math.isfinite(p.capacity) or p.capacity <= 0:
+            continue
+        spare = p.share * quota * sat_f - f.overhead_cores
+        if spare > 0 and p.capacity * k > spare:
+            k = spare / p.capacity
+            lifted = True
+    if not lifted:
+        return f
+    return CapacityFit(cores_per_record=k, overhead_cores=f.overhead_cores, points=f.points,
+                       method=f.method + ", lifted to the fastest unsaturated rate seen")
 
 
 # ---------------------------------------------------------------- readings
@@ -206,9 +258,11 @@ def state_cost(state_gb: Sequence[float], cost_per_record: Sequence[float], byte
     return StateCost(bytes_per_record=bytes_per_record, per_gb=per_gb, max_state_bytes=max_state_bytes, n=line.n)
 
 
-def pooled_slope(points: Sequence[tuple[float, float]]) -> float:
-    """Downtime seconds per GB of state over every (state bytes, downtime) point; never negative."""
-    if len(points) < 2:
+def pooled_slope(points: Sequence[tuple[float, float]], min_spread_bytes: float = 50e6) -> float:
+    """Downtime seconds per GB of state over every (state bytes, downtime) point; never negative, and
+    0 unless the states span at least `min_spread_bytes` (noise over a few bytes is no slope)."""
+    points = [p for p in points if math.isfinite(p[0]) and math.isfinite(p[1])]
+    if len(points) < 2 or max(p[0] for p in points) - min(p[0] for p in points) < min_spread_bytes:
         return 0.0
     line = fit_line([p[0] / 1e9 for p in points], [p[1] for p in points])
     return max(0.0, line.slope) if math.isfinite(line.slope) else 0.0

@@ -254,7 +254,7 @@ class QueryCalibration:
         d = self.plan.durations
         self.offered = rate
         measured = math.nan
-        for attempt in range(3):
+        for attempt in range(4):
             lag0 = self._lag()
             rec = self._phase(name if attempt == 0 else f"{name}-{attempt}", "overload", d.overload_s,
                               d.settle_s, rate=rate)

@@ -53,8 +53,8 @@ class Durations:
 
 
 FULL = Durations()
-QUICK = Durations(level_s=12.0, overload_s=14.0, share_s=11.0, settle_s=5.0, rescale_settle_s=3.0,
-                  parallelism_s=15.0, warmup_s=20.0)
+QUICK = Durations(level_s=11.0, overload_s=13.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
+                  parallelism_s=15.0, warmup_s=18.0)
 
 
 def stateful_operator(topology: Topology) -> str:
