@@ -213,12 +213,15 @@ class QueryCalibration:
             sched = [0.0] * drain
             for r in ladder:
                 sched += [r] * int(round(d.level_s))
-            sched += [OVERLOAD * c] * int(round(plan.measure_s + 120))
             self._generate(sched)
             self._phase("drain", "drain", drain, 0.0, rate=0.0)
             for i, r in enumerate(ladder):
                 self._phase(f"ladder-{i}", "ladder", d.level_s, d.settle_s, rate=r)
-            self._overload(OVERLOAD * c, "overload", restart=False)
+            # the probe may have run while the JVMs still compiled: offer more than the fastest rate seen since
+            seen = [p.extra.get("throughput") for p in self.phases if p.kind == "overload"]
+            seen += [self._throughput(p) for p in self.phases if p.kind == "ladder"]
+            c = max([c] + [float(v) for v in seen if v is not None and math.isfinite(float(v))])
+            self._overload(OVERLOAD * c, "overload", restart_now=True)
             for op in plan.operators:
                 for sh in plan.shares:
                     self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})
@@ -248,12 +251,14 @@ class QueryCalibration:
             self.recorder.phase = "warmup-settle"
             self._wait(self.plan.durations.settle_s)
 
-    def _overload(self, rate: float, name: str, restart: bool = True) -> float:
+    def _overload(self, rate: float, name: str, restart: bool = True, restart_now: bool = False) -> float:
         """Saturate at share 1.0 and return the records/s the sources took; if the backlog does not
         grow, offer more (restarting the generator) and measure again."""
         d = self.plan.durations
         self.offered = rate
         measured = math.nan
+        if restart_now:
+            self._generate([rate] * int(self.plan.measure_s + 120))
         for attempt in range(4):
             lag0 = self._lag()
             rec = self._phase(name if attempt == 0 else f"{name}-{attempt}", "overload", d.overload_s,

@@ -31,7 +31,7 @@ from harness.topology import Topology
 
 LADDER = (0.15, 0.35, 0.55, 0.75)  # fractions of the estimated bottleneck capacity
 LADDER_QUICK = (0.2, 0.45, 0.7)
-OVERLOAD = 1.8  # offered rate / estimated capacity while saturating
+OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
@@ -39,13 +39,13 @@ RESCALE_METHODS_QUICK = ("in_place", "savepoint")
 
 @dataclass(frozen=True)
 class Durations:
-    level_s: float = 22.0  # one ladder level
-    overload_s: float = 22.0
-    share_s: float = 16.0
-    settle_s: float = 7.0  # discarded at the start of a phase (meters, buffers, the generator)
-    rescale_settle_s: float = 8.0  # running time after a rescale before the next one
-    parallelism_s: float = 22.0
-    warmup_s: float = 30.0  # the JVMs' JIT at a full CPU before anything is measured
+    level_s: float = 18.0  # one ladder level
+    overload_s: float = 18.0
+    share_s: float = 14.0
+    settle_s: float = 6.0  # discarded at the start of a phase (meters, buffers, the generator)
+    rescale_settle_s: float = 5.0  # running time after a rescale before the next one
+    parallelism_s: float = 20.0
+    warmup_s: float = 25.0  # the JVMs' JIT at a full CPU before anything is measured
 
     def scaled(self, f: float) -> Durations:
         return Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
