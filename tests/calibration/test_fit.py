@@ -209,3 +209,22 @@ def test_downtime_slope_pooled_over_queries() -> None:
     m = fit.downtime_model([(1e9, 16.0)], 10.0, "pooled")
     assert m.base_s == pytest.approx(6.0) and m.downtime(3e9) == pytest.approx(36.0)
     assert fit.pooled_slope([(0.0, 5.0), (1e9, 1.0)]) == 0.0  # never a negative cost of state
+
+
+def test_reporter_text_is_parsed_into_one_subtask_row() -> None:
+    from harness.calibration.recorder import label_operator, parse_reporter
+
+    text = "\n".join([
+        '# TYPE flink_taskmanager_job_task_busyTimeMsPerSecond gauge',
+        'flink_taskmanager_job_task_busyTimeMsPerSecond{job_id="j1",task_name="Source:_bids_source",'
+        'subtask_index="0",tm_id="tm_1"} 512.0',
+        'flink_taskmanager_job_task_numRecordsOut{job_id="j1",task_name="Source:_bids_source",subtask_index="0"} 1e6',
+        'flink_taskmanager_job_task_operator_pendingRecords{job_id="j1",task_name="Source:_bids_source",'
+        'operator_name="bids_source",subtask_index="0"} 42.0',
+        'flink_taskmanager_job_task_busyTimeMsPerSecond{job_id="old",task_name="map",subtask_index="3"} 999.0',
+        'flink_taskmanager_Status_JVM_CPU_Load{tm_id="tm_1"} 0.93',
+    ])
+    row = parse_reporter(text, "j1")
+    assert row == {"busy_ms": 512.0, "operator": "bids_source", "subtask": 0, "rec_out": 1e6, "pending": 42.0,
+                   "jvm_load": 0.93}
+    assert label_operator("Source:_auction_source") == "auction_source" and label_operator("join") == "join"
