@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import requests
 
-from harness.backends.local.flink_rest import vertex_operators
+from harness.backends.flink_rest import vertex_operators
 from workloads.generator import parse_prometheus
 
 T = "flink_taskmanager_job_task_"

@@ -190,7 +190,7 @@ def test_retention_drops_records_and_counts_them_as_lost_load() -> None:
         assert m.produced == pytest.approx(m.processed + m.lag + m.expired, rel=1e-9)
     assert m.expired > 0
     # nothing older than retention + a segment + a check interval is ever taken
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     oldest = ts[ts.metric == Metric.LATENCY_KAFKA_MAX]["value"].max()
     assert oldest <= 60 + 10 + 5 + 1
     expired = ts[(ts.metric == Metric.EXPIRED_TOTAL)].sort_values("ts")["value"].to_numpy()
@@ -212,7 +212,7 @@ def test_a_scale_up_waits_for_task_manager_start_up_and_the_call_blocks_like_loc
     res = b.rescale({"mid": 2}, None)
     assert res.ok and res.downtime_s == pytest.approx(5.0)
     assert b.now() == pytest.approx(325.0)  # 20 s start-up (job runs on) + 5 s downtime
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     proc = ts[(ts.metric == Metric.PROCESSING)].set_index("ts")["value"]
     assert proc.loc[320.0] == pytest.approx(1.0)  # still processing during the start-up
     assert proc.loc[325.0] == pytest.approx(0.0)  # down for the restart
