@@ -8,11 +8,13 @@ nothing). Exit codes: 0 ok, 1 a measurement failed, 2 bad input.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import os
 import shlex
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+log = logging.getLogger(__name__)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -178,7 +181,10 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, r
                         m = cal.run()
                     except Exception as exc:  # noqa: BLE001 - one query failing must not lose the others
                         failed += 1
-                        progress.console.print(f"[red]{q}: calibration failed: {type(exc).__name__}: {exc}[/]")
+                        where = traceback.extract_tb(exc.__traceback__)[-1]
+                        log.exception("%s: calibration failed", q)
+                        progress.console.print(f"[red]{q}: calibration failed: {type(exc).__name__}: {exc} "
+                                               f"(at {where.filename}:{where.lineno})[/]")
                         continue
                     m.facts["load_before"] = list(load)
                     m.facts["query_wall_s"] = time.monotonic() - t_q

@@ -174,7 +174,9 @@ class Recorder:
             self.rows.append(row)
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows)
+        # a copy first: the sampling thread appends while pandas reads the list (a row appended midway
+        # made columns of different lengths: "Length of values (299) does not match length of index (300)")
+        return pd.DataFrame(list(self.rows))
 
     def host_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.host)
+        return pd.DataFrame(list(self.host))

@@ -228,3 +228,30 @@ def test_reporter_text_is_parsed_into_one_subtask_row() -> None:
     assert row == {"busy_ms": 512.0, "operator": "bids_source", "subtask": 0, "rec_out": 1e6, "pending": 42.0,
                    "jvm_load": 0.93}
     assert label_operator("Source:_auction_source") == "auction_source" and label_operator("join") == "join"
+
+
+def test_recorder_frame_is_consistent_while_the_sampling_thread_appends() -> None:
+    """`frame()` runs while the recorder's thread appends rows: it must see a consistent copy."""
+    import threading
+
+    from harness.calibration.recorder import Recorder
+
+    rec = Recorder(stack=None)
+    started = threading.Event()
+
+    def append() -> None:
+        for i in range(300_000):
+            rec.rows.append({"t": float(i), "operator": "map", "busy_ms": 1.0, **({"pending": 1.0} if i % 2 else {})})
+            if i == 1000:
+                started.set()
+
+    th = threading.Thread(target=append)
+    th.start()
+    started.wait()
+    frames = 0
+    while th.is_alive():
+        df = rec.frame()
+        assert df.t.notna().all()
+        frames += 1
+    th.join()
+    assert frames >= 1 and len(rec.frame()) == 300_000

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 
 import psutil
@@ -31,9 +30,7 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     state, out = tmp_path / "state", tmp_path / "profiles"
     args = ["calibrate", "--query", "q1", "--quick", "--time-scale", "0.5", "--state-dir", str(state),
             "--out", str(out), "--workdir", str(WORKDIR), "--port-offset", "7100"]
-    t0 = time.monotonic()
     r = CliRunner().invoke(app, args)
-    took = time.monotonic() - t0
     assert r.exit_code == 0, r.output
     prof = load_profile("q1", out)
     assert prof is not None
@@ -44,17 +41,22 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert math.isfinite(pv.host_load.before_1m) and math.isfinite(pv.host_load.during_mean_1m)
     assert 0.0 <= pv.host_load.host_cpu_busy <= 1.0
     src, mp, sink = (prof.operators[n] for n in ("bids_source", "map", "sink"))
-    # a 0.25-CPU subtask parses thousands to tens of thousands of CSV bids per second, not millions
+    # what the run measured: the sources' rate when overloaded at share 1.0, and every rate an operator
+    # was seen to process at share 1.0 (the profile keeps them as its share points)
+    sat_src = [pt.capacity for pt in src.shares if pt.saturated and pt.share == 1.0]
+    assert sat_src, "the overload phase saturated no source at share 1.0"
+    # a 0.25-CPU source parses thousands to tens of thousands of CSV bids per second, not millions
+    assert 500 < max(sat_src) < 500_000
+    assert max(sat_src) <= src.capacity < 5 * max(sat_src)  # the fit keeps what was seen, no wild lift
     for op in (src, mp, sink):
-        assert 500 < op.capacity < 500_000
+        seen = max(pt.capacity for pt in op.shares if pt.share == 1.0)
+        assert op.capacity >= 0.99 * seen, (op, seen)  # an operator can do at least what it was seen doing
         # less CPU, less capacity: the fitted line is increasing and has no negative overhead
         assert op.capacity_fit.capacity(0.25 * 0.25) < op.capacity_fit.capacity(0.5 * 0.25) < op.capacity
         assert op.capacity_fit.overhead_cores >= 0
         assert 0 < op.cpu.cores_per_record < 1e-3
     assert src.selectivity == pytest.approx(1.0, abs=0.05) and mp.selectivity == pytest.approx(1.0, abs=0.05)
     assert sink.selectivity == pytest.approx(0.0, abs=0.01)
-    # at least one operator saturated at share 1.0 (the overload phase did its job)
-    assert any(pt.saturated and pt.share == 1.0 for op in (src, mp, sink) for pt in op.shares)
     # Flink's busy time rises with the true load
     assert src.readings.busy.gain > 0.3 and src.readings.busy.n > 0
     assert prof.meters.interval_s == pytest.approx(5.0, abs=1.5)
@@ -66,11 +68,12 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     # the written file carries the command in its header and reads back as YAML
     assert "bench calibrate" in (out / "q1.yaml").read_text().splitlines()[0]
     assert yaml.safe_load((out / "q1.yaml").read_text())["query"] == "q1"
-    # resumable: the samples are kept, a second run measures nothing and refits
-    t1 = time.monotonic()
+    # resumable: the samples are kept, a second run measures nothing (no stack, samples untouched) and refits
+    samples = next(state.glob("*/q1/samples.parquet"))
+    before = samples.stat().st_mtime_ns
     r2 = CliRunner().invoke(app, args)
     assert r2.exit_code == 0, r2.output
-    assert time.monotonic() - t1 < min(60.0, took / 3)
+    assert "measured in" not in r2.output and samples.stat().st_mtime_ns == before
     again = load_profile("q1", out)
     assert again is not None and again.operators["map"].capacity == pytest.approx(mp.capacity, rel=1e-6)
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(WORKDIR) in " ".join(p.info["cmdline"] or [])]
