@@ -50,18 +50,21 @@ class ScaleChoice:
     peak_tms: int
     trough_tms: int
     budget: int
+    costs_from: str = "the calibrated capacities"  # or the first-guess profile's, when none is calibrated
 
     def describe(self) -> str:
         return (f"scale {self.scale:g}: the pattern's peak ({self.peak_rate:,.0f} rec/s) needs {self.peak_tms} and "
                 f"its trough ({self.trough_rate:,.0f} rec/s) {self.trough_tms} of at most {self.budget} task "
-                "managers at the calibrated capacities")
+                f"managers at {self.costs_from}")
 
 
 def describe_scale(exp: Experiment) -> ScaleChoice:
     pat = build_pattern(exp.pattern, exp.seed, exp.query)
     peak, trough = float(max(pat.step_rates)), float(min(pat.step_rates))
+    costs = run_costs(load_topology(exp.query), exp.sim, exp.sim.taskmanager_cpu or exp.local.taskmanager_cpu_quota)
+    source = "the calibrated capacities" if costs.calibrated else f"the first-guess capacities ({costs.source})"
     return ScaleChoice(exp.pattern.scale, peak, trough, needed_taskmanagers(exp, peak),
-                       needed_taskmanagers(exp, trough), exp.scale_manager.max_taskmanagers)
+                       needed_taskmanagers(exp, trough), exp.scale_manager.max_taskmanagers, source)
 
 
 def scale_for(exp: Experiment, peak_share: float = 0.85) -> float:
