@@ -174,6 +174,11 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     if result is None and math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0:
         result = CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=idle, points=0,
                              method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
+    seen = [p for p in points if not p.saturated and math.isfinite(p.capacity) and p.capacity > 0]
+    if result is None and seen:  # every saturation was contradicted by a faster rate: only a lower bound is known
+        best = max(seen, key=lambda p: p.capacity / p.share)
+        result = CapacityFit(cores_per_record=best.share * quota / best.capacity, overhead_cores=0.0, points=0,
+                             method="no saturation kept: the fastest rate seen (a lower bound)")
     if result is None:
         raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
     return lower_bounds(result, points, cpu, quota)

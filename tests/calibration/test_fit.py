@@ -255,3 +255,29 @@ def test_recorder_frame_is_consistent_while_the_sampling_thread_appends() -> Non
         frames += 1
     th.join()
     assert frames >= 1 and len(rec.frame()) == 300_000
+
+
+def test_envelope_keeps_the_fastest_saturation_per_share_and_drops_a_share_that_was_no_bottleneck() -> None:
+    pts = [SharePoint(share=1.0, capacity=20_000, saturated=True, cpu_cores=0.25),
+           SharePoint(share=1.0, capacity=23_000, saturated=True, cpu_cores=0.25),  # the JVM had compiled more
+           SharePoint(share=0.5, capacity=9_000, saturated=True, cpu_cores=0.125),
+           SharePoint(share=0.5, capacity=12_000, saturated=False, cpu_cores=0.125)]  # faster unsaturated
+    env = fit.envelope(pts)
+    assert [(p.share, p.capacity) for p in env] == [(1.0, 23_000)]
+
+
+def test_capacity_is_lifted_to_the_fastest_rate_the_operator_was_seen_to_process() -> None:
+    """A saturation measured on a contended host must not cap the operator below what it did elsewhere."""
+    cpu = CpuModel(idle_cores=0.0, cores_per_record=math.nan, saturated_fraction=1.0)
+    slow = [SharePoint(share=1.0, capacity=20_000, saturated=True, cpu_cores=0.25)]
+    base = fit.capacity_fit(slow, cpu, QUOTA)
+    assert base.capacity(QUOTA) == pytest.approx(20_000, rel=1e-6) and "lifted" not in base.method
+    # within the envelope's 10 % (more would drop the saturation as "not the bottleneck")
+    seen = [*slow, SharePoint(share=1.0, capacity=21_500, saturated=False, cpu_cores=0.24)]
+    lifted = fit.capacity_fit(seen, cpu, QUOTA)
+    assert lifted.capacity(QUOTA) == pytest.approx(21_500, rel=1e-6) and "lifted" in lifted.method
+    # a saturation contradicted by a much faster unsaturated rate leaves that rate as a lower bound
+    only = fit.capacity_fit([*slow, SharePoint(share=1.0, capacity=30_000, saturated=False)], cpu, QUOTA)
+    assert only.capacity(QUOTA) == pytest.approx(30_000, rel=1e-6) and "lower bound" in only.method
+    # a slower unsaturated rate changes nothing
+    assert fit.capacity_fit([*slow, SharePoint(share=1.0, capacity=5_000, saturated=False)], cpu, QUOTA) == base
