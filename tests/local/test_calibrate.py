@@ -54,7 +54,10 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
         # less CPU, less capacity: the fitted line is increasing and has no negative overhead
         assert op.capacity_fit.capacity(0.25 * 0.25) < op.capacity_fit.capacity(0.5 * 0.25) < op.capacity
         assert op.capacity_fit.overhead_cores >= 0
-        assert 0 < op.cpu.cores_per_record < 1e-3
+    # CPU per record: measured for the map; a Kafka source polls at its quota whatever it reads, so its
+    # slope may be unmeasurable (NaN: unknown, never 0; measured 2026-11-26: r2 0.09, idle 0.16 cores)
+    assert 0 < mp.cpu.cores_per_record < 1e-3
+    assert math.isnan(src.cpu.cores_per_record) or 0 < src.cpu.cores_per_record < 1e-3
     assert src.selectivity == pytest.approx(1.0, abs=0.05) and mp.selectivity == pytest.approx(1.0, abs=0.05)
     assert sink.selectivity == pytest.approx(0.0, abs=0.01)
     # Flink's busy time rises with the true load
