@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from harness.calibration.profile import load_profile
 from harness.cli import app
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.calibration_e2e]  # make test-calibrate
 
 WORKDIR = Path(os.environ.get("BENCH_CALIBRATE_WORKDIR", "/tmp/bench-calibrate-it"))
 
