@@ -98,6 +98,36 @@ def test_the_network_takes_gamma_nd_max_off_the_operators_capacity():
     assert nd["value"].iloc[0] == 300.0 and nd["value"].iloc[-1] == 100.0
 
 
+def test_the_network_loss_multiplies_the_cost_models_capacity_at_the_task_managers_cpu():
+    # 2-CPU task managers: the cost model gives 2000 records/s per subtask (first guess: 1000 at 1 CPU);
+    # ND_max 300 ms at gamma/alpha 0.004 per ms costs 1.2 of the 3 subtasks' worth: 3 x 2000 x (1 - 1.2 / 3)
+    b = SimBackend()
+    b.start_with(ONE, constant(5000.0, 900), SimConfig(network=net(delays=(0.0, 100.0, 200.0), loss=0.004),
+                                                       taskmanager_cpu=2.0), 3,
+                 seed=1, arrivals=ArrivalConfig(kind="deterministic"))
+    b.advance_to(120)
+    snap = b.snapshot(15)
+    assert b.facts()["costs"]["capacity_per_subtask"] == {"worker": 2000.0}  # the cost model's, before the loss
+    assert snap.throughput == pytest.approx(3 * 2000 * 0.6, rel=1e-6)
+    assert snap.op("worker").busy_ms_per_s == pytest.approx(1000.0, rel=1e-6)
+
+
+@pytest.mark.parametrize(("method", "override", "expected"),
+                         [("in_place", None, 6.0), ("savepoint", None, 12.0), ("savepoint", 120.0, 120.0)])
+def test_rescale_downtime_is_the_methods_model_unless_the_experiment_states_one(method, override, expected):
+    # ONE has no calibrated profile: the first guess' per-method downtimes (in place 6 s, savepoint 12 s)
+    b = SimBackend()
+    b.start_with(ONE, constant(1000.0, 900), SimConfig(network=net(), rescale_downtime_s=override), 2,
+                 seed=1, method=method, arrivals=ArrivalConfig(kind="deterministic"))
+    b.advance_to(60)
+    b.choose_nodes(NodeChoice.NEAREST)
+    result = b.rescale({"worker": 3}, None)
+    assert result.downtime_s == pytest.approx(expected)
+    assert result.method == f"sim:{method}:nearest"
+    assert b.now() == pytest.approx(60 + expected)  # the call blocks for the downtime, as on local
+    assert b.facts()["rescales"][-1]["node_choice"] == "nearest"
+
+
 def test_far_apart_nodes_keep_a_floor_of_capacity():
     b = start(net(delays=(0.0, 500.0), loss=0.01), 2500.0, 2)  # 5 replicas' worth lost out of 2
     b.advance_to(60)
