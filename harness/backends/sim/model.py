@@ -36,6 +36,10 @@ retention (thesis ch. 6.3.1: 5 min, checked every 5 s) deletes closed log
 segments older than the retention time: those records are lost load
 (`expired`), never processed.
 
+With fog nodes (`sim.network`), the backend sets each operator's ND_max and the
+capacity it costs (Gesscale eq. 1, in subtasks' worth); a subtask's capacity is
+then the cost model's times the fraction the network leaves (`set_network`).
+
 Every step writes one row of `row_width` floats (job columns, then `OP_COLS`
 per operator) into a growing array; `harness.backends.sim.readout` turns rows into
 snapshots and the run's timeseries.
