@@ -603,8 +603,8 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
-                "harness.backends.k8s.testcluster.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.analysis.compare_commands",
+                "harness.backends.k8s.commands", "harness.backends.k8s.testcluster.commands"):
     _register_optional(_module)
 
 
