@@ -123,10 +123,9 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
-    """One line per run: experiment, cell, seed, backend, status (completed / failed / interrupted /
-    flagged), duration, config hash, faults."""
-    from rich.table import Table
-
+    """One line per run: experiment, cell, repetition, seed, backend, status (completed / failed /
+    interrupted / flagged: completed with faults recorded), duration (run seconds), wall-clock time,
+    config hash, faults."""
     from harness.analysis.runs_listing import list_runs
     from harness.analysis.selection import SelectionError
     from harness.machine_output import machine_output
@@ -148,16 +147,19 @@ def runs_command(
                       "unreadable": [{"path": str(p), "why": w} for p, w in unreadable]})
         if not out.tables:
             return
-        table = Table(title=f"{len(lines)} run(s) under {results}", title_justify="left")
-        for col in ("experiment", "cell", "seed", "backend", "status", "duration", "wall", "config", "faults"):
-            table.add_column(col, justify="right" if col in ("seed", "duration", "wall", "faults") else "left",
-                             overflow="fold")
+        header = ("experiment", "cell", "rep", "seed", "backend", "status", "duration", "wall", "config", "faults")
+        rows = [header]
         for r in lines:
-            status = r.status.value + (f": {r.why}" if r.why else "")
+            status = r.status.value + (f" ({r.why})" if r.why else "")
             faults = f"{r.faults}" + (f" ({r.injected_faults} injected)" if r.injected_faults else "")
-            table.add_row(r.experiment, f"{r.matrix}/{r.cell}-r{r.repetition}", str(r.seed), r.backend, status,
-                          _seconds(r.duration_s), _seconds(r.wall_s), r.config_hash or "-", faults)
-        Console(soft_wrap=False).print(table)
+            rows.append((r.experiment, f"{r.matrix}/{r.cell}", str(r.repetition), str(r.seed), r.backend, status,
+                         _seconds(r.duration_s), _seconds(r.wall_s), r.config_hash or "-", faults))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        right = {2, 3, 6, 7, 9}
+        text = ["  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths,
+                                                                                                  strict=True))).rstrip()
+                for row in rows]
+        Console(soft_wrap=True).print("\n".join(text), markup=False, highlight=False)
         counts: dict[str, int] = {}
         for r in lines:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
@@ -168,7 +170,9 @@ def runs_command(
 def _seconds(v: float | None) -> str:
     if v is None or math.isnan(v):
         return "-"
-    return f"{v / 60:.1f} min" if v >= 120 else f"{v:.0f} s"
+    if v >= 120:
+        return f"{v / 60:.1f} min"
+    return f"{v:.0f} s" if v >= 10 else f"{v:.1f} s"
 
 
 def register(app: typer.Typer) -> None:

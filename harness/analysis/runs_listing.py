@@ -16,9 +16,8 @@ from typing import Any
 import yaml
 
 from harness.analysis.meta import parse_meta, read_status
-from harness.analysis.selection import parse_filter
+from harness.analysis.selection import listed_status, parse_filter
 from harness.record import find_run_dirs
-from harness.run_status import RunStatus
 
 
 class ListedStatus(StrEnum):
@@ -85,8 +84,8 @@ def list_runs(results_dir: Path, filters: list[str] | None = None) -> tuple[list
         if not all(c.holds(meta) for c in conditions):
             continue
         faults = _int(raw.get("faults"))
-        status = ListedStatus(meta.status)
-        if meta.status == RunStatus.COMPLETED and (faults > 0 or raw.get("flagged")):
+        status = ListedStatus(listed_status(meta))
+        if status == ListedStatus.COMPLETED and raw.get("flagged"):
             status = ListedStatus.FLAGGED
         lines.append(RunLine(
             run_id=meta.run_id, experiment=meta.experiment, matrix=meta.matrix, cell=meta.cell_id,

@@ -5,7 +5,8 @@ and the status file of each record (no timeseries), so listing a large folder st
 
 A side is, in this order:
 - a filter `FIELD=VALUE[,FIELD=VALUE...]` (all must hold; `params.NAME=VALUE` for an autoscaler
-  parameter; values compare as YAML, so `params.overprovisioning_factor=1.2` matches 1.2);
+  parameter; values compare as YAML, so `params.overprovisioning_factor=1.2` matches 1.2;
+  `status=flagged` selects completed runs with recorded faults, which `status=completed` also does);
 - a folder holding run records (a matrix's or a cell's folder under the results);
 - a matrix name, or a cell as `CELL_ID` or `MATRIX/CELL_ID`.
 Anything else is an error naming what there is.
@@ -20,6 +21,7 @@ from typing import Any
 
 from harness.analysis.meta import RunMeta, load_meta
 from harness.record import find_run_dirs
+from harness.run_status import RunStatus
 
 # filterable fields: name -> how to read it from a run
 FIELDS: dict[str, Callable[[RunMeta], Any]] = {
@@ -48,10 +50,19 @@ class Condition:
     value: str
 
     def holds(self, meta: RunMeta) -> bool:
+        if self.field == "status":  # `flagged` is a completed run with faults: both words select it
+            return self.value in (meta.status, listed_status(meta))
         if self.field.startswith("params."):
             key = self.field.removeprefix("params.")
             return key in meta.params and _same(meta.params[key], self.value)
         return _same(FIELDS[self.field](meta), self.value)
+
+
+def listed_status(meta: RunMeta) -> str:
+    """completed / failed / interrupted, or `flagged`: completed, but faults were recorded (METRICS.md "Failures")."""
+    if meta.status == RunStatus.COMPLETED and meta.yaml_faults > 0:
+        return "flagged"
+    return meta.status
 
 
 def _same(actual: Any, wanted: str) -> bool:
