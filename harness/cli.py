@@ -504,7 +504,8 @@ def _matrix(file: Path, results: Path, workers: int | None, backend: str | None,
     done = sum(p.state == CellState.DONE for p in after)
     left = len(runnable(after))
     if outcome.interrupted:
-        err.print(f"interrupted: {done} done, {left} left: rerun to resume", highlight=False, markup=False)
+        what = f"{left} left: rerun to resume" if left else "nothing left to run"
+        err.print(f"interrupted: {done} done, {what}", highlight=False, markup=False)
         raise typer.Exit(interrupts.EXIT_INTERRUPTED)
     ran = len(outcome.outcomes)
     skipped = counts[CellState.DONE]
@@ -677,7 +678,8 @@ def main(argv: list[str] | None = None) -> None:
     from harness import interrupts
 
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="bench")
+        with interrupts.outside_commands():
+            code = app(args=argv, standalone_mode=False, prog_name="bench")
     except (KeyboardInterrupt, interrupts.Interrupted):
         err.print("interrupted", highlight=False, markup=False)
         sys.exit(interrupts.EXIT_INTERRUPTED)
