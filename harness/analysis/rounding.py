@@ -1,6 +1,7 @@
 """How a mean and its interval are printed: `mean ± half-width`, rounded to what the interval allows.
 
-The half-width gets two significant figures and the mean is rounded to the same decimal place
+The half-width gets two significant figures (one when the second is a zero) and the mean is rounded
+to the same decimal place
 (the usual rule for reporting a measurement with its uncertainty), so `12.3456 ± 0.0123` prints as
 `12.346 ± 0.012` and `25,432 ± 1,234` as `25,400 ± 1,200`. An interval that is only floating-point
 noise (a spread of 1e-15 around 1: every repetition gave the same value) is no interval: `1`.
@@ -34,8 +35,10 @@ def plain(value: float) -> str:
 
 
 def _decimals(ci: float) -> int:
-    """Decimal places that keep two significant figures of `ci` (negative: round to tens, hundreds ...)."""
-    return 1 - int(math.floor(math.log10(abs(ci))))
+    """Decimal places that keep two significant figures of `ci` (negative: round to tens, hundreds ...);
+    one figure when the second would be a zero (`10 ± 1`, not `10.0 ± 1.0`)."""
+    d = 1 - int(math.floor(math.log10(abs(ci))))
+    return d - 1 if round(ci, d) == round(ci, d - 1) else d
 
 
 def _at(value: float, decimals: int) -> str:

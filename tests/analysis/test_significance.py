@@ -111,3 +111,7 @@ def test_as_dict_has_no_nan():
 ])
 def test_plus_minus_is_rounded_to_the_interval(value, ci, shown):
     assert with_ci(value, ci) == shown
+
+
+def test_a_zero_second_figure_is_dropped():
+    assert with_ci(10.0, 1.0) == "10 ± 1" and with_ci(12.5, 1.25) == "12.5 ± 1.2" and with_ci(3.0, 0.2) == "3.0 ± 0.2"
