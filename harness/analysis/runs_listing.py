@@ -13,10 +13,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.analysis.meta import parse_meta, read_status
-from harness.analysis.selection import listed_status, parse_filter
+from harness.analysis.selection import listed_status, parse_filter, read_run_yaml
 from harness.record import find_run_dirs
 
 
@@ -72,10 +70,7 @@ def list_runs(results_dir: Path, filters: list[str] | None = None) -> tuple[list
     lines, unreadable = [], []
     for run_dir in find_run_dirs(Path(results_dir)):
         try:
-            with (run_dir / "run.yaml").open() as fh:
-                raw = yaml.safe_load(fh) or {}
-            if not isinstance(raw, dict):
-                raise ValueError(f"run.yaml holds a {type(raw).__name__}, not a mapping")
+            raw = read_run_yaml(run_dir)
             meta = parse_meta(raw, run_dir, Path(results_dir), read_status(run_dir))
         except Exception as exc:  # noqa: BLE001 - one garbled record is listed as such, the rest still are
             first = str(exc).splitlines()[0] if str(exc) else ""
