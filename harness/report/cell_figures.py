@@ -89,11 +89,19 @@ def _axes(title: str, ylabel: str) -> tuple[Figure, plt.Axes]:
     return fig, ax
 
 
-def band_over_time(cells: list[CellRuns], metric: str, title: str, ylabel: str, log: bool = False) -> Figure:
-    """Median over the repetitions with a 5-95 % band, one per cell."""
-    counts = sorted({len(c.runs) for c in cells})
+def _what(cells: list[CellRuns]) -> str:
+    """The figure's second title line: what a line and a band are."""
+    counts = sorted({len(c.runs) for c in cells}) or [0]
+    if counts[-1] <= 1:
+        return "one run per cell"
     n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    fig, ax = _axes(f"{title}\nmedian of {n} repetitions per cell, band: 5-95 %", ylabel)
+    return f"median of {n} repetitions per cell, band: 5-95 %"
+
+
+def band_over_time(cells: list[CellRuns], metric: str, title: str, ylabel: str, log: bool = False,
+                   step: bool = False) -> Figure:
+    """Median over the repetitions with a 5-95 % band, one per cell (`step`: drawn as a step function)."""
+    fig, ax = _axes(f"{title}\n{_what(cells)}", ylabel)
     styles = variant_styles([c.autoscaler for c in cells])
     drawn = False
     for cell, (colour, line, _hatch) in zip(cells, styles, strict=True):
@@ -101,9 +109,10 @@ def band_over_time(cells: list[CellRuns], metric: str, title: str, ylabel: str, 
         if b.empty:
             continue
         drawn = True
-        ax.plot(b.t, b.median, line, color=colour, linewidth=1.3, label=f"{cell.label} (n={b.runs})")
+        ax.plot(b.t, b.median, line, color=colour, linewidth=1.3, label=f"{cell.label} (n={b.runs})",
+                drawstyle="steps-post" if step else "default")
         if b.runs > 1:
-            ax.fill_between(b.t, b.low, b.high, color=colour, alpha=0.15, linewidth=0)
+            ax.fill_between(b.t, b.low, b.high, color=colour, alpha=0.15, linewidth=0, step="post" if step else None)
     if log and drawn:
         ax.set_yscale("symlog", linthresh=1.0)
     if drawn:
@@ -115,9 +124,7 @@ def band_over_time(cells: list[CellRuns], metric: str, title: str, ylabel: str, 
 
 def input_vs_throughput(cells: list[CellRuns]) -> Figure:
     """The input rate (median over every run shown, black) and each cell's median throughput with its band."""
-    counts = sorted({len(c.runs) for c in cells})
-    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    fig, ax = _axes(f"Input rate vs throughput\nmedian of {n} repetitions per cell, band: 5-95 %", "records/s")
+    fig, ax = _axes(f"Input rate vs throughput\n{_what(cells)}", "records/s")
     inputs = band([s for c in cells for s in c.series(Metric.INPUT_RATE)])
     if not inputs.empty:
         ax.plot(inputs.t, inputs.median, color="black", linewidth=2.0, alpha=0.6, label="input rate")
@@ -146,7 +153,7 @@ def bar_metrics(cells: pd.DataFrame) -> list[str]:
 def metric_bars(cells: pd.DataFrame, labels: list[str], metric: str) -> Figure:
     """One bar per configuration: the mean over its repetitions and the 95 % CI as an error bar."""
     title, unit = label_of(metric)
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(labels) + 2.0), 3.6))
+    fig, ax = plt.subplots(figsize=(max(3.6, 1.0 * len(labels) + 1.6), 3.0))
     x = np.arange(len(labels))
     means = cells[metric].astype(float).to_numpy()
     ci = cells[f"{metric}_ci"].astype(float).fillna(0.0).to_numpy() if f"{metric}_ci" in cells else np.zeros(len(x))

@@ -43,6 +43,7 @@ th:first-child,td:first-child{text-align:left}
 th{background:#f3f3f3} img{max-width:100%} h2{border-bottom:2px solid #ddd;padding-bottom:.2em}
 .muted{color:#777;font-size:.9em} figure{margin:1em 0} figcaption{color:#555;font-size:.85em}
 nav ul{columns:2;font-size:.95em} .bars{display:flex;flex-wrap:wrap;gap:.5em} .bars figure{margin:.3em 0}
+.bars img{max-width:340px}
 """
 
 
@@ -68,6 +69,12 @@ def _png(fig: plt.Figure) -> bytes:
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", pad_inches=0.15)  # tight: no clipped titles
     plt.close(fig)
     return buf.getvalue()
+
+
+def _title_room(fig: plt.Figure) -> plt.Figure:
+    """Half an inch above the panels for the figure's title, whatever the figure's height (no overlap)."""
+    fig.subplots_adjust(top=1 - 0.5 / fig.get_figheight())
+    return fig
 
 
 def _slug(text: str) -> str:
@@ -105,7 +112,7 @@ def _section_figures(traces: list[Trace], cell_runs: list[cell_figures.CellRuns]
     e2e = getattr(Metric, "LATENCY_E2E_MEAN", None)
     makers: list[tuple[str, Callable[[], plt.Figure]]] = [
         ("Task managers over time", lambda: cell_figures.band_over_time(
-            cell_runs, Metric.TASKMANAGERS, "Task managers over time", "task managers")),
+            cell_runs, Metric.TASKMANAGERS, "Task managers over time", "task managers", step=True)),
         ("Latency over time", lambda: cell_figures.band_over_time(
             cell_runs, Metric.LATENCY_KAFKA, "Latency (time in Kafka) over time", "latency (s)", log=True)),
     ]
@@ -115,7 +122,7 @@ def _section_figures(traces: list[Trace], cell_runs: list[cell_figures.CellRuns]
     makers += [
         ("Input rate vs throughput", lambda: cell_figures.input_vs_throughput(cell_runs)),
         ("Parallelism per operator (first repetition)",
-         lambda: figures.parallelism(traces, "Parallelism per operator (first repetition of each cell)")),
+         lambda: _title_room(figures.parallelism(traces, "Parallelism per operator (first repetition of each cell)"))),
     ]
     if any(tr.stages for tr in traces):
         makers.append(("Convergence stages (first repetition)",
