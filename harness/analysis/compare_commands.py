@@ -97,14 +97,14 @@ def _print_comparison(result: Any, console: Console) -> None:
         b = letters[i]
         table = Table(title=f"{b} vs A", title_justify="left")
         table.add_column("metric", no_wrap=True)
-        for col in ("A mean ± CI (n)", f"{b} mean ± CI (n)", f"{b} - A [95 % CI]", "Welch p",
+        for col in ("A mean ± CI (n)", f"{b} mean ± CI (n)", f"{b} - A ± 95 % CI", "Welch p",
                     "Mann-Whitney p", "verdict"):
             table.add_column(col, justify="left" if col == "verdict" else "right", overflow="fold")
         for m in pair.metrics:
             d = m.difference
-            ci = f"[{_num(d.ci_low)}, {_num(d.ci_high)}]" if not math.isnan(d.ci_low) else ""
+            half = (d.ci_high - d.ci_low) / 2 if not math.isnan(d.ci_low) else math.nan
             table.add_row(m.metric, f"{with_ci(m.baseline.mean, m.baseline.ci)} ({m.baseline.n})",
-                          f"{with_ci(m.other.mean, m.other.ci)} ({m.other.n})", f"{_num(d.diff)} {ci}".strip(),
+                          f"{with_ci(m.other.mean, m.other.ci)} ({m.other.n})", with_ci(d.diff, half),
                           _p(d.welch_p), _p(d.mwu_p), d.verdict_text)
         console.print(table)
     if result.left_out:
