@@ -150,10 +150,8 @@ def bar_metrics(cells: pd.DataFrame) -> list[str]:
     return out
 
 
-def metric_bars(cells: pd.DataFrame, labels: list[str], metric: str) -> Figure:
-    """One bar per configuration: the mean over its repetitions and the 95 % CI as an error bar."""
+def _bars_on(ax: plt.Axes, cells: pd.DataFrame, labels: list[str], metric: str) -> None:
     title, unit = label_of(metric)
-    fig, ax = plt.subplots(figsize=(max(3.6, 1.0 * len(labels) + 1.6), 3.0))
     x = np.arange(len(labels))
     means = cells[metric].astype(float).to_numpy()
     ci = cells[f"{metric}_ci"].astype(float).fillna(0.0).to_numpy() if f"{metric}_ci" in cells else np.zeros(len(x))
@@ -167,7 +165,22 @@ def metric_bars(cells: pd.DataFrame, labels: list[str], metric: str) -> Figure:
     n = cells["runs"].astype(int).tolist() if "runs" in cells else []
     ax.set_xticks(x, [f"{lab}\n(n={k})" for lab, k in zip(labels, n, strict=False)] if n else labels,
                   fontsize="small", rotation=20 if len(labels) > 3 else 0, ha="right" if len(labels) > 3 else "center")
-    ax.set_title(f"{title}: mean and 95 % CI", fontsize="medium")
+    ax.set_title(title, fontsize="medium")
     ax.set_ylabel(unit)
     ax.grid(axis="y", alpha=0.3)
+
+
+def metric_bars(cells: pd.DataFrame, labels: list[str], metrics: list[str], ncols: int = 3) -> Figure:
+    """One bar chart per metric (a panel each): a bar per configuration, the mean over its repetitions and
+    the 95 % CI as an error bar. One figure, so a report pays for one rendering per group."""
+    ncols = max(1, min(ncols, len(metrics)))
+    nrows = max(1, math.ceil(len(metrics) / ncols))
+    width = max(3.4, 0.9 * len(labels) + 1.6)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, 3.0 * nrows + 0.4), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        _bars_on(ax, cells, labels, metric)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    fig.suptitle("Per metric: mean over the repetitions, error bars: 95 % CI")
+    fig.tight_layout()
     return fig

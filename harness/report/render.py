@@ -43,7 +43,7 @@ th:first-child,td:first-child{text-align:left}
 th{background:#f3f3f3} img{max-width:100%} h2{border-bottom:2px solid #ddd;padding-bottom:.2em}
 .muted{color:#777;font-size:.9em} figure{margin:1em 0} figcaption{color:#555;font-size:.85em}
 nav ul{columns:2;font-size:.95em} .bars{display:flex;flex-wrap:wrap;gap:.5em} .bars figure{margin:.3em 0}
-.bars img{max-width:340px}
+
 """
 
 
@@ -64,9 +64,13 @@ class _Section:
     bars: list[tuple[str, bytes, Path]] | None = None  # one bar chart per metric
 
 
-def _png(fig: plt.Figure) -> bytes:
+def _png(fig: plt.Figure, tight: bool = True) -> bytes:
+    """PNG bytes; `tight` crops to what is drawn (no clipped titles or legends), for figures not laid out already."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", pad_inches=0.15)  # tight: no clipped titles
+    if tight:
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", pad_inches=0.15)
+    else:
+        fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     return buf.getvalue()
 
@@ -137,13 +141,14 @@ def _section_figures(traces: list[Trace], cell_runs: list[cell_figures.CellRuns]
 
 
 def _bar_figures(group: pd.DataFrame, labels: list[str], stem: str, fig_dir: Path) -> list[tuple[str, bytes, Path]]:
-    out = []
-    for metric in cell_figures.bar_metrics(group):
-        data = _png(cell_figures.metric_bars(group, labels, metric))
-        path = fig_dir / f"{stem}-bars-{metric}.png"
-        path.write_bytes(data)
-        out.append((metric, data, path))
-    return out
+    """One bar chart per headline metric, as the panels of one figure."""
+    metrics = cell_figures.bar_metrics(group)
+    if not metrics:
+        return []
+    data = _png(cell_figures.metric_bars(group, labels, metrics), tight=False)  # laid out by tight_layout
+    path = fig_dir / f"{stem}-per-metric.png"
+    path.write_bytes(data)
+    return [("Per metric: mean and 95 % CI (" + ", ".join(metrics) + ")", data, path)]
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
