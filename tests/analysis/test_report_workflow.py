@@ -77,7 +77,7 @@ def test_report_html_structure(report):
     pngs = [s for s in parsed.images if s.startswith("data:image/png;base64,")]
     assert len(pngs) == len(parsed.images) >= 15
     assert all(base64.b64decode(s.split(",", 1)[1])[:4] == b"\x89PNG" for s in pngs)
-    assert page.count("Per metric: mean and 95 % CI") == 3  # three (matrix, query, pattern) groups
+    assert page.count("<h3>Per metric: mean and 95 % CI</h3>") == 3  # three (matrix, query, pattern) groups
     assert "Task managers over time" in parsed.headings and "Input rate vs throughput" in parsed.headings
     assert "Convergence stages (first repetition)" in parsed.headings
     # what ± means, in the report and in analyze's index.md; never floating-point noise after it
