@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,11 +21,22 @@ def complete_engine(incomplete: str) -> list[str]:
     return [e for e in ENGINES if e.startswith(incomplete)]
 
 
-def _progress() -> Progress:
+def _progress(disable: bool = False) -> Progress:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                    transient=True)
+                    transient=True, disable=disable)
+
+
+def analysis_document(outputs: Any, seconds: float) -> dict[str, Any]:
+    """`bench analyze --json`: where the outputs are, and the per-cell table (every column of cells.csv)."""
+    from harness.machine_output import records
+
+    return {"out_dir": str(outputs.out_dir), "runs": len(outputs.result.summary), "cells": records(outputs.cells),
+            "interrupted": outputs.interrupted,
+            "skipped": [{"path": str(s.path), "why": s.why} for s in outputs.skipped],
+            "fault_recovery": records(outputs.fault_recovery) if not outputs.fault_recovery.empty else [],
+            "tables": [str(p) for p in outputs.tables], "seconds": seconds}
 
 
 def analyze_command(
@@ -34,10 +45,18 @@ def analyze_command(
     master: Annotated[str, typer.Option("--master", help="Spark master URL")] = "local[*]",
     engine: Annotated[str, typer.Option("--engine", help="spark or pandas (same numbers)",
                                         autocompletion=complete_engine)] = "spark",
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document on stdout (progress and "
+                                                         "logs go to stderr)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
 ) -> None:
     """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX)."""
-    from rich.table import Table as RichTable
+    from harness.machine_output import machine_output
 
+    with machine_output(as_json, quiet) as output:
+        _analyze(results_dir, out, master, engine, output)
+
+
+def _analyze(results_dir: Path, out: Path | None, master: str, engine: str, output: Any) -> None:
     from harness.analysis.pipeline import NoRunRecords, analyze
     from harness.paths import PathError, check_input_dir, check_output_dir
 
@@ -52,7 +71,7 @@ def analyze_command(
         console.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
     started = time.monotonic()
-    with _progress() as bar:
+    with _progress(disable=output.quiet) as bar:
         task = bar.add_task(f"analysing {results_dir} with {engine}")
         try:
             outputs = analyze(results_dir, out, engine=engine, master=master,  # type: ignore[arg-type]
@@ -62,6 +81,26 @@ def analyze_command(
         except NoRunRecords as exc:
             console.print(f"error: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from None
+    if output.json:
+        output.emit(analysis_document(outputs, time.monotonic() - started))
+    if output.tables:
+        _print_cells(outputs, started)
+    notes = []
+    if outputs.interrupted:
+        notes.append(f"{outputs.interrupted} interrupted run(s) left out of means and crash rates")
+    if outputs.skipped:
+        notes.append(f"{len(outputs.skipped)} corrupt run record(s) skipped (listed in skipped.csv)")
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
+    if output.tables and not outputs.fault_recovery.empty:
+        _print_recovery(outputs)
+    if output.chatty:
+        console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'}")
+
+
+def _print_cells(outputs: Any, started: float) -> None:
+    from rich.table import Table as RichTable
+
     summary = outputs.result.summary
     table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({time.monotonic() - started:.1f} s)")
     for col in ("cell", "config", "n", "avg(TM)", "max(TM)", "avg(lat)", "p95", "scale count", "flagged"):
@@ -71,13 +110,11 @@ def analyze_command(
                       f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", f"{r.lat_avg:.3g}", f"{r.lat_p95:.3g}",
                       f"{r.scale_count:.1f}", f"{r.flagged:.0%}")
     Console().print(table)
-    notes = []
-    if outputs.interrupted:
-        notes.append(f"{outputs.interrupted} interrupted run(s) left out of means and crash rates")
-    if outputs.skipped:
-        notes.append(f"{len(outputs.skipped)} corrupt run record(s) skipped (listed in skipped.csv)")
-    for note in notes:
-        console.print(note, markup=False, highlight=False)
+
+
+def _print_recovery(outputs: Any) -> None:
+    from rich.table import Table as RichTable
+
     if not outputs.fault_recovery.empty:
         rec = RichTable(title="recovery after injected faults (s)")
         for col in ("autoscaler", "fault", "faults", "recovered", "mean", "max"):
@@ -86,7 +123,6 @@ def analyze_command(
             rec.add_row(str(f.autoscaler), str(f.fault_kind), str(f.faults), str(f.recovered),
                         f"{f.recovery_s:.3g}", f"{f.recovery_s_max:.3g}")
         Console().print(rec)
-    console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'}")
 
 
 def report_command(
