@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,9 @@ import pandas as pd
 from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import Stage, StageConvergence, amplitude, convergence
 from harness.record import EV_ACTION, EV_FAULT, EV_PHASE, EV_RECOVERY
+
+# a run's events.parquet: a frame, or its rows as dicts (ts, kind, reason, data as JSON text)
+Events = pd.DataFrame | Sequence[Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -29,17 +33,23 @@ class EventFacts:
     phase_stages: tuple[Stage, ...]
 
 
-def _rows(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
-    if events is None or events.empty:
+def _rows(events: Events, kind: str) -> list[dict[str, Any]]:
+    """The events of one kind, by time, with `data` parsed (a run has a few dozen: plain Python beats pandas)."""
+    if events is None or len(events) == 0:
         return []
-    ev = events[events["kind"] == kind].sort_values("ts", kind="stable")
+    records = events.to_dict("records") if isinstance(events, pd.DataFrame) else events
     out = []
-    for r in ev.itertuples(index=False):
+    for r in records:
+        if r["kind"] != kind:
+            continue
+        raw = r.get("data")
         try:
-            data = json.loads(r.data) if isinstance(r.data, str) and r.data else {}
+            data = json.loads(raw) if isinstance(raw, str) and raw else {}
         except json.JSONDecodeError:
             data = {}
-        out.append({"ts": float(r.ts), "reason": str(r.reason or ""), "data": data if isinstance(data, dict) else {}})
+        out.append({"ts": float(r["ts"]), "reason": str(r.get("reason") or ""),
+                    "data": data if isinstance(data, dict) else {}})
+    out.sort(key=lambda e: e["ts"])  # stable, like the log's order for equal times
     return out
 
 
@@ -50,7 +60,7 @@ def _vector(data: dict[str, Any], par_key: str, cpu_key: str) -> dict[str, float
     return vec
 
 
-def phase_stages(events: pd.DataFrame, run_end: float) -> tuple[Stage, ...]:
+def phase_stages(events: Events, run_end: float) -> tuple[Stage, ...]:
     """Stages announced by `phase` events ("stage1 start", data {stage, start, end})."""
     found: list[tuple[str, float, float | None]] = []
     for row in _rows(events, EV_PHASE):
@@ -72,7 +82,7 @@ def phase_stages(events: pd.DataFrame, run_end: float) -> tuple[Stage, ...]:
     return tuple(stages)
 
 
-def event_facts(events: pd.DataFrame, run_end: float) -> EventFacts:
+def event_facts(events: Events, run_end: float) -> EventFacts:
     actions = _rows(events, EV_ACTION)
     faults = _rows(events, EV_FAULT)
     return EventFacts(
@@ -94,7 +104,7 @@ def stage_convergence(meta: RunMeta, facts: EventFacts) -> list[StageConvergence
     return [convergence(s, facts.action_ts, meta.settle_s) for s in stages]
 
 
-def event_metrics(meta: RunMeta, events: pd.DataFrame, run_end: float) -> tuple[dict[str, Any], list[StageConvergence]]:
+def event_metrics(meta: RunMeta, events: Events, run_end: float) -> tuple[dict[str, Any], list[StageConvergence]]:
     """Per-run columns derived from events, plus the per-stage convergence rows."""
     facts = event_facts(events, run_end)
     n_actions = len(facts.action_ts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -16,14 +17,24 @@ from harness.record import EVENTS_SCHEMA, find_run_dirs
 class RunRef:
     meta: RunMeta
     timeseries_path: Path | None  # None when the run wrote no timeseries
-    events: pd.DataFrame
+    events: list[dict[str, Any]]  # events.parquet's rows (ts, kind, reason, data as JSON text)
 
 
 def read_events(run_dir: Path) -> pd.DataFrame:
+    """A run's events as a frame (for figures and notebooks)."""
     path = Path(run_dir) / "events.parquet"
     if not path.exists():
         return EVENTS_SCHEMA.empty_table().to_pandas()
     return pq.read_table(path).to_pandas()
+
+
+def read_event_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's events as plain rows: thousands of runs are read per analysis, and a frame each costs more
+    than the few dozen events in it."""
+    path = Path(run_dir) / "events.parquet"
+    if not path.exists():
+        return []
+    return pq.read_table(path, use_threads=False).to_pylist()
 
 
 def discover(results_dir: Path) -> list[RunRef]:
@@ -32,5 +43,5 @@ def discover(results_dir: Path) -> list[RunRef]:
     for run_dir in find_run_dirs(Path(results_dir)):
         meta = load_meta(run_dir, results_dir)
         ts = run_dir / "timeseries.parquet"
-        refs.append(RunRef(meta, ts if ts.exists() else None, read_events(run_dir)))
+        refs.append(RunRef(meta, ts if ts.exists() else None, read_event_rows(run_dir)))
     return refs

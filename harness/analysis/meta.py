@@ -21,6 +21,8 @@ from harness.analysis.metrics import Stage
 from harness.analysis.profile import OperatorProfile, demand_coefficients
 from harness.record import STATUS_COMPLETED
 
+# libyaml's safe loader when PyYAML was built with it: run.yaml is read once per run, thousands per analysis
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _REP_SUFFIX = re.compile(r"^(?P<cell>.+)-r(?P<rep>\d+)$")
 
 # identity columns of the per-run summary, in table order
@@ -211,5 +213,5 @@ def read_status(run_dir: Path) -> str:
 
 def load_meta(run_dir: Path, results_dir: Path | None = None) -> RunMeta:
     with (Path(run_dir) / "run.yaml").open() as fh:
-        raw = yaml.safe_load(fh) or {}
+        raw = yaml.load(fh, Loader=_YAML_LOADER) or {}
     return parse_meta(raw, Path(run_dir), results_dir, read_status(run_dir))
