@@ -5,6 +5,12 @@ of earlier snapshots and applied actions) and returns a `ScalingDecision`, or
 None to keep things as they are. No I/O, no knowledge of the backend. Its
 parameters are a pydantic model whose defaults are the paper's, so a typo in
 an experiment file is an error, not a silently ignored key.
+
+It declares the metrics its decision rests on (`NEEDS`, or `needs()` when they
+depend on the configuration). The MAPE loop does not ask it to decide while a
+job-level need is unmeasured, and drops a decision that would change an
+operator whose needs are unmeasured; an autoscaler itself leaves an operator
+alone whose inputs are NaN rather than computing from them.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import MetricsSnapshot, Needs
 
 
 class AutoscalerConfig(BaseModel):
@@ -33,6 +39,12 @@ class ScalingDecision:
     cpu_share: dict[str, float] = field(default_factory=dict)  # vertical scaling (MEAD, MPC)
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+
+    def changed_operators(self, parallelism: dict[str, int], cpu_share: dict[str, float]) -> set[str]:
+        """Operators this decision would change, given the current configuration."""
+        out = {op for op, p in self.parallelism.items() if parallelism.get(op) != p}
+        out |= {op for op, c in self.cpu_share.items() if abs(cpu_share.get(op, 1.0) - c) > 1e-9}
+        return out
 
 
 @dataclass(frozen=True)
@@ -64,9 +76,14 @@ class Autoscaler(ABC):
 
     name: ClassVar[str]
     Config: ClassVar[type[AutoscalerConfig]]
+    NEEDS: ClassVar[Needs] = Needs()
 
     def __init__(self, config: AutoscalerConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
+
+    def needs(self) -> Needs:
+        """The metrics a decision rests on (see the module docstring)."""
+        return self.NEEDS
 
     @abstractmethod
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:

@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import MetricsSnapshot, measured
 
 _EPS = 1e-9
 
@@ -24,6 +25,16 @@ def ceil_p(x: float) -> int:
 def floor_p(x: float) -> int:
     """floor(x) ignoring float noise, clamped to >= 1."""
     return max(1, math.floor(x + _EPS))
+
+
+def mean_measured(values: Iterable[float | None]) -> float:
+    """Mean of the measured values (None and NaN left out); NaN when none was measured.
+
+    For averages over a window of snapshots: a snapshot taken while a metric was unreadable
+    is a missing sample, not a zero.
+    """
+    kept = [float(v) for v in values if v is not None and measured(v)]
+    return sum(kept) / len(kept) if kept else math.nan
 
 
 def walk_to_bottleneck(snapshot: MetricsSnapshot, start: str) -> str:

@@ -50,7 +50,8 @@ from pydantic import Field
 
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.common import ceil_p, find_bottleneck, floor_p
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
+from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, measured, needs
+from harness.vocabulary import Metric
 
 
 class DhalionConfig(AutoscalerConfig):
@@ -67,13 +68,19 @@ class DhalionConfig(AutoscalerConfig):
 
 def _source_throughput(m: OperatorMetrics) -> float:
     """Records/s a source takes from Kafka; Flink's sources report them as output."""
-    return m.records_out_per_s if m.records_out_per_s > 0 else m.records_in_per_s
+    return m.records_out_per_s if m.records_out_per_s > 0 or not measured(m.records_in_per_s) else m.records_in_per_s
 
 
 class Dhalion(Autoscaler):
     name = "dhalion"
     Config: ClassVar[type[AutoscalerConfig]] = DhalionConfig
     config: DhalionConfig
+    NEEDS = needs(
+        job=(Metric.LAG, Metric.LAG_RATE, Metric.THROUGHPUT),
+        operators=(Metric.IS_BACKPRESSURED, Metric.BACKPRESSURED),
+        sources=(Metric.RECORDS_OUT,),
+        inner=(Metric.BUFFER_USAGE,),
+    )
 
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:
         found = find_bottleneck(snapshot)
@@ -86,7 +93,10 @@ class Dhalion(Autoscaler):
     def _scale_bottleneck(self, snapshot: MetricsSnapshot, bottleneck: str, start: str) -> ScalingDecision | None:
         ops = snapshot.operators
         upstream = snapshot.topology.upstream(bottleneck) or (bottleneck,)
-        b_raw = max(ops[u].backpressured_fraction for u in upstream)
+        fractions = [ops[u].backpressured_fraction for u in upstream]
+        if not all(measured(f) for f in fractions):
+            return None  # the scale-up factor rests on the upstream backpressured time
+        b_raw = max(fractions)
         b = min(b_raw, self.config.max_backpressure)
         factor = 1.0 + b / (1.0 - b)
         p = ops[bottleneck].parallelism
@@ -111,14 +121,14 @@ class Dhalion(Autoscaler):
         threshold = self.config.lag_rate_backpressure_threshold
         sources = [s.name for s in snapshot.topology.sources]
         ops = snapshot.operators
-        own = {s: ops[s].lag_rate for s in sources if ops[s].lag_rate is not None}
+        own = {s: ops[s].lag_rate for s in sources if measured(ops[s].lag_rate)}
         blamed = [s for s, r in own.items() if r is not None and r > threshold] or sources
         target: dict[str, int] = {}
         per_source: dict[str, dict[str, Any]] = {}
         why: list[str] = []
         for s in blamed:
             m = ops[s]
-            if m.lag_rate is not None and _source_throughput(m) > 0:
+            if m.lag_rate is not None and measured(m.lag_rate) and _source_throughput(m) > 0:
                 lag_rate, throughput = m.lag_rate, _source_throughput(m)
             else:
                 lag_rate, throughput = snapshot.kafka_lag_rate, snapshot.throughput
@@ -147,11 +157,14 @@ class Dhalion(Autoscaler):
         return 1.0 / (1.0 - self.config.max_backpressure)
 
     def _has_lag(self, snapshot: MetricsSnapshot, name: str) -> bool:
+        """Whether the operator has lag; an unmeasured lag is not evidence of over-provisioning."""
         m = snapshot.operators[name]
         if snapshot.topology.op(name).is_source:
-            lag = m.lag if m.lag is not None else snapshot.kafka_lag
-            return lag >= self.config.kafka_lag_close_to_zero
-        return m.input_buffer_usage >= self.config.buffer_usage_close_to_zero
+            own = m.lag if m.lag is not None and measured(m.lag) else None
+            lag, threshold = (own if own is not None else snapshot.kafka_lag), self.config.kafka_lag_close_to_zero
+        else:
+            lag, threshold = m.input_buffer_usage, self.config.buffer_usage_close_to_zero
+        return not measured(lag) or lag >= threshold
 
     def _scale_down(self, snapshot: MetricsSnapshot) -> ScalingDecision | None:
         target: dict[str, int] = {}

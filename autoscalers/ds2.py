@@ -31,10 +31,14 @@ Choices where the thesis is silent:
   into its topic). Sources without it share what is left of the job's
   `snapshot.input_rate` (after the known topics) in proportion to what they
   read (evenly if they read nothing).
+- Unknown inputs: an operator whose rates, busy time or target input rate were
+  not measured (NaN) keeps its parallelism, and so does everything downstream
+  of it whose target input rate depends on it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,7 +46,8 @@ from pydantic import Field
 
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.common import ceil_p
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
+from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics, measured, needs
+from harness.vocabulary import Metric
 
 
 class DS2Config(AutoscalerConfig):
@@ -91,8 +96,10 @@ def true_rates(m: OperatorMetrics, is_source: bool, min_busy_fraction: float) ->
     for s in _subtasks(m):
         busy = s.busy_ms_per_s / 1000.0
         rin = s.records_in_per_s
-        if is_source and rin <= 0:
+        if is_source and not rin > 0:
             rin = s.records_out_per_s
+        if not (measured(busy) and measured(rin) and measured(s.records_out_per_s)):
+            return None  # one unmeasured subtask: the operator's true rate is unknown
         if busy < min_busy_fraction or busy <= 0 or rin <= 0:
             continue
         tin += rin / busy
@@ -102,12 +109,20 @@ def true_rates(m: OperatorMetrics, is_source: bool, min_busy_fraction: float) ->
 
 
 def _external_rates(snapshot: MetricsSnapshot) -> dict[str, float]:
-    """Per-source external input rate; the job's rate, less what is known per topic, fills the gaps."""
+    """Per-source external input rate; the job's rate, less what is known per topic, fills the gaps.
+
+    NaN where it cannot be known (the job's input rate was not measured either).
+    """
     ops = snapshot.operators
     sources = [s.name for s in snapshot.topology.sources]
-    known = {s: r for s in sources if (r := ops[s].input_rate) is not None}
+    known: dict[str, float] = {}
+    for s in sources:
+        rate = ops[s].input_rate
+        if rate is not None and measured(rate):
+            known[s] = rate
     unknown = [s for s in sources if s not in known]
-    rest = max(0.0, snapshot.input_rate - sum(known.values()))
+    rest = snapshot.input_rate - sum(known.values())
+    rest = max(0.0, rest) if measured(rest) else math.nan
     read = {s: max(ops[s].records_in_per_s, ops[s].records_out_per_s) for s in unknown}
     total = sum(read.values())
     out = dict(known)
@@ -120,6 +135,7 @@ class DS2(Autoscaler):
     name = "ds2"
     Config: ClassVar[type[AutoscalerConfig]] = DS2Config
     config: DS2Config
+    NEEDS = needs(job=(Metric.INPUT_RATE,), operators=(Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BUSY))
 
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:
         topo = snapshot.topology
@@ -131,6 +147,7 @@ class DS2(Autoscaler):
         new_p: dict[str, int] = {}
         per_op: dict[str, dict[str, Any]] = {}
         guarded: list[str] = []
+        unknown: list[str] = []
         for spec in topo.operators:
             name = spec.name
             m = ops[name]
@@ -140,7 +157,13 @@ class DS2(Autoscaler):
                 target_in[name] = sum(target_in[u] * ratio[u] for u in spec.upstream)
             rates = true_rates(m, spec.is_source, self.config.min_busy_fraction)
             info: dict[str, Any] = {"current": m.parallelism, "target_input": target_in[name]}
-            if rates is None:
+            if not (math.isfinite(target_in[name]) and measured(m.records_in_per_s)
+                    and measured(m.records_out_per_s) and measured(m.busy_ms_per_s)):
+                ratio[name] = math.nan
+                new_p[name] = m.parallelism
+                unknown.append(name)
+                info.update(unknown="rates or target input not measured: keep parallelism")
+            elif rates is None:
                 observed_in = m.records_in_per_s or (m.records_out_per_s if spec.is_source else 0.0)
                 ratio[name] = m.records_out_per_s / observed_in if observed_in > 0 else spec.selectivity
                 new_p[name] = m.parallelism

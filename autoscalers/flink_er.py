@@ -62,8 +62,9 @@ from pydantic import ConfigDict, Field
 
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.restarts import running_since
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
+from harness.metrics.snapshot import MetricsSnapshot, Needs, OperatorMetrics, needs
 from harness.topology import Topology
+from harness.vocabulary import Metric
 
 SUPER_SOURCE = "S"
 SUPER_SINK = "T"
@@ -150,6 +151,15 @@ class FlinkER(Autoscaler):
         self.capacity_factor: dict[str, float] = {}
         self._last_eval_t: float | None = None
         self._applied: AppliedAction | None = None
+
+    def needs(self) -> Needs:
+        feedback = self.config.latency_feedback
+        return needs(
+            job=(Metric.LATENCY_KAFKA,) if feedback else (),
+            operators=(Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BUSY),
+            sources=(Metric.LAG, Metric.INPUT_RATE) + ((Metric.LAG_RATE, Metric.BACKPRESSURED) if feedback else ()),
+            inner=(Metric.BUFFER_USAGE,) if feedback else (),
+        )
 
     # ------------------------------------------------------------ capacities
 
@@ -298,6 +308,8 @@ class FlinkER(Autoscaler):
         restarted = running_since(history, self._applied)
         if restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9:
             return None  # the job is restarting: its rates say nothing about capacities
+        if snapshot.gaps(self.needs()):
+            return None  # the flow network spans the job: no min cut over unmeasured rates
         self._last_eval_t = snapshot.t
         lagging = self.most_lagging(snapshot)
         if lagging is None:

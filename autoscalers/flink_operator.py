@@ -50,6 +50,11 @@ Option names: every field takes its documented key as an alias (with or without 
 5 min, restart 3 min) for every option not given explicitly; the preset and the
 effective values are recorded in every decision's details.
 
+Unmeasured metrics: a sample whose busy time or rates were not measured is left out of the
+window's averages (the operator's collector has no sample then); a vertex with no measured
+busy time has a NaN true processing rate and keeps its parallelism, as in the operator
+(`max(0, NaN)` must not turn it into an idle vertex with infinite capacity).
+
 Not modelled: restart-time tracking, observed scalability, memory tuning, GC pressure,
 quotas, excluded periods (all off or irrelevant by default in the operator too).
 Deviation: ceil() is taken after rounding the product to 9 decimals, so that
@@ -66,9 +71,11 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.common import mean_measured
 from autoscalers.restarts import running_since
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
+from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, measured, needs
 from harness.topology import Topology
+from harness.vocabulary import Metric
 
 KEY_PREFIX = "job.autoscaler."
 
@@ -264,6 +271,8 @@ class FlinkOperator(Autoscaler):
     name = "flink-operator"
     Config = FlinkOperatorConfig
     config: FlinkOperatorConfig
+    NEEDS = needs(operators=(Metric.BUSY, Metric.RECORDS_IN, Metric.RECORDS_OUT),
+                  sources=(Metric.LAG, Metric.BACKPRESSURED))
 
     def __init__(self, config: AutoscalerConfig | None = None) -> None:
         super().__init__(config)
@@ -313,12 +322,12 @@ class FlinkOperator(Autoscaler):
             busy = max(s.busy_ms_per_s for s in m.subtasks)
         else:
             busy = min(s.busy_ms_per_s for s in m.subtasks)
-        return max(0.0, busy) / 1000.0
+        return max(0.0, busy) / 1000.0 if measured(busy) else math.nan
 
     @staticmethod
     def _lag(m: OperatorMetrics) -> float:
         if m.lag is not None:
-            return m.lag
+            return m.lag  # NaN when not measured
         subs = [s.lag for s in m.subtasks if s.lag is not None]
         return float(sum(subs)) if subs else 0.0
 
@@ -328,6 +337,8 @@ class FlinkOperator(Autoscaler):
         values: list[float] = []
         for m in samples:
             rate = m.records_in_per_s
+            if not (measured(rate) and measured(m.backpressured_ms_per_s) and measured(self._lag(m))):
+                continue  # not measured in this sample
             if rate <= 0:
                 values.append(math.inf)  # nothing comes in: allow scale-down
                 continue
@@ -363,7 +374,8 @@ class FlinkOperator(Autoscaler):
             if with_restart and cfg.catch_up_duration > 0
             else 0.0
         )
-        return float(round(ev.catch_up_rate + restart + ev.target_rate / utilization))
+        capacity = ev.catch_up_rate + restart + ev.target_rate / utilization
+        return float(round(capacity)) if math.isfinite(capacity) else capacity
 
     def evaluate(self, samples: list[MetricsSnapshot]) -> tuple[dict[str, VertexEvaluation], bool]:
         """Per-vertex metrics over the window and whether any source processes a backlog."""
@@ -372,8 +384,7 @@ class FlinkOperator(Autoscaler):
         topo = latest.topology
         out: dict[str, VertexEvaluation] = {}
 
-        def avg(values: list[float]) -> float:
-            return sum(values) / len(values) if values else 0.0
+        avg = mean_measured
 
         per_op = {name: [s.operators[name] for s in samples if name in s.operators] for name in topo.names}
         for name in topo.names:
@@ -426,10 +437,10 @@ class FlinkOperator(Autoscaler):
     def _lag_rate(self, name: str, samples: list[MetricsSnapshot]) -> float:
         """Lag growth over the window: the snapshots' own d(lag)/dt, else from lag differences."""
         rates = [s.operators[name].lag_rate for s in samples if name in s.operators]
-        known = [r for r in rates if r is not None]
+        known = [r for r in rates if r is not None and measured(r)]
         if known:
             return sum(known) / len(known)
-        lags = [(s.t, self._lag(s.operators[name])) for s in samples if name in s.operators]
+        lags = [(s.t, lag) for s in samples if name in s.operators and measured(lag := self._lag(s.operators[name]))]
         if len(lags) >= 2 and lags[-1][0] > lags[0][0]:
             return (lags[-1][1] - lags[0][1]) / (lags[-1][0] - lags[0][0])
         return 0.0
@@ -439,8 +450,7 @@ class FlinkOperator(Autoscaler):
         """Output/input ratio of edge u -> v from measured rates (computeEdgeOutputRatio)."""
 
         def avg_rate(name: str, attr: str) -> float:
-            ms = per_op.get(name) or []
-            return sum(getattr(m, attr) for m in ms) / len(ms) if ms else 0.0
+            return mean_measured(getattr(m, attr) for m in per_op.get(name) or [])
 
         rin_u = avg_rate(u, "records_in_per_s")
         if rin_u <= 0:
@@ -452,6 +462,8 @@ class FlinkOperator(Autoscaler):
             edge = avg_rate(v, "records_in_per_s") - sum(avg_rate(w, "records_out_per_s") for w in inputs if w != u)
         else:
             edge = avg_rate(u, "records_out_per_s")
+        if not (measured(edge) and measured(rin_u)):
+            return math.nan  # unknown, not zero: a zero ratio would ask the vertex to shrink to nothing
         return edge / rin_u if edge > 0 else 0.0
 
     # ------------------------------------------------------------ plan
@@ -506,7 +518,8 @@ class FlinkOperator(Autoscaler):
         ineffective: dict[str, dict[str, float]] = {}
         any_outside = False
         for name, ev in evals.items():
-            if math.isnan(ev.tpr):
+            if math.isnan(ev.tpr) or math.isnan(ev.target_capacity):
+                per_vertex[name] = ev.as_dict() | {"skipped": "true processing rate or target rate not measured"}
                 continue
             new_p, factor = self.compute_parallelism(topo, name, ev)
             outside = ev.tpr < ev.scale_up_threshold or ev.tpr > ev.scale_down_threshold

@@ -49,9 +49,11 @@ from pydantic import Field
 from scipy.optimize import least_squares
 
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.common import mean_measured
 from autoscalers.restarts import running_since
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import MetricsSnapshot, measured, needs
 from harness.topology import Topology
+from harness.vocabulary import Metric
 
 
 class GesscaleConfig(AutoscalerConfig):
@@ -144,6 +146,8 @@ class Gesscale(Autoscaler):
     name = "gesscale"
     Config = GesscaleConfig
     config: GesscaleConfig
+    NEEDS = needs(operators=(Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BACKPRESSURED),
+                  sources=(Metric.LAG_RATE, Metric.INPUT_RATE))
 
     def __init__(self, config: AutoscalerConfig | None = None) -> None:
         super().__init__(config)
@@ -154,7 +158,11 @@ class Gesscale(Autoscaler):
     # ------------------------------------------------------------ monitor
 
     def monitor(self, snapshot: MetricsSnapshot, history: History) -> dict[str, OperatorState]:
-        """Per-operator BP, CT and IR averaged over the snapshots of the last period."""
+        """Per-operator BP, CT and IR averaged over the snapshots of the last period.
+
+        A snapshot in which a value was not measured is left out of that value's average;
+        a value measured in none of them is NaN (and the operator is then left alone).
+        """
         start = snapshot.t - self.config.period_s
         restarted = running_since(history, self._applied)
         snaps = [
@@ -169,21 +177,18 @@ class Gesscale(Autoscaler):
             ms = [s.operators[spec.name] for s in snaps if spec.name in s.operators]
             if not ms:
                 continue
-
-            def avg(values: list[float]) -> float:
-                return float(sum(values) / len(values)) if values else 0.0
-
-            ct = avg([m.records_in_per_s for m in ms])
-            lag_rate = avg([m.lag_rate for m in ms if m.lag_rate is not None])
+            ct = mean_measured(m.records_in_per_s for m in ms)
+            lag_rate = mean_measured(m.lag_rate for m in ms)
             if spec.is_source:
-                known = [m.input_rate for m in ms if m.input_rate is not None]
-                ir = avg(known) if known else max(0.0, ct + lag_rate)
+                ir = mean_measured(m.input_rate for m in ms)
+                if not measured(ir):
+                    ir = max(0.0, ct + lag_rate) if measured(ct + lag_rate) else math.nan
             else:
-                sent = [sum(s.operators[u].records_out_per_s for u in spec.upstream if u in s.operators) for s in snaps]
-                ir = avg(sent)
+                ir = mean_measured(sum(s.operators[u].records_out_per_s for u in spec.upstream if u in s.operators)
+                                   for s in snaps)
             out[spec.name] = OperatorState(
                 parallelism=snapshot.operators[spec.name].parallelism,
-                bp=avg([m.backpressured_fraction for m in ms]),
+                bp=mean_measured(m.backpressured_fraction for m in ms),
                 ct=ct,
                 ir=ir,
                 lag_rate=lag_rate,
@@ -246,6 +251,9 @@ class Gesscale(Autoscaler):
         for name, st in states.items():
             info: dict[str, Any] = {"n": st.parallelism, "bp": st.bp, "ct": st.ct, "ir": st.ir}
             per_op[name] = info
+            if not (measured(st.bp) and measured(st.ct) and measured(st.ir)):
+                info["unknown"] = "backpressure, throughput or input rate not measured: left alone"
+                continue
             if st.ct > 0 and self.overloaded(topo, name, states):
                 sample = CalibrationSample(st.parallelism, cfg.nd_max_ms, st.ct)
                 self.samples.setdefault(name, {})[st.parallelism] = sample

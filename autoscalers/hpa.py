@@ -30,7 +30,7 @@ Choices where the thesis is silent:
 - "Throughput" in the relative lag change is `snapshot.throughput` (records/s
   the sources take from Kafka). With zero throughput (a stopped job) the
   ratio is undefined and every operator gets -1.
-- An operator whose metric is reported missing gets no recommendation (and
+- An operator whose metric was not measured (NaN) gets no recommendation (and
   keeps its parallelism) rather than one computed from a zero.
 - The window lives in the autoscaler (decisions are not asked for during the
   scale manager's cool-down, so it only holds decision-time values). An entry
@@ -43,14 +43,14 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.common import ceil_p, find_bottleneck
-from harness.metrics.snapshot import MetricsSnapshot
-from harness.record import CPU, LAG
+from harness.metrics.snapshot import MetricsSnapshot, Needs, measured, needs
+from harness.vocabulary import Metric
 
 NOT_BOTTLENECK = -1.0  # HPA-Varga's relative lag change for operators it does not blame (ch. 6.7.4)
 
@@ -63,9 +63,18 @@ class HPAConfig(AutoscalerConfig):
 
 
 class HPACPUConfig(HPAConfig):
-    """HPA-CPU (Kanis 2023, ch. 6.7.3, table 6.3): CPU-utilisation target 0.7, window 300 s."""
+    """HPA-CPU (Kanis 2023, ch. 6.7.3, table 6.3): CPU-utilisation target 0.7, window 300 s.
+
+    `cpu_signal` picks the CPU reading: `jvm` is Flink's `Status.JVM.CPU.Load`, the gauge the
+    thesis' HPA-CPU read from Prometheus (ch. 6.7.3). The JVM computes it against the CPUs it
+    may use - inside a CPU-limited container or cgroup that is the limit, so it reads like a
+    utilisation of the task manager's allotment and tops out near 0.9 under load. `quota` is
+    CPU time used divided by the task manager's CPU quota, computed by the harness.
+    """
 
     cpu_target: float = Field(0.7, gt=0.0, description="target mean CPU load of an operator's TMs")
+    cpu_signal: Literal["jvm", "quota"] = Field(
+        "jvm", description="jvm: Status.JVM.CPU.Load (the thesis); quota: CPU time / task-manager CPU quota")
 
 
 class HPAVargaConfig(HPAConfig):
@@ -164,13 +173,19 @@ class HPACPU(HPA):
     Config = HPACPUConfig
     config: HPACPUConfig
 
+    @property
+    def signal(self) -> Metric:
+        return Metric.CPU_JVM if self.config.cpu_signal == "jvm" else Metric.CPU
+
+    def needs(self) -> Needs:
+        return needs(operators=(self.signal,))
+
     def readings(self, snapshot: MetricsSnapshot) -> tuple[dict[str, list[Reading]], dict[str, Any]]:
-        missing = CPU in snapshot.missing
-        out = {
-            name: [Reading("cpu", None if missing else m.cpu_load, self.config.cpu_target)]
-            for name, m in snapshot.operators.items()
-        }
-        return out, {"cpu_missing": missing}
+        out: dict[str, list[Reading]] = {}
+        for name in snapshot.operators:
+            value = snapshot.value(self.signal, name)
+            out[name] = [Reading("cpu", value if measured(value) else None, self.config.cpu_target)]
+        return out, {"cpu_signal": str(self.signal)}
 
 
 class HPAVarga(HPA):
@@ -179,6 +194,7 @@ class HPAVarga(HPA):
     name = "hpa-varga"
     Config = HPAVargaConfig
     config: HPAVargaConfig
+    NEEDS = needs(job=(Metric.LAG_RATE, Metric.THROUGHPUT), operators=(Metric.IDLE, Metric.IS_BACKPRESSURED))
 
     def relative_lag_change(self, snapshot: MetricsSnapshot) -> tuple[dict[str, float], dict[str, Any]]:
         """Per-operator relative lag change (eq. 4.5), -1 where the operator is not to blame."""
@@ -186,8 +202,8 @@ class HPAVarga(HPA):
         names = snapshot.topology.names
         lag_rate = snapshot.kafka_lag_rate
         details: dict[str, Any] = {"kafka_lag_rate": lag_rate, "throughput": snapshot.throughput}
-        if LAG in snapshot.missing:
-            details["lag"] = "missing"
+        if not (measured(lag_rate) and measured(snapshot.throughput)):
+            details["lag"] = "not measured"
             return dict.fromkeys(names, NOT_BOTTLENECK), details
         if lag_rate < cfg.lag_rate_backpressure_threshold:
             details["lag"] = f"growing slower than {cfg.lag_rate_backpressure_threshold:.0f} rec/s"
@@ -211,7 +227,8 @@ class HPAVarga(HPA):
         rlc, details = self.relative_lag_change(snapshot)
         out = {
             name: [
-                Reading("utilisation", 1.0 - m.idle_ms_per_s / 1000.0, cfg.utilisation_target),
+                Reading("utilisation", 1.0 - m.idle_ms_per_s / 1000.0 if measured(m.idle_ms_per_s) else None,
+                        cfg.utilisation_target),
                 Reading("relative_lag_change", rlc[name], cfg.relative_lag_change_target),
             ]
             for name, m in snapshot.operators.items()

@@ -66,7 +66,8 @@ from pydantic import Field, field_validator
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.mapph1 import ME, PH, QueueSolution, convolve, ph_from_scv, solve_map_ph_1
 from autoscalers.maps import MAP, fit_map2, fit_mmpp2, mmpp_at_rate, poisson, trace_stats
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import MetricsSnapshot, Needs, needs
+from harness.vocabulary import Metric
 
 Target = Literal["mean", "p95"]
 
@@ -88,6 +89,9 @@ class MEADConfig(AutoscalerConfig):
     delta: float = Field(0.01, ge=0.0, description="Fig. 5: undo a raise that gains less than delta * R_max")
     max_scale_down_levels: int | None = Field(None, ge=1, description="planning: limit scale-down per decision")
     min_busy_fraction: float = Field(0.01, ge=0.0, lt=1.0, description="below this, busy time gives no demand")
+    poisson_without_arrivals: bool = Field(
+        False, description="plan with Poisson arrivals when no inter-arrival times are measured (the paper fits "
+                           "MAPs to measured arrivals, so by default MEAD does not decide without them)")
 
     @field_validator("levels")
     @classmethod
@@ -206,6 +210,10 @@ class MEAD(Autoscaler):
     name = "mead"
     Config = MEADConfig
     config: MEADConfig
+    def needs(self) -> Needs:
+        arrivals = () if self.config.poisson_without_arrivals else (Metric.INTERARRIVAL,)
+        return needs(job=(*arrivals, Metric.INPUT_RATE), operators=(Metric.BUSY, Metric.RECORDS_IN),
+                     sources=(Metric.RECORDS_OUT,))
 
     def __init__(self, config: MEADConfig | None = None) -> None:
         super().__init__(config)
@@ -283,6 +291,8 @@ class MEAD(Autoscaler):
         cfg = self.config
         if self._last_t is not None and snapshot.t - self._last_t < cfg.period_s - 1e-9:
             return None
+        if snapshot.gaps(self.needs()):
+            return None  # the queueing network spans every operator: no plan on unmeasured inputs
         self._last_t = snapshot.t
         plan, maps, buffer = self.plan(snapshot, history)
         shares: dict[str, float] = {}

@@ -58,7 +58,8 @@ from pydantic import Field, field_validator
 
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from autoscalers.mpc_search import SearchResult, branch_and_bound, exhaustive
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import MetricsSnapshot, Needs, needs
+from harness.vocabulary import Metric
 
 EXP_CAP = 50.0
 
@@ -192,6 +193,12 @@ class MPC(Autoscaler):
         self._smoothing: Smoothing | None = None
         self._since_refit = 0
 
+    def needs(self) -> Needs:
+        job = [Metric.INPUT_RATE] + ([Metric.LAG] if self.config.backlog_catchup_s is not None else [])
+        if self.config.objective == "latency":
+            job.append(Metric.LATENCY_KAFKA)
+        return needs(job=tuple(job), operators=(Metric.BUSY, Metric.RECORDS_IN, Metric.RECORDS_OUT))
+
     # ------------------------------------------------------------ models
 
     def _shares(self, current_share: float) -> tuple[float, ...]:
@@ -291,7 +298,8 @@ class MPC(Autoscaler):
         return 1.0
 
     def forecast(self, snapshot: MetricsSnapshot, history: History) -> np.ndarray:
-        series = np.array([s.input_rate for s in history.snapshots] + [snapshot.input_rate])
+        series = np.array([s.input_rate for s in history.snapshots] + [snapshot.input_rate], dtype=float)
+        series = series[np.isfinite(series)]  # a snapshot without a measured rate is a missing sample
         reuse = self._smoothing if self._since_refit < self.config.refit_every else None
         fc, used = holt_winters_forecast(series, self.config.horizon, self.config, reuse)
         if used is not None and reuse is None:
@@ -348,6 +356,8 @@ class MPC(Autoscaler):
         return Plan({m.name: (m, self.search(m, ca2, r)) for m in models}, fc, ca2, r)
 
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:
+        if snapshot.gaps(self.needs()):
+            return None  # the controller optimises every operator jointly: no plan on unmeasured inputs
         plan = self.plan(snapshot, history)
         plans = plan.operators
         parallelism: dict[str, int] = {}

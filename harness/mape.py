@@ -6,21 +6,30 @@ wait one period. After an applied action no decision is taken for the
 cool-down, as in the thesis (ch. 6.6.4), counted from the end of the
 rescale's downtime so a slow savepoint restart does not eat it; snapshots are
 still collected so autoscalers that keep metric windows see every period.
+
+No decision rests on a metric that was not measured: while a job-level metric
+the autoscaler needs (`Autoscaler.needs`) is unknown it is not asked at all;
+while an operator lacks one of its needed metrics, whatever the autoscaler
+asks for that operator is dropped (the others proceed; each autoscaler also
+keeps such operators as they are on its own). Either way the tick writes one
+`decision_skipped` event naming the operators, the metrics and why they are
+missing (e.g. the job manager was unreachable, Prometheus was down).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 from autoscalers.base import AppliedAction, Autoscaler, History
 from harness.backends.base import Backend
 from harness.config import LoopConfig
-from harness.metrics.snapshot import MetricsSnapshot
-from harness.record import EV_ACTION, EV_DECISION, EV_FAULT, EV_SKIPPED, EV_WARNING, EventLog
+from harness.metrics.snapshot import JOB_SCOPE, MetricsSnapshot
+from harness.record import EventLog
 from harness.scaling import ScaleManager
+from harness.vocabulary import EventKind, Metric
 
 HISTORY_LENGTH = 512  # snapshots kept for autoscalers (2 h at a 15 s period)
 
@@ -30,6 +39,7 @@ class LoopResult:
     decisions: int = 0
     actions: int = 0
     iterations: int = 0
+    skipped: int = 0  # decisions not taken for want of a metric
 
 
 class MapeLoop:
@@ -74,24 +84,39 @@ class MapeLoop:
     def iterate(self, result: LoopResult) -> None:
         result.iterations += 1
         snap = self.backend.snapshot(self.loop.metrics_window_s)
-        if snap.missing:
-            self.events.add(snap.t, EV_WARNING, "metrics missing after widening the window", metrics=snap.missing)
         if snap.t - self.last_action_t >= self.loop.cooldown_s:
             self._decide_and_act(snap, result)
         self.snapshots.append(snap)
 
     def _decide_and_act(self, snap: MetricsSnapshot, result: LoopResult) -> None:
+        gaps = snap.gaps(self.autoscaler.needs())
+        if JOB_SCOPE in gaps:
+            self._skip(snap, result, gaps, "no decision: job metrics not measured")
+            return
         history = History(snapshots=tuple(self.snapshots), actions=tuple(self.actions))
         started = time.perf_counter()
         decision = self.autoscaler.decide(snap, history)
         decide_ms = (time.perf_counter() - started) * 1000
+        current = snap.parallelism
+        if gaps:
+            dropped = decision.changed_operators(current, snap.cpu_share) & set(gaps) if decision else set()
+            self._skip(snap, result, gaps, f"no decision for {', '.join(sorted(gaps))}: metrics not measured",
+                       dropped=sorted(dropped))
+            if decision is not None and dropped:
+                decision = replace(
+                    decision,
+                    parallelism={op: p for op, p in decision.parallelism.items() if op not in dropped},
+                    cpu_share={op: c for op, c in decision.cpu_share.items() if op not in dropped},
+                    reason=f"{decision.reason} (dropped for {', '.join(sorted(dropped))}: metrics not measured)",
+                )
+                if not decision.changed_operators(current, snap.cpu_share):
+                    return
         if decision is None:
             return
         result.decisions += 1
-        current = snap.parallelism
         self.events.add(
             snap.t,
-            EV_DECISION,
+            EventKind.DECISION,
             decision.reason,
             autoscaler=self.autoscaler.name,
             current=current,
@@ -102,12 +127,13 @@ class MapeLoop:
         )
         plan = self.scale_manager.plan(decision, current, snap.cpu_share)
         if not plan.changed:
-            self.events.add(snap.t, EV_SKIPPED, "no change after the scale manager's limits", limits=plan.limits)
+            self.events.add(snap.t, EventKind.NOT_APPLIED, "no change after the scale manager's limits",
+                            limits=plan.limits)
             return
         rescale = self.backend.rescale(plan.parallelism, plan.cpu_share)
         t_after = self.backend.now()
         if not rescale.ok:
-            self.events.add(t_after, EV_FAULT, f"rescale failed: {rescale.error}", target=plan.parallelism)
+            self.events.add(t_after, EventKind.FAULT, f"rescale failed: {rescale.error}", target=plan.parallelism)
             return
         action = AppliedAction(
             t=snap.t,
@@ -124,7 +150,7 @@ class MapeLoop:
         result.actions += 1
         self.events.add(
             snap.t,
-            EV_ACTION,
+            EventKind.ACTION,
             decision.reason,
             autoscaler=self.autoscaler.name,
             before=current,
@@ -135,6 +161,18 @@ class MapeLoop:
             downtime_s=rescale.downtime_s,
             method=rescale.method,
             finished_at=t_after,
+        )
+
+    def _skip(self, snap: MetricsSnapshot, result: LoopResult, gaps: Mapping[str, tuple[Metric, ...]], what: str,
+              **data: object) -> None:
+        result.skipped += 1
+        metrics = sorted({m for ms in gaps.values() for m in ms})
+        self.events.add(
+            snap.t, EventKind.DECISION_SKIPPED, f"{what}: {', '.join(metrics)} ({snap.reason(metrics)})",
+            autoscaler=self.autoscaler.name,
+            metrics={scope or "job": list(ms) for scope, ms in gaps.items()},
+            why={m: snap.reason([m]) for m in metrics},
+            **data,
         )
 
     def _record_backend_events(self) -> None:

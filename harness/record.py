@@ -29,26 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-# --- timeseries vocabulary (metric column); operator "" and subtask -1 mean job level ---
-INPUT_RATE = "input_rate"  # records/s produced into Kafka
-THROUGHPUT = "throughput"  # records/s taken from Kafka by the sources
-LAG = "lag"  # pending records in Kafka
-LATENCY = "latency"  # seconds a record spent in Kafka (event-time lag at the source)
-LATENCY_MAX = "latency_max"  # seconds, the oldest record taken from Kafka in the interval
-TASKMANAGERS = "taskmanagers"  # number of task managers (= sum of parallelism)
-CPU = "cpu"  # task manager CPU load 0..1 (job level: mean; operator level: mean of its TMs)
-PARALLELISM = "parallelism"  # per operator
-CPU_SHARE = "cpu_share"  # per operator, vertical scaling
-RECORDS_IN = "records_in"  # per operator, records/s
-RECORDS_OUT = "records_out"  # per operator, records/s
-BUSY = "busy_ms"  # per operator, ms/s (mean over subtasks)
-BACKPRESSURED = "backpressured_ms"  # per operator, ms/s
-BUFFER_USAGE = "buffer_usage"  # per operator, input-buffer usage 0..1
-PROCESSING = "processing"  # 1 while the job processes, 0 during rescale downtime
-STATE_BYTES = "state_bytes"  # per operator
-EVENTS_PROCESSED = "processed_total"  # cumulative records taken from Kafka
-EVENTS_PRODUCED = "produced_total"  # cumulative records produced into Kafka
+from harness.vocabulary import EventKind
 
+# The timeseries' `metric` column holds `harness.vocabulary.Metric` names; operator "" and
+# subtask -1 mean job level. The events' `kind` column holds `harness.vocabulary.EventKind` names.
 TIMESERIES_SCHEMA = pa.schema(
     [
         ("ts", pa.float64()),
@@ -58,15 +42,6 @@ TIMESERIES_SCHEMA = pa.schema(
         ("value", pa.float64()),
     ]
 )
-
-# --- event kinds ---
-EV_DECISION = "decision"  # an autoscaler asked for something (data: target, current, details)
-EV_ACTION = "action"  # the scale manager applied it (data: before, after, downtime_s, method, capped)
-EV_SKIPPED = "skipped"  # a decision not applied (cool-down, no change, capped to no change)
-EV_FAULT = "fault"  # a crash, a failed rescale
-EV_RECOVERY = "recovery"  # the harness recovered from a fault
-EV_PHASE = "phase"  # run phases: start, warmup-end, stage changes (convergence), end
-EV_WARNING = "warning"  # e.g. metrics empty even after widening the window
 
 EVENTS_SCHEMA = pa.schema(
     [
@@ -86,10 +61,10 @@ class EventLog:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, ts: float, kind: str, reason: str = "", **data: Any) -> None:
-        self.rows.append({"ts": float(ts), "kind": kind, "reason": reason, "data": data})
+    def add(self, ts: float, kind: EventKind, reason: str = "", **data: Any) -> None:
+        self.rows.append({"ts": float(ts), "kind": EventKind(kind), "reason": reason, "data": data})
 
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+    def of_kind(self, kind: EventKind) -> list[dict[str, Any]]:
         return [r for r in self.rows if r["kind"] == kind]
 
     def to_table(self) -> pa.Table:

@@ -21,9 +21,10 @@ from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
 from harness.mape import MapeLoop
-from harness.record import EV_FAULT, EV_PHASE, STATUS_COMPLETED, EventLog, host_facts, write_run_record
+from harness.record import STATUS_COMPLETED, EventLog, host_facts, write_run_record
 from harness.scaling import ScaleManager
 from harness.topology import load_topology
+from harness.vocabulary import EventKind
 from workloads.patterns import LoadPattern, build_pattern
 
 
@@ -82,9 +83,9 @@ def run_experiment(
         phase(f"starting {experiment.backend}")
         backend.start(experiment, pattern, topology)
         phase("running")
-        events.add(0.0, EV_PHASE, "start", duration_s=duration)
+        events.add(0.0, EventKind.PHASE, "start", duration_s=duration)
         for stage in pattern.stages:
-            events.add(stage.start_s, EV_PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
+            events.add(stage.start_s, EventKind.PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
                        end=stage.end_s)
         loop = MapeLoop(
             backend,
@@ -95,24 +96,24 @@ def run_experiment(
             on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
         )
         loop.run(duration)
-        events.add(backend.now(), EV_PHASE, "end")
+        events.add(backend.now(), EventKind.PHASE, "end")
         status = STATUS_COMPLETED
     except KeyboardInterrupt:
         status = "failed: interrupted"
         raise
     except Exception as exc:  # a failed run is data: record it
         status = f"failed: {type(exc).__name__}: {exc}"
-        events.add(_safe_now(backend), EV_FAULT, status, traceback=traceback.format_exc(limit=8))
+        events.add(_safe_now(backend), EventKind.FAULT, status, traceback=traceback.format_exc(limit=8))
     finally:
         phase("writing the run record")
         try:
             timeseries = backend.timeseries()
             backend_facts = backend.facts()
         except Exception as exc:  # keep the record even if export fails
-            events.add(_safe_now(backend), EV_FAULT, f"timeseries export failed: {exc}")
+            events.add(_safe_now(backend), EventKind.FAULT, f"timeseries export failed: {exc}")
             if status == STATUS_COMPLETED:
                 status = f"failed: timeseries export: {exc}"
-        faults = len(events.of_kind(EV_FAULT))
+        faults = len(events.of_kind(EventKind.FAULT))
         run_yaml = {
             "run_id": run_dir.name,
             "experiment": experiment.name,
@@ -155,7 +156,7 @@ def _artifacts(backend: Backend, tmp_dir: Path, events: EventLog) -> dict[str, A
     try:
         return backend.save_artifacts(tmp_dir)
     except Exception as exc:
-        events.add(_safe_now(backend), EV_FAULT, f"saving artifacts failed: {exc}")
+        events.add(_safe_now(backend), EventKind.FAULT, f"saving artifacts failed: {exc}")
         return {"error": str(exc)}
 
 

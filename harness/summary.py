@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.metrics import percentile, time_weighted_mean
-from harness.record import CPU, CPU_SHARE, EV_ACTION, INPUT_RATE, LATENCY, TASKMANAGERS, THROUGHPUT, RunRecord
+from harness.record import RunRecord
+from harness.vocabulary import EventKind, Metric
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,13 @@ def summarise(record: RunRecord) -> RunSummary:
         s = record.series(metric)
         return s.index.to_numpy(dtype=float), s.to_numpy(dtype=float)
 
-    tm_t, tm_v = series(TASKMANAGERS)
-    lat_t, lat_v = series(LATENCY)
-    _, in_v = series(INPUT_RATE)
-    _, thr_v = series(THROUGHPUT)
-    cpu_t, cpu_v = series(CPU)
+    tm_t, tm_v = series(Metric.TASKMANAGERS)
+    lat_t, lat_v = series(Metric.LATENCY_KAFKA)
+    _, in_v = series(Metric.INPUT_RATE)
+    _, thr_v = series(Metric.THROUGHPUT)
+    cpu_t, cpu_v = series(Metric.CPU)
     ts = record.timeseries
-    shares = ts[(ts.metric == CPU_SHARE) & (ts.operator != "") & (ts.subtask == -1)]
+    shares = ts[(ts.metric == Metric.CPU_SHARE) & (ts.operator != "") & (ts.subtask == -1)]
     return RunSummary(
         avg_tm=time_weighted_mean(tm_t, tm_v, end),
         max_tm=float(tm_v.max()) if len(tm_v) else float("nan"),
@@ -65,7 +66,7 @@ def summarise(record: RunRecord) -> RunSummary:
         latency_p50=percentile(lat_v, 50),
         latency_p95=percentile(lat_v, 95),
         latency_max=float(lat_v.max()) if len(lat_v) else float("nan"),
-        scale_count=len(record.events_of(EV_ACTION)),
+        scale_count=len(record.events_of(EventKind.ACTION)),
         input_rate=float(in_v.mean()) if len(in_v) else float("nan"),
         throughput=float(thr_v.mean()) if len(thr_v) else float("nan"),
         cpu=time_weighted_mean(cpu_t, cpu_v, end),

@@ -25,6 +25,7 @@ def op(
     backpressured: bool | None = None,
     buffer: float = 0.0,
     cpu: float = 0.0,
+    cpu_jvm: float | None = None,
     cpu_share: float = 1.0,
     lag: float | None = None,
     lag_rate: float | None = None,
@@ -33,6 +34,7 @@ def op(
 ) -> OperatorMetrics:
     """Operator metrics with per-subtask values spread evenly unless given."""
     rout = rin if rout is None else rout
+    cpu_jvm = cpu if cpu_jvm is None else cpu_jvm
     idle = max(0.0, 1000.0 - busy - bp)
     if subtasks is None:
         subs = tuple(
@@ -44,6 +46,7 @@ def op(
                 backpressured_ms_per_s=bp,
                 input_buffer_usage=buffer,
                 cpu_load=cpu,
+                cpu_jvm_load=cpu_jvm,
             )
             for _ in range(parallelism)
         )
@@ -59,6 +62,7 @@ def op(
         is_backpressured=(bp > 100.0) if backpressured is None else backpressured,
         input_buffer_usage=buffer,
         cpu_load=cpu,
+        cpu_jvm_load=cpu_jvm,
         cpu_share=cpu_share,
         subtasks=subs,
         lag=lag,
@@ -67,8 +71,15 @@ def op(
     )
 
 
+# Job-level values a hand-built snapshot has unless a test says otherwise: measured, and quiet.
+# A test of unmeasured metrics passes NaN explicitly.
+JOB_DEFAULTS: dict[str, Any] = {"kafka_lag": 0.0, "kafka_lag_rate": 0.0, "input_rate": 0.0, "throughput": 0.0,
+                                "latency_s": 0.0, "cpu_load": 0.0, "cpu_jvm_load": 0.0}
+
+
 def snapshot(topology: Topology, t: float = 0.0, window_s: float = 15.0, **job: Any) -> Any:
     """Returns a builder: `snapshot(topo, lag=...)(source=op(...), map=op(...))`."""
+    job = {**JOB_DEFAULTS, **job}
 
     def build(**ops: OperatorMetrics) -> MetricsSnapshot:
         missing = set(topology.names) - set(ops)

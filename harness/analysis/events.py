@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import Stage, StageConvergence, amplitude, convergence
-from harness.record import EV_ACTION, EV_FAULT, EV_PHASE, EV_RECOVERY
+from harness.vocabulary import EventKind
 
 # a run's events.parquet: a frame, or its rows as dicts (ts, kind, reason, data as JSON text)
 Events = pd.DataFrame | Sequence[Mapping[str, Any]]
@@ -63,7 +63,7 @@ def _vector(data: dict[str, Any], par_key: str, cpu_key: str) -> dict[str, float
 def phase_stages(events: Events, run_end: float) -> tuple[Stage, ...]:
     """Stages announced by `phase` events ("stage1 start", data {stage, start, end})."""
     found: list[tuple[str, float, float | None]] = []
-    for row in _rows(events, EV_PHASE):
+    for row in _rows(events, EventKind.PHASE):
         data, reason = row["data"], row["reason"]
         name = data.get("stage")
         if name is None and reason.endswith(" start") and reason.startswith("stage"):
@@ -83,8 +83,8 @@ def phase_stages(events: Events, run_end: float) -> tuple[Stage, ...]:
 
 
 def event_facts(events: Events, run_end: float) -> EventFacts:
-    actions = _rows(events, EV_ACTION)
-    faults = _rows(events, EV_FAULT)
+    actions = _rows(events, EventKind.ACTION)
+    faults = _rows(events, EventKind.FAULT)
     return EventFacts(
         action_ts=tuple(a["ts"] for a in actions),
         changes=tuple(
@@ -94,7 +94,7 @@ def event_facts(events: Events, run_end: float) -> EventFacts:
         faults=len(faults),
         crashes=sum(1 for f in faults if "crash" in f["reason"].lower() or f["data"].get("crash")),
         failed_rescales=sum(1 for f in faults if "rescale" in f["reason"].lower()),
-        recoveries=len(_rows(events, EV_RECOVERY)),
+        recoveries=len(_rows(events, EventKind.RECOVERY)),
         phase_stages=phase_stages(events, run_end),
     )
 

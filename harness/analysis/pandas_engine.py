@@ -29,14 +29,20 @@ from harness.analysis.metrics import CEIL_EPS
 from harness.analysis.reductions import (
     BOUNDS_COLUMNS,
     EXCESS_COLUMNS,
+    EXCESS_INPUT,
+    EXCESS_LAG,
     PROVISIONING_COLUMNS,
     QOS_COLUMNS,
+    QOS_INPUT,
+    QOS_LATENCY,
+    QOS_THROUGHPUT,
     SERIES_COLUMNS,
+    SPEC_ACTUAL,
+    SPEC_INPUT,
     Reductions,
     finish,
 )
 from harness.analysis.summary import PERCENTILE_METRICS, AnalysisResult
-from harness.record import INPUT_RATE, LAG, LATENCY, TASKMANAGERS, THROUGHPUT
 
 # runs per batch: ~25 k samples each for a 140-minute run at 5 s, so ~3 M samples (~150 MB) at a time
 BATCH_RUNS = 128
@@ -271,7 +277,7 @@ def provisioning_reduction(s: Samples, consts: RunConstants) -> pd.DataFrame:
     Rows sharing a timestamp get dt = 0 except the last, which has seen every
     value at that time; the last row's values are kept for `finish_provisioning`.
     """
-    rows = _job_rows(s, INPUT_RATE, TASKMANAGERS)
+    rows = _job_rows(s, SPEC_INPUT, SPEC_ACTUAL)
     if len(rows) == 0 or consts.coefficients.shape[1] == 0:
         return pd.DataFrame(columns=PROVISIONING_COLUMNS)
     has_coefs = ~np.isnan(consts.coefficients).all(axis=1)
@@ -279,7 +285,7 @@ def provisioning_reduction(s: Samples, consts: RunConstants) -> pd.DataFrame:
     if len(rows) == 0:
         return pd.DataFrame(columns=PROVISIONING_COLUMNS)
     rid, ts, value = s.rid[rows], s.ts[rows], s.value[rows]
-    is_inp = s.metric[rows] == s.code(s.metric_names, INPUT_RATE)
+    is_inp = s.metric[rows] == s.code(s.metric_names, SPEC_INPUT)
     order = np.lexsort((ts, rid))  # stable: ties keep (metric, file) order; only the last of a tie counts
     rid, ts, value, is_inp = rid[order], ts[order], value[order], is_inp[order]
     coefs, min_p = consts.coefficients[rid], consts.min_parallelism[rid]
@@ -324,12 +330,12 @@ def _ffill(values: np.ndarray, first_of_row: np.ndarray) -> np.ndarray:
 
 def qos_reduction(s: Samples, consts: RunConstants, bounds: pd.DataFrame) -> pd.DataFrame:
     """QoS violations per control step of one loop period (runs with input and throughput series)."""
-    rows = _job_rows(s, INPUT_RATE, THROUGHPUT, LATENCY)
+    rows = _job_rows(s, QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY)
     if len(rows) == 0:
         return pd.DataFrame(columns=QOS_COLUMNS)
     run_start = pd.Series(bounds["run_start"].to_numpy(float), index=bounds["rid"].to_numpy())
     rid, code = s.rid[rows], s.metric[rows]
-    inp_code, thr_code, lat_code = (s.code(s.metric_names, m) for m in (INPUT_RATE, THROUGHPUT, LATENCY))
+    inp_code, thr_code, lat_code = (s.code(s.metric_names, m) for m in (QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY))
     # the metric core's rule: no input or no throughput series, no control steps
     complete = np.intersect1d(rid[code == inp_code], rid[code == thr_code])
     keep = np.isin(rid, complete)
@@ -353,7 +359,7 @@ def qos_reduction(s: Samples, consts: RunConstants, bounds: pd.DataFrame) -> pd.
 
 def excess_reduction(s: Samples) -> pd.DataFrame:
     """When the input stopped (first sample after the last with input > 0) and the lag was drained after that."""
-    lag_code, inp_code = s.code(s.metric_names, LAG), s.code(s.metric_names, INPUT_RATE)
+    lag_code, inp_code = s.code(s.metric_names, EXCESS_LAG), s.code(s.metric_names, EXCESS_INPUT)
     empty_op = s.code(s.operator_names, "")
     g_metric, g_op, g_rid = s.metric[s.starts], s.operator[s.starts], s.rid[s.starts]
     lag_groups = np.flatnonzero((g_metric == lag_code) & (g_op == empty_op)) if lag_code >= 0 else []

@@ -7,24 +7,32 @@ Output layout (default `<results>/analysis/`):
   operators.csv             per run and operator: time-weighted parallelism, rates, ...
   crash_rates.csv           flagged runs per autoscaler
   tables/<matrix>/<query>-<pattern>-<kind>.{csv,md,tex}, tables/index.md
+  analysis.log              what ran and how long it took; Spark's and the JVM's log lines
+
+Engines: both compute the same `reductions.Reductions` and share everything after
+them; `engine.choose_engine` picks one for `auto`.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
 from harness.analysis import pandas_engine
 from harness.analysis.aggregate import aggregate_cells, crash_rates
+from harness.analysis.engine import DEFAULT_MASTER, LOG_NAME, SPARK_MIN_RUNS, Engine, EngineChoice, choose_engine
 from harness.analysis.loader import RunRef, discover
 from harness.analysis.summary import AnalysisResult
 from harness.analysis.tables import build_tables, write_tables
+from harness.logs import log_to
 
-Engine = Literal["spark", "pandas"]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,14 +41,16 @@ class AnalysisOutputs:
     result: AnalysisResult
     cells: pd.DataFrame
     tables: list[Path]
+    engine: Engine
 
 
 def default_out(results_dir: Path) -> Path:
     return Path(results_dir) / "analysis"
 
 
-def summarise(refs: list[RunRef], engine: Engine = "spark", master: str = "local[*]",
-              progress: Callable[[str], Any] | None = None) -> tuple[AnalysisResult, pd.DataFrame]:
+def summarise(refs: list[RunRef], engine: Engine = "spark", master: str = DEFAULT_MASTER,
+              progress: Callable[[str], Any] | None = None, log_file: Path | None = None,
+              ) -> tuple[AnalysisResult, pd.DataFrame]:
     """Per-run summary and per-cell aggregates with the chosen engine."""
     if engine == "pandas":
         done = [0]
@@ -56,7 +66,7 @@ def summarise(refs: list[RunRef], engine: Engine = "spark", master: str = "local
 
     if progress:
         progress("starting Spark")
-    spark = spark_jobs.build_session(master)
+    spark = spark_jobs.build_session(master, log_file=log_file)
     try:
         result = spark_jobs.summarise(spark, refs, progress=progress)
         if progress:
@@ -79,17 +89,32 @@ def write_outputs(out_dir: Path, result: AnalysisResult, cells: pd.DataFrame) ->
     return write_tables(build_tables(cells, result.convergence), out_dir / "tables")
 
 
-def analyze(results_dir: Path, out_dir: Path | None = None, engine: Engine = "spark", master: str = "local[*]",
-            progress: Callable[[str], Any] | None = None) -> AnalysisOutputs:
-    refs = discover(Path(results_dir))
-    if not refs:
-        raise FileNotFoundError(f"no run records (run.yaml) under {results_dir}")
-    result, cells = summarise(refs, engine, master, progress)
+def analyze(results_dir: Path, out_dir: Path | None = None, engine: EngineChoice = "auto",
+            master: str | None = None, progress: Callable[[str], Any] | None = None) -> AnalysisOutputs:
+    """Discover the run records, summarise them with the engine `engine` picks, write every output.
+
+    Log lines (ours, Spark's, the JVM's) go to `<out>/analysis.log`, not the console.
+    """
     out = Path(out_dir) if out_dir else default_out(results_dir)
-    if progress:
-        progress("writing tables")
-    tables = write_outputs(out, result, cells)
-    return AnalysisOutputs(out, result, cells, tables)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = out / LOG_NAME
+    log_file.unlink(missing_ok=True)
+    with log_to(log_file):
+        started = time.perf_counter()
+        refs = discover(Path(results_dir))
+        if not refs:
+            raise FileNotFoundError(f"no run records (run.yaml) under {results_dir}")
+        chosen = choose_engine(engine, len(refs), master)
+        log.info("%d run records under %s read in %.1f s; engine %s (asked: %s, master %s, Spark from %d runs)",
+                 len(refs), results_dir, time.perf_counter() - started, chosen, engine, master, SPARK_MIN_RUNS)
+        t0 = time.perf_counter()
+        result, cells = summarise(refs, chosen, master or DEFAULT_MASTER, progress, log_file)
+        log.info("summaries and cell aggregates with %s in %.1f s", chosen, time.perf_counter() - t0)
+        if progress:
+            progress("writing tables")
+        tables = write_outputs(out, result, cells)
+        log.info("%d table files written; %.1f s in all", len(tables), time.perf_counter() - started)
+    return AnalysisOutputs(out, result, cells, tables, chosen)
 
 
 def load_outputs(out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -45,6 +45,12 @@ from harness.analysis.summary import (
     operator_rows,
     series_from_frame,
 )
+from harness.vocabulary import Metric
+
+# the series each reduction reads (job level, operator ""): named once for both engines
+SPEC_INPUT, SPEC_ACTUAL = Metric.INPUT_RATE, Metric.TASKMANAGERS  # ideal(t) from the input rate vs actual TMs
+QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY = Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA
+EXCESS_INPUT, EXCESS_LAG = Metric.INPUT_RATE, Metric.LAG
 
 BOUNDS_COLUMNS = ["rid", "run_start", "run_end"]
 SERIES_COLUMNS = ["rid", "metric", "operator", "area", "span", "plain_mean", "max", "min", "last", "last_ts", "n",

@@ -20,13 +20,13 @@ import pandas as pd
 from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import StageConvergence
 from harness.analysis.profile import drain_rate
-from harness.record import CPU, CPU_SHARE, INPUT_RATE, LAG, LATENCY, PARALLELISM, TASKMANAGERS, THROUGHPUT
+from harness.vocabulary import Metric
 
 # columns of the long per-series statistics table both engines produce
 SERIES_STATS_COLUMNS = ["run_id", "metric", "operator", "tw_mean", "tw_sum", "span", "max", "min", "last",
                         "n", "p50", "p95"]
 # series whose percentiles are reported (keeps Spark's exact percentile cheap)
-PERCENTILE_METRICS = (LATENCY,)
+PERCENTILE_METRICS = (Metric.LATENCY_KAFKA,)
 
 # numeric columns of the summary, grouped as the tables show them
 THESIS_COLUMNS = ["tm_avg", "tm_max", "lat_avg", "lat_p50", "lat_p95", "lat_max", "input_rate_avg",
@@ -120,11 +120,12 @@ def _div(a: float, b: float) -> float:
 def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]) -> dict[str, Any]:
     s = pieces.series
     nan_stats = SeriesStats(math.nan, math.nan, 0.0, math.nan, math.nan, math.nan, 0)
-    tm, lat, cpu, lag = (s.get((m, ""), nan_stats) for m in (TASKMANAGERS, LATENCY, CPU, LAG))
-    inp, thr = s.get((INPUT_RATE, ""), nan_stats), s.get((THROUGHPUT, ""), nan_stats)
+    tm, lat, cpu, lag = (s.get((m, ""), nan_stats)
+                         for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.CPU, Metric.LAG))
+    inp, thr = s.get((Metric.INPUT_RATE, ""), nan_stats), s.get((Metric.THROUGHPUT, ""), nan_stats)
     duration = pieces.run_end - pieces.run_start
-    final_par = {op: st.last for (m, op), st in s.items() if m == PARALLELISM and op}
-    shares = [st.tw_mean for (m, op), st in s.items() if m == CPU_SHARE and op]
+    final_par = {op: st.last for (m, op), st in s.items() if m == Metric.PARALLELISM and op}
+    shares = [st.tw_mean for (m, op), st in s.items() if m == Metric.CPU_SHARE and op]
     spec = pieces.spec
     ideal_avg = spec.ideal_avg if spec else math.nan
     violations, steps = pieces.qos

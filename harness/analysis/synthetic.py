@@ -16,24 +16,9 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.profile import OperatorProfile, demand_coefficients
-from harness.record import (
-    BUSY,
-    CPU,
-    EV_ACTION,
-    EV_FAULT,
-    EV_PHASE,
-    INPUT_RATE,
-    LAG,
-    LATENCY,
-    PARALLELISM,
-    RECORDS_IN,
-    STATUS_COMPLETED,
-    TASKMANAGERS,
-    THROUGHPUT,
-    EventLog,
-    write_run_record,
-)
+from harness.record import STATUS_COMPLETED, EventLog, write_run_record
 from harness.topology import load_topology
+from harness.vocabulary import EventKind, Metric
 
 
 def _rates(pattern: str, n: int, step_s: float, rng: np.random.Generator, peak: float) -> tuple[np.ndarray, list]:
@@ -79,9 +64,10 @@ def synthetic_run(
     t = np.arange(n) * step_s
     rate, stages = _rates(pattern, n, step_s, rng, peak)
     events = EventLog()
-    events.add(0.0, EV_PHASE, "start", duration_s=duration_s)
+    events.add(0.0, EventKind.PHASE, "start", duration_s=duration_s)
     for s in stages:
-        events.add(s["start_s"], EV_PHASE, f"{s['name']} start", stage=s["name"], start=s["start_s"], end=s["end_s"])
+        events.add(s["start_s"], EventKind.PHASE, f"{s['name']} start", stage=s["name"],
+                   start=s["start_s"], end=s["end_s"])
     par = {o.name: np.ones(n) for o in ops}
     current = {o.name: 1 for o in ops}
     next_ok = 0.0
@@ -91,14 +77,15 @@ def synthetic_run(
             continue
         want = {op: max(1, math.ceil(rate[i] * c * lag_factor)) for op, c in coefs.items()}
         if want != current:
-            events.add(t[i], EV_ACTION, "synthetic", autoscaler=autoscaler, before=dict(current), after=dict(want))
+            events.add(t[i], EventKind.ACTION, "synthetic", autoscaler=autoscaler,
+                       before=dict(current), after=dict(want))
             current = want
             next_ok = t[i] + cooldown_s
         for op in par:
             par[op][i:] = current[op]
     for k in range(faults):
-        events.add(float(t[n // 2 + k]), EV_FAULT, "crash during rescale", crash=True)
-    events.add(float(t[-1]), EV_PHASE, "end")
+        events.add(float(t[n // 2 + k]), EventKind.FAULT, "crash during rescale", crash=True)
+    events.add(float(t[-1]), EventKind.PHASE, "end")
     capacity = np.min(np.stack([par[o.name] / coefs[o.name] for o in ops if coefs[o.name] > 0]), axis=0)
     throughput = np.empty(n)
     lag = np.empty(n)
@@ -114,16 +101,17 @@ def synthetic_run(
     cpu = np.clip(rate / np.maximum(capacity, 1.0), 0, 1) * 0.9
     frames = [
         pd.DataFrame({"ts": t, "metric": m, "value": v})
-        for m, v in ((INPUT_RATE, rate), (THROUGHPUT, throughput), (LAG, lag), (LATENCY, latency),
-                     (TASKMANAGERS, tm), (CPU, cpu))
+        for m, v in ((Metric.INPUT_RATE, rate), (Metric.THROUGHPUT, throughput), (Metric.LAG, lag),
+                     (Metric.LATENCY_KAFKA, latency),
+                     (Metric.TASKMANAGERS, tm), (Metric.CPU, cpu))
     ]
     demand = {o.name: c * o.capacity for o, c in zip(ops, coefs.values(), strict=True)}
     for o in ops:
-        frames.append(pd.DataFrame({"ts": t, "metric": PARALLELISM, "operator": o.name, "value": par[o.name]}))
+        frames.append(pd.DataFrame({"ts": t, "metric": Metric.PARALLELISM, "operator": o.name, "value": par[o.name]}))
         rin = throughput * demand[o.name]
-        frames.append(pd.DataFrame({"ts": t, "metric": RECORDS_IN, "operator": o.name, "value": rin}))
+        frames.append(pd.DataFrame({"ts": t, "metric": Metric.RECORDS_IN, "operator": o.name, "value": rin}))
         busy = np.clip(1000 * rin / (par[o.name] * o.capacity), 0, 1000)
-        frames.append(pd.DataFrame({"ts": t, "metric": BUSY, "operator": o.name, "value": busy}))
+        frames.append(pd.DataFrame({"ts": t, "metric": Metric.BUSY, "operator": o.name, "value": busy}))
     ts_df = pd.concat(frames, ignore_index=True)
     config = {
         "name": f"{matrix or 'synthetic'}_{run_dir.name}", "backend": "sim", "query": query,

@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
+from harness.vocabulary import EventKind
 
 if TYPE_CHECKING:
     from harness.config import Experiment
@@ -38,7 +39,7 @@ class BackendEvent:
     """Something the backend noticed on its own: a crash, a recovery, a phase change."""
 
     t: float
-    kind: str  # fault | recovery | phase | warning
+    kind: EventKind
     reason: str
     data: dict[str, Any] = field(default_factory=dict)
 

@@ -11,18 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from harness.record import (
-    BACKPRESSURED,
-    BUSY,
-    INPUT_RATE,
-    LAG,
-    LATENCY,
-    RECORDS_IN,
-    RECORDS_OUT,
-    TASKMANAGERS,
-    THROUGHPUT,
-)
 from harness.topology import Topology
+from harness.vocabulary import Metric
 
 T = "flink_taskmanager_job_task_"
 # the same alternatives the snapshot catalogue tries (harness.metrics.promql), first with data wins
@@ -33,19 +23,20 @@ def export_queries(topology: Topology, vertex_ids_seen: Mapping[str, Iterable[st
                    step_s: float) -> dict[tuple[str, str], str]:
     w = f"{max(2 * step_s, 10):g}s"
     q: dict[tuple[str, str], str] = {
-        (INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
-        (TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
-        (LAG, ""): f"sum(max by (task_id, subtask_index) ({T}operator_pendingRecords))",
-        (LATENCY, ""): " or ".join(
+        (Metric.INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
+        (Metric.TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
+        (Metric.LAG, ""): f"sum(max by (task_id, subtask_index) ({T}operator_pendingRecords))",
+        (Metric.LATENCY_KAFKA, ""): " or ".join(
             f"(avg(max by (task_id, subtask_index) ({T}operator_{m} >= 0)) / 1000)" for m in LATENCY_GAUGES),
     }
     for op in topology.names:
         ids = "|".join(sorted(set(vertex_ids_seen.get(op, ())))) or "none"
         sel = f'{{task_id=~"{ids}"}}'
-        q[(RECORDS_OUT, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsOut{sel}[{w}])))"
-        q[(RECORDS_IN, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsIn{sel}[{w}])))"
-        q[(BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
-        q[(BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
+        q[(Metric.RECORDS_OUT, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsOut{sel}[{w}])))"
+        q[(Metric.RECORDS_IN, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsIn{sel}[{w}])))"
+        q[(Metric.BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
+        q[(Metric.BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
     srcs = "|".join(sorted({v for s in topology.sources for v in vertex_ids_seen.get(s.name, ())})) or "none"
-    q[(THROUGHPUT, "")] = f'sum(avg by (task_id, subtask_index) (rate({T}numRecordsOut{{task_id=~"{srcs}"}}[{w}])))'
+    q[(Metric.THROUGHPUT, "")] = (
+        f'sum(avg by (task_id, subtask_index) (rate({T}numRecordsOut{{task_id=~"{srcs}"}}[{w}])))')
     return q

@@ -8,9 +8,12 @@ Prometheus, the topology and parallelism from the job manager). Three parts:
   or topics - the thesis hit such gaps right after rescaling), and name what is still missing;
 - `build_snapshot`: pure - join the per-subtask series to operators through the Flink REST
   vertex ids (`task_id` label), aggregate (rates summed, times averaged) and fill job metrics;
+  whatever stayed missing is NaN (never a default such as 0 or 1000 - busy), and the snapshot's
+  `why_missing` names the catalogue query and what happened to it;
 - `PrometheusMonitor`: the I/O edge (prometheus-api-client) tying both together.
 
-A query that errors is treated like an empty one: the loop must never crash on monitoring.
+A query that errors is treated like an empty one: the loop must never crash on monitoring, and
+the MAPE loop then skips the decisions that need the metric (`harness.mape`).
 """
 
 from __future__ import annotations
@@ -30,9 +33,6 @@ Series = dict[str, Any]  # one instant-vector element: {"metric": {labels}, "val
 QueryFn = Callable[[str], list[Series]]
 
 WIDEN = (1, 2, 4)
-# Only asked for when the primary entry stays incomplete; never reported missing themselves.
-FALLBACKS = {"tm_cpu_cores": "tm_cpu_load"}
-IS_BACKPRESSURED_SHARE = 0.5  # flagged for at least half the window
 
 
 def prom_label(value: str) -> str:
@@ -75,6 +75,7 @@ class Fetched:
     window_s: dict[str, float] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    widest_s: dict[str, float] = field(default_factory=dict)  # the widest window tried for a missing query
 
 
 def _key(series: Series, labels: Sequence[str]) -> tuple[str, ...]:
@@ -118,18 +119,26 @@ def fetch(query_fn: QueryFn, view: JobView, window_s: float, step_s: float = 5.0
     wins, otherwise the most complete partial one is kept and the query is named in `missing`.
     """
     out = Fetched()
-    by_name = {q.name: q for q in catalogue}
     for q in catalogue:
-        if q.name in FALLBACKS.values():
-            continue
         _fetch_one(q, query_fn, view, window_s, step_s, widen, out)
-        fb = FALLBACKS.get(q.name)
-        if fb and q.name in out.missing and fb in by_name:
-            _fetch_one(by_name[fb], query_fn, view, window_s, step_s, widen, out)
-            if fb not in out.missing:
-                out.missing.remove(q.name)
-            else:
-                out.missing.remove(fb)
+    return out
+
+
+def missing_reasons(fetched: Fetched, catalogue: Sequence[Query] = CATALOGUE) -> dict[str, str]:
+    """Metric name -> why it is unknown, for every metric fed by an incomplete catalogue query."""
+    by_name = {q.name: q for q in catalogue}
+    out: dict[str, str] = {}
+    for name in fetched.missing:
+        q = by_name.get(name)
+        if q is None:
+            continue
+        if name in fetched.errors:
+            why = f"query {name} failed: {fetched.errors[name]}"
+        else:
+            got = "no series" if not fetched.results.get(name) else "incomplete series"
+            why = f"query {name}: {got} even over {fetched.widest_s.get(name, 0):g} s"
+        for metric in q.feeds:
+            out.setdefault(str(metric), why)
     return out
 
 
@@ -154,6 +163,7 @@ def _fetch_one(q: Query, query_fn: QueryFn, view: JobView, window_s: float, step
                 return
     out.results[q.name] = best
     out.window_s[q.name] = best_window
+    out.widest_s[q.name] = window_s * max(widen)
     out.missing.append(q.name)
 
 
@@ -169,81 +179,107 @@ def _index(results: list[Series], labels: Sequence[str]) -> dict[tuple[str, ...]
     return out
 
 
-def _tm_cpu(fetched: Fetched, view: JobView) -> dict[str, float]:
-    """Prometheus tm_id -> utilisation of the CPUs the task manager may use (0..1).
+def _tm_cpu(fetched: Fetched, view: JobView) -> tuple[dict[str, float], dict[str, float]]:
+    """Prometheus tm_id -> (CPU of its quota, JVM CPU load of the host), both 0..1.
 
-    CPU time used / cgroup quota when the quota is known (what HPA-CPU targets); otherwise the
-    share of the host. `Status.JVM.CPU.Load` is host-relative too, hence the same scaling.
+    The quota-relative load is CPU time used / the task manager's cgroup quota (the share of
+    what it may use); without a known quota it is relative to the host. The JVM's
+    `Status.JVM.CPU.Load` is host-relative (process CPU / all the host's cores): a task manager
+    held to a quarter core reads at most 1/(4 x cores) there. When CPU time is missing the
+    quota-relative load is derived from the JVM load (load x cores / quota), never assumed.
     """
     quota = {prom_label(tm): q for tm, q in view.tm_quota.items()}
-    out: dict[str, float] = {}
-    if fetched.results.get("tm_cpu_cores"):
-        for (tm,), cores in _index(fetched.results["tm_cpu_cores"], ("tm_id",)).items():
-            out[tm] = cores / quota.get(tm, float(view.host_cpus))
-    elif fetched.results.get("tm_cpu_load"):
-        for (tm,), load in _index(fetched.results["tm_cpu_load"], ("tm_id",)).items():
-            out[tm] = load * view.host_cpus / quota.get(tm, float(view.host_cpus))
-    return {tm: float(min(1.0, max(0.0, v))) for tm, v in out.items()}
+    host = float(view.host_cpus)
+    cores = _index(fetched.results.get("tm_cpu_cores", []), ("tm_id",))
+    jvm = {tm: min(1.0, max(0.0, v)) for (tm,), v in
+           _index(fetched.results.get("tm_cpu_load", []), ("tm_id",)).items()}
+    rel: dict[str, float] = {}
+    for (tm,), c in cores.items():
+        rel[tm] = c / quota.get(tm, host)
+    for tm, load in jvm.items():
+        rel.setdefault(tm, load * host / quota.get(tm, host))
+    return {tm: min(1.0, max(0.0, v)) for tm, v in rel.items()}, jvm
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean, NaN when any value is NaN (a partial average is not a measurement) or none given."""
+    return float(np.mean(values)) if values and not any(math.isnan(v) for v in values) else math.nan
 
 
 def build_snapshot(fetched: Fetched, view: JobView, t: float, window_s: float,
                    interarrival_s: np.ndarray | None = None) -> MetricsSnapshot:
-    """Join catalogue results to the topology's operators and aggregate (pure)."""
+    """Join catalogue results to the topology's operators and aggregate (pure).
+
+    Nothing is filled in: a subtask without a series has NaN there, an operator aggregate over
+    it is NaN, a job total over a missing source or topic is NaN.
+    """
     r = fetched.results
+    nan = math.nan
     idx = {name: _index(r.get(name, []), SUBTASK) for name in (
         "records_in", "records_out", "busy", "idle", "backpressured", "is_backpressured", "input_buffer",
         "event_time_lag")}
     host = {(k[0], k[1]): s.get("metric", {}).get("tm_id", "") for s in r.get("subtask_tm", [])
             for k in [_key(s, SUBTASK)]}
-    tm_cpu = _tm_cpu(fetched, view)
+    tm_cpu, tm_jvm = _tm_cpu(fetched, view)
     pending = _index(r.get("pending_records", []), ("task_id",))
     pending_d = _index(r.get("pending_records_deriv", []), ("task_id",))
     topic_rate = _index(r.get("input_rate", []), ("topic",))
 
     operators: dict[str, OperatorMetrics] = {}
     lags_ms: list[float] = []
+    lag_complete = True
     for spec in view.topology.operators:
         vid = view.vertex_ids.get(spec.name, "")
         p = max(1, view.parallelism.get(spec.name, 1))
         subs = []
+        flagged: list[float] = []
         for i in range(p):
             k = (vid, str(i))
 
-            def get(name: str, default: float, k: tuple[str, str] = k) -> float:
-                return idx[name].get(k, default)
+            def get(name: str, k: tuple[str, str] = k) -> float:
+                return idx[name].get(k, nan)
 
-            rout = get("records_out", 0.0)
+            rout = get("records_out")
             # a source task reads from Kafka, not from an input gate: its input is what it emits
-            rin = rout if spec.is_source else get("records_in", 0.0)
-            busy, bp = get("busy", 0.0), get("backpressured", 0.0)
+            rin = rout if spec.is_source else get("records_in")
+            busy, bp = get("busy"), get("backpressured")
+            idle = get("idle")
+            if math.isnan(idle):  # Flink's three times add up to 1000 ms/s: derive, from measured ones only
+                idle = max(0.0, 1000.0 - busy - bp) if not (math.isnan(busy) or math.isnan(bp)) else nan
+            tm = host.get(k)
             subs.append(SubtaskMetrics(
                 records_in_per_s=rin,
                 records_out_per_s=rout,
                 busy_ms_per_s=busy,
-                idle_ms_per_s=get("idle", max(0.0, 1000.0 - busy - bp)),
+                idle_ms_per_s=idle,
                 backpressured_ms_per_s=bp,
-                input_buffer_usage=get("input_buffer", 0.0),
-                cpu_load=tm_cpu.get(host.get(k, ""), 0.0),
+                input_buffer_usage=get("input_buffer"),
+                cpu_load=tm_cpu.get(tm, nan) if tm else nan,
+                cpu_jvm_load=tm_jvm.get(tm, nan) if tm else nan,
             ))
-            if spec.is_source and k in idx["event_time_lag"]:
-                lags_ms.append(idx["event_time_lag"][k])
-        flagged = [idx["is_backpressured"].get((vid, str(i)), 0.0) for i in range(p)]
-        lag = pending.get((vid,)) if spec.is_source else None
+            flagged.append(get("is_backpressured"))
+            if spec.is_source:
+                if k in idx["event_time_lag"]:
+                    lags_ms.append(idx["event_time_lag"][k])
+        if spec.is_source and not any(s[0] == vid for s in idx["event_time_lag"]):
+            lag_complete = False
+        lag = pending.get((vid,), nan) if spec.is_source else None
         operators[spec.name] = OperatorMetrics(
             parallelism=p,
-            records_in_per_s=sum(s.records_in_per_s for s in subs),
-            records_out_per_s=sum(s.records_out_per_s for s in subs),
-            busy_ms_per_s=float(np.mean([s.busy_ms_per_s for s in subs])),
-            idle_ms_per_s=float(np.mean([s.idle_ms_per_s for s in subs])),
-            backpressured_ms_per_s=float(np.mean([s.backpressured_ms_per_s for s in subs])),
-            is_backpressured=any(f >= IS_BACKPRESSURED_SHARE for f in flagged),
-            input_buffer_usage=float(np.mean([s.input_buffer_usage for s in subs])),
-            cpu_load=float(np.mean([s.cpu_load for s in subs])),
+            records_in_per_s=_sum([s.records_in_per_s for s in subs]),
+            records_out_per_s=_sum([s.records_out_per_s for s in subs]),
+            busy_ms_per_s=_nanmean([s.busy_ms_per_s for s in subs]),
+            idle_ms_per_s=_nanmean([s.idle_ms_per_s for s in subs]),
+            backpressured_ms_per_s=_nanmean([s.backpressured_ms_per_s for s in subs]),
+            is_backpressured=None if any(math.isnan(f) for f in flagged) else any(f > 0 for f in flagged),
+            input_buffer_usage=_nanmean([s.input_buffer_usage for s in subs]),
+            cpu_load=_nanmean([s.cpu_load for s in subs]),
+            cpu_jvm_load=_nanmean([s.cpu_jvm_load for s in subs]),
             cpu_share=view.cpu_share.get(spec.name, 1.0),
             subtasks=tuple(subs),
             lag=lag,
-            lag_rate=pending_d.get((vid,)) if spec.is_source else None,
-            input_rate=topic_rate.get((spec.topic,)) if spec.is_source and spec.topic else None,
+            lag_rate=pending_d.get((vid,), nan) if spec.is_source else None,
+            input_rate=topic_rate.get((spec.topic,), nan) if spec.is_source and spec.topic else None,
         )
 
     sources = [operators[s.name] for s in view.topology.sources]
@@ -252,16 +288,23 @@ def build_snapshot(fetched: Fetched, view: JobView, t: float, window_s: float,
         window_s=window_s,
         topology=view.topology,
         operators=operators,
-        kafka_lag=float(sum(o.lag or 0.0 for o in sources)),
-        kafka_lag_rate=float(sum(o.lag_rate or 0.0 for o in sources)),
-        input_rate=float(sum(topic_rate.get((tp,), 0.0) for tp in view.topology.topics)),
-        throughput=float(sum(o.records_out_per_s for o in sources)),
-        latency_s=float(np.mean(lags_ms)) / 1000.0 if lags_ms else 0.0,
+        kafka_lag=_sum([o.lag if o.lag is not None else nan for o in sources]),
+        kafka_lag_rate=_sum([o.lag_rate if o.lag_rate is not None else nan for o in sources]),
+        input_rate=_sum([topic_rate.get((tp,), nan) for tp in view.topology.topics]),
+        throughput=_sum([o.records_out_per_s for o in sources]),
+        # every source subtask that emitted in the window counts; one that emitted nothing has no lag
+        latency_s=float(np.mean(lags_ms)) / 1000.0 if lags_ms and lag_complete else nan,
         taskmanagers=view.taskmanagers,
-        cpu_load=float(np.mean(list(tm_cpu.values()))) if tm_cpu else 0.0,
+        cpu_load=float(np.mean(list(tm_cpu.values()))) if tm_cpu else nan,
+        cpu_jvm_load=float(np.mean(list(tm_jvm.values()))) if tm_jvm else nan,
         interarrival_s=interarrival_s,
-        missing=tuple(fetched.missing),
+        why_missing=missing_reasons(fetched),
     )
+
+
+def _sum(values: Sequence[float]) -> float:
+    """Sum, NaN when any part is unknown (a total over a missing part would understate)."""
+    return float(sum(values)) if values and not any(math.isnan(v) for v in values) else math.nan
 
 
 # ------------------------------------------------------------------ the I/O edge

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.vocabulary import Metric
+
 # Per-subtask results are grouped by vertex id and subtask index; averaging over attempts merges
 # the series of a subtask that was redeployed inside the window (new task_attempt_id, same index).
 SUBTASK = ("task_id", "subtask_index")
@@ -25,12 +27,13 @@ JOB: tuple[str, ...] = ()
 
 @dataclass(frozen=True)
 class Query:
-    name: str  # key in the results and, if still empty after widening, in snapshot.missing
+    name: str  # key in the results
     exprs: tuple[str, ...]  # alternatives, tried in order
     by: tuple[str, ...]  # labels that identify one result series
     unit: str
     measures: str
     why: str
+    feeds: tuple[Metric, ...] = ()  # snapshot metrics that are unknown (NaN) while this query has no result
 
     def render(self, alt: int, job: str, window_s: float, step_s: float = 5.0) -> str:
         # plain replacement, not str.format: PromQL is full of braces
@@ -66,61 +69,74 @@ CATALOGUE: tuple[Query, ...] = (
     Query(
         "records_in", (_counter_rate(T + "numRecordsIn"), _per_subtask(T + "numRecordsInPerSecond")),
         SUBTASK, "records/s", "records a subtask reads from its input gates",
-        "DS2's observed rate and Dhalion's scale-up input; summed per operator"),
+        "DS2's observed rate and Dhalion's scale-up input; summed per operator",
+        feeds=(Metric.RECORDS_IN,)),
     Query(
         "records_out", (_counter_rate(T + "numRecordsOut"), _per_subtask(T + "numRecordsOutPerSecond")),
         SUBTASK, "records/s", "records a subtask emits",
-        "selectivity for DS2; for sources it is the records taken from Kafka (source tasks report 0 in)"),
+        "selectivity for DS2; for sources it is the records taken from Kafka (source tasks report 0 in)",
+        feeds=(Metric.RECORDS_OUT, Metric.THROUGHPUT)),
     Query(
         "busy", (_per_subtask(T + "busyTimeMsPerSecond"),), SUBTASK, "ms/s",
         "time a subtask processes records",
-        "DS2 true processing rate = rate / busy fraction; HPA-Varga utilisation"),
+        "DS2 true processing rate = rate / busy fraction; HPA-Varga utilisation",
+        feeds=(Metric.BUSY, Metric.IDLE)),  # idle is derived from busy + backpressured when missing
     Query(
         "idle", (_per_subtask(T + "idleTimeMsPerSecond"),), SUBTASK, "ms/s",
-        "time a subtask waits for input", "over-provisioning signal (thesis ch. 2.5)"),
+        "time a subtask waits for input", "over-provisioning signal (thesis ch. 2.5)",
+        feeds=(Metric.IDLE,)),
     Query(
         "backpressured", (_per_subtask(T + "backPressuredTimeMsPerSecond"),), SUBTASK, "ms/s",
-        "time a subtask waits for output buffers", "Dhalion's backpressure symptom; bottleneck walk"),
+        "time a subtask waits for output buffers", "Dhalion's backpressure symptom; bottleneck walk",
+        feeds=(Metric.BACKPRESSURED, Metric.IDLE)),
     Query(
-        "is_backpressured", (_per_subtask(T + "isBackPressured"),), SUBTASK, "fraction of scrapes",
-        "share of the window the subtask was flagged back-pressured",
-        "the thesis' binary backpressure status (true when flagged for at least half the window)"),
+        "is_backpressured",
+        (f'max by (task_id, subtask_index) (max_over_time({T}isBackPressured{{job_id="{{job}}"}}[{{w}}]))',),
+        SUBTASK, "0/1", "whether the subtask was flagged back-pressured at any scrape of the window",
+        "the thesis' binary backpressure status; its code took max_over_time over the window",
+        feeds=(Metric.IS_BACKPRESSURED,)),
     Query(
         "input_buffer",
         (_per_subtask(T + "Shuffle_Netty_Input_Buffers_inPoolUsage"), _per_subtask(T + "buffers_inPoolUsage")),
         SUBTASK, "0..1", "input buffer pool usage",
-        "Dhalion: an operator with full input buffers lags; near 0 means it keeps up"),
+        "Dhalion: an operator with full input buffers lags; near 0 means it keeps up",
+        feeds=(Metric.BUFFER_USAGE,)),
     Query(
         "subtask_tm",
         (f'max by (task_id, subtask_index, tm_id) '
          f'(last_over_time({T}busyTimeMsPerSecond{{job_id="{{job}}"}}[{{w}}]))',),
         ("task_id", "subtask_index", "tm_id"), "-",
         "which task manager hosts each subtask (label join only, value unused)",
-        "attributes task manager CPU to the operator running on it"),
+        "attributes task manager CPU to the operator running on it",
+        feeds=(Metric.CPU, Metric.CPU_JVM)),
     # ---- per task manager ----
     Query(
         "tm_cpu_cores",
         ('sum by (tm_id) (rate(flink_taskmanager_Status_JVM_CPU_Time[{w}])) / 1e9',),
         TM, "cores", "CPU cores a task manager process used",
-        "divided by the task manager's cgroup quota this is the utilisation HPA-CPU targets"),
+        "divided by the task manager's cgroup quota this is the utilisation HPA-CPU targets",
+        feeds=(Metric.CPU,)),
     Query(
         "tm_cpu_load",
         ('avg by (tm_id) (avg_over_time(flink_taskmanager_Status_JVM_CPU_Load[{w}]))',),
         TM, "0..1 of the host", "JVM-reported process CPU load (Status.JVM.CPU.Load)",
-        "fallback when CPU time is missing; it is relative to the whole host, not the quota"),
+        "HPA-CPU's signal in the thesis (relative to the whole host); converted to the quota when CPU time is missing",
+        feeds=(Metric.CPU_JVM,)),
     # ---- sources / Kafka ----
     Query(
         "pending_records",
         (f'sum by (task_id) (avg by (task_id, subtask_index) '
          f'(avg_over_time({T}operator_pendingRecords{{job_id="{{job}}"}}[{{w}}])))',),
         VERTEX, "records", "records in Kafka not yet read by a source (KafkaSource pendingRecords)",
-        "the thesis' lag (ch. 6.4.2); DS2/Dhalion source decisions"),
+        "the thesis' lag (ch. 6.4.2); DS2/Dhalion source decisions",
+        feeds=(Metric.LAG,)),
     Query(
         "pending_records_deriv",
         (f'sum by (task_id) (deriv((sum by (task_id, subtask_index) '
          f'({T}operator_pendingRecords{{job_id="{{job}}"}}))[{{w}}:{{step}}]))',),
         VERTEX, "records/s", "slope of the pending records over the window",
-        "Dhalion's kafka-lag-rate-to-be-backpressured and HPA-Varga's relative lag change"),
+        "Dhalion's kafka-lag-rate-to-be-backpressured and HPA-Varga's relative lag change",
+        feeds=(Metric.LAG_RATE,)),
     Query(
         "event_time_lag",
         (
@@ -129,7 +145,8 @@ CATALOGUE: tuple[Query, ...] = (
             _per_subtask(T + "operator_currentEmitEventTimeLag"),
         ),
         SUBTASK, "ms", "emit time minus event time of the records a source subtask emits",
-        "the thesis' latency: time a record spent in Kafka before Flink emitted it (ch. 5.3)"),
+        "the thesis' latency: time a record spent in Kafka before Flink emitted it (ch. 5.3)",
+        feeds=(Metric.LATENCY_KAFKA,)),
     Query(
         "input_rate",
         (
@@ -138,13 +155,15 @@ CATALOGUE: tuple[Query, ...] = (
             'sum by (topic) (rate(kafka_server_BrokerTopicMetrics_MessagesIn_total{topic!=""}[{w}]))',
         ),
         ("topic",), "records/s", "records produced into each Kafka topic",
-        "the input rate next to throughput; the generator's acked count, else Kafka's messages-in"),
+        "the input rate next to throughput; the generator's acked count, else Kafka's messages-in",
+        feeds=(Metric.INPUT_RATE,)),
     # ---- job ----
     Query(
         "registered_taskmanagers",
         ('max(last_over_time(flink_jobmanager_numRegisteredTaskManagers[{w}]))',),
         JOB, "count", "task managers registered with the job manager",
-        "resources in use (avg/max TM); REST is the primary source, this is the recorded series"),
+        "resources in use (avg/max TM); REST is the primary source, this is the recorded series",
+        feeds=(Metric.TASKMANAGERS,)),
 )
 
 BY_NAME = {q.name: q for q in CATALOGUE}
@@ -152,13 +171,3 @@ BY_NAME = {q.name: q for q in CATALOGUE}
 
 def query(name: str) -> Query:
     return BY_NAME[name]
-
-
-# ---- range queries exported at the end of a run (run-record metric name -> PromQL) -------------
-# Job-level series over the whole run, at the scrape resolution; operator-level series are
-# exported through the per-subtask catalogue entries grouped by task_id and mapped to operators.
-EXPORT_JOB: dict[str, str] = {
-    "input_rate": 'sum(rate(generator_records_produced_total[{w}]))',
-    "taskmanagers": 'max(flink_jobmanager_numRegisteredTaskManagers)',
-    "lag": f'sum(avg by (task_id, subtask_index) ({T}operator_pendingRecords))',
-}

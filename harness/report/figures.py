@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from harness.analysis.metrics import Stage  # noqa: E402
-from harness.record import EV_ACTION, INPUT_RATE, LATENCY, PARALLELISM, TASKMANAGERS, THROUGHPUT  # noqa: E402
+from harness.vocabulary import EventKind, Metric  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,11 @@ class Trace:
 
     def operators(self) -> list[str]:
         ts = self.timeseries
-        return sorted(ts.loc[(ts["metric"] == PARALLELISM) & (ts["operator"] != ""), "operator"].unique())
+        return sorted(ts.loc[(ts["metric"] == Metric.PARALLELISM) & (ts["operator"] != ""), "operator"].unique())
 
     def action_minutes(self) -> list[float]:
         ev = self.events
-        return [] if ev is None or ev.empty else (ev.loc[ev["kind"] == EV_ACTION, "ts"] / 60.0).tolist()
+        return [] if ev is None or ev.empty else (ev.loc[ev["kind"] == EventKind.ACTION, "ts"] / 60.0).tolist()
 
 
 def _axes(title: str, ylabel: str) -> tuple[Figure, plt.Axes]:
@@ -68,13 +68,13 @@ def metric_over_time(traces: list[Trace], metric: str, title: str, ylabel: str, 
 
 
 def taskmanagers(traces: list[Trace], title: str = "Task managers over time") -> Figure:
-    return metric_over_time(traces, TASKMANAGERS, title, "task managers")
+    return metric_over_time(traces, Metric.TASKMANAGERS, title, "task managers")
 
 
 def latency(traces: list[Trace], title: str = "Latency over time") -> Figure:
-    fig = metric_over_time(traces, LATENCY, title, "latency (s)", step=False)
+    fig = metric_over_time(traces, Metric.LATENCY_KAFKA, title, "latency (s)", step=False)
     ax = fig.axes[0]
-    if any((tr.series(LATENCY) > 0).any() for tr in traces):
+    if any((tr.series(Metric.LATENCY_KAFKA) > 0).any() for tr in traces):
         ax.set_yscale("symlog", linthresh=1.0)
     return fig
 
@@ -82,10 +82,10 @@ def latency(traces: list[Trace], title: str = "Latency over time") -> Figure:
 def input_vs_throughput(traces: list[Trace], title: str = "Input rate vs throughput") -> Figure:
     fig, ax = _axes(title, "records/s")
     if traces:
-        s = traces[0].series(INPUT_RATE)
+        s = traces[0].series(Metric.INPUT_RATE)
         ax.plot(s.index, s.to_numpy(), color="black", linewidth=2.0, alpha=0.6, label="input rate")
     for tr in traces:
-        s = tr.series(THROUGHPUT)
+        s = tr.series(Metric.THROUGHPUT)
         ax.plot(s.index, s.to_numpy(), linewidth=1.0, label=f"throughput: {tr.label}")
     ax.legend(fontsize="small", ncols=2)
     return fig
@@ -99,7 +99,7 @@ def parallelism(traces: list[Trace], title: str = "Parallelism per operator", ma
     fig.suptitle(title)
     for ax, tr in zip(axes[:, 0], shown, strict=False):
         for op in tr.operators():
-            s = tr.series(PARALLELISM, op)
+            s = tr.series(Metric.PARALLELISM, op)
             ax.step(s.index, s.to_numpy(), where="post", label=op, linewidth=1.2)
         ax.set_ylabel(tr.label, fontsize="small")
         ax.grid(alpha=0.3)
@@ -117,7 +117,7 @@ def convergence(traces: list[Trace], title: str = "Convergence stages") -> Figur
         ax.text((st.start_s + st.end_s) / 120, 1.0, st.name, transform=ax.get_xaxis_transform(), ha="center",
                 va="bottom", fontsize="small")
     for i, tr in enumerate(traces):
-        s = tr.series(TASKMANAGERS)
+        s = tr.series(Metric.TASKMANAGERS)
         ax.step(s.index, s.to_numpy(), where="post", color=f"C{i % 10}", label=tr.label)
         acts = tr.action_minutes()
         if acts and not s.empty:
@@ -133,7 +133,7 @@ def stages_from_events(events: pd.DataFrame) -> tuple[Stage, ...]:
     out = []
     if events is None or events.empty:
         return ()
-    for r in events[events["kind"] == "phase"].itertuples():
+    for r in events[events["kind"] == EventKind.PHASE].itertuples():
         data = json.loads(r.data) if r.data else {}
         if "stage" in data and "start" in data and "end" in data:
             out.append(Stage(str(data["stage"]), float(data["start"]), float(data["end"])))

@@ -14,16 +14,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from harness.record import (  # noqa: E402
-    EV_ACTION,
-    INPUT_RATE,
-    LATENCY,
-    PARALLELISM,
-    TASKMANAGERS,
-    THROUGHPUT,
-    RunRecord,
-    read_run_record,
-)
+from harness.record import RunRecord, read_run_record  # noqa: E402
+from harness.vocabulary import EventKind, Metric  # noqa: E402
 
 
 def _minutes(record: RunRecord, metric: str, operator: str = ""):  # type: ignore[no-untyped-def]
@@ -41,29 +33,29 @@ def plot_run(run_dir: Path, out: Path) -> Path:
         f"{cfg.get('pattern', {}).get('name', '?')} ({cfg.get('backend', '?')}) - {record.status}"
     )
     ax = axes[0]
-    for metric, label in ((INPUT_RATE, "input rate"), (THROUGHPUT, "throughput")):
+    for metric, label in ((Metric.INPUT_RATE, "input rate"), (Metric.THROUGHPUT, "throughput")):
         t, v = _minutes(record, metric)
         ax.plot(t, v, label=label, linewidth=1.0)
     ax.set_ylabel("records/s")
     ax.legend(fontsize="small")
 
     ax = axes[1]
-    t, v = _minutes(record, TASKMANAGERS)
+    t, v = _minutes(record, Metric.TASKMANAGERS)
     ax.step(t, v, where="post", color="tab:green")
-    for action in record.events_of(EV_ACTION):
+    for action in record.events_of(EventKind.ACTION):
         ax.axvline(action["ts"] / 60.0, color="grey", alpha=0.3, linewidth=0.8)
     ax.set_ylabel("task managers")
 
     ax = axes[2]
-    t, v = _minutes(record, LATENCY)
+    t, v = _minutes(record, Metric.LATENCY_KAFKA)
     ax.plot(t, v, color="tab:red", linewidth=1.0)
     ax.set_ylabel("latency (s)")
 
     ax = axes[3]
     ts = record.timeseries
-    operators = sorted(ts.loc[(ts.metric == PARALLELISM) & (ts.operator != ""), "operator"].unique())
+    operators = sorted(ts.loc[(ts.metric == Metric.PARALLELISM) & (ts.operator != ""), "operator"].unique())
     for op in operators:
-        t, v = _minutes(record, PARALLELISM, op)
+        t, v = _minutes(record, Metric.PARALLELISM, op)
         ax.step(t, v, where="post", label=op)
     ax.set_ylabel("parallelism")
     ax.set_xlabel("time (min)")

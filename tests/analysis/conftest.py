@@ -9,18 +9,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.synthetic import synthetic_matrix
-from harness.record import (
-    EV_ACTION,
-    EV_FAULT,
-    EV_PHASE,
-    INPUT_RATE,
-    LATENCY,
-    PARALLELISM,
-    TASKMANAGERS,
-    THROUGHPUT,
-    EventLog,
-    write_run_record,
-)
+from harness.record import EventLog, write_run_record
+from harness.vocabulary import EventKind, Metric
 
 
 def hand_made_run(run_dir: Path) -> Path:
@@ -28,24 +18,24 @@ def hand_made_run(run_dir: Path) -> Path:
     ts = [0.0, 10.0, 30.0, 60.0]
     rows = []
     for metric, values in {
-        TASKMANAGERS: [3, 3, 6, 6],
-        LATENCY: [1, 2, 3, 10],
-        INPUT_RATE: [100, 100, 100, 100],
-        THROUGHPUT: [100, 90, 100, 100],
+        Metric.TASKMANAGERS: [3, 3, 6, 6],
+        Metric.LATENCY_KAFKA: [1, 2, 3, 10],
+        Metric.INPUT_RATE: [100, 100, 100, 100],
+        Metric.THROUGHPUT: [100, 90, 100, 100],
     }.items():
         rows += [{"ts": t, "metric": metric, "value": float(v)} for t, v in zip(ts, values, strict=True)]
     for op, values in {"bids_source": [1, 1, 2, 2], "map": [1, 1, 3, 3], "sink": [1, 1, 1, 1]}.items():
-        rows += [{"ts": t, "metric": PARALLELISM, "operator": op, "value": float(v)}
+        rows += [{"ts": t, "metric": Metric.PARALLELISM, "operator": op, "value": float(v)}
                  for t, v in zip(ts, values, strict=True)]
     events = EventLog()
-    events.add(0.0, EV_PHASE, "start")
-    events.add(0.0, EV_PHASE, "stage1 start", stage="stage1", start=0.0, end=40.0)
-    events.add(40.0, EV_PHASE, "stage2 start", stage="stage2", start=40.0, end=60.0)
-    events.add(5.0, EV_ACTION, "up", before={"bids_source": 1, "map": 1, "sink": 1},
+    events.add(0.0, EventKind.PHASE, "start")
+    events.add(0.0, EventKind.PHASE, "stage1 start", stage="stage1", start=0.0, end=40.0)
+    events.add(40.0, EventKind.PHASE, "stage2 start", stage="stage2", start=40.0, end=60.0)
+    events.add(5.0, EventKind.ACTION, "up", before={"bids_source": 1, "map": 1, "sink": 1},
                after={"bids_source": 2, "map": 3, "sink": 1})
-    events.add(50.0, EV_ACTION, "down", before={"bids_source": 2, "map": 3, "sink": 1},
+    events.add(50.0, EventKind.ACTION, "down", before={"bids_source": 2, "map": 3, "sink": 1},
                after={"bids_source": 2, "map": 2, "sink": 1})
-    events.add(20.0, EV_FAULT, "rescale failed: boom")
+    events.add(20.0, EventKind.FAULT, "rescale failed: boom")
     config = {
         "name": "hand", "backend": "sim", "query": "q1", "pattern": {"name": "constant", "time_scale": 1.0},
         "autoscaler": {"name": "ds2", "params": {"overprovisioning": 1.2}},

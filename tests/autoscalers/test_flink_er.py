@@ -23,7 +23,7 @@ def pipeline(
 ):
     """src (2) -> map (2) -> sink (1), 4,000 rec/s flowing; Kafka gets 4,000 rec/s; map's input queue full."""
     return snapshot(TOPO, t=t, latency_s=latency)(
-        src=op(2, rin=4000, busy=src_busy, lag=lag, input_rate=4000.0),
+        src=op(2, rin=4000, busy=src_busy, lag=lag, lag_rate=0.0, input_rate=4000.0),
         map=op(2, rin=4000, busy=map_busy, buffer=buffer),
         sink=op(1, rin=4000, rout=0, busy=200),
     )

@@ -8,7 +8,7 @@ import pytest
 
 from autoscalers.base import History
 from autoscalers.hpa import HPACPU, HPACPUConfig, HPAVarga, HPAVargaConfig
-from harness.record import CPU
+from harness.vocabulary import Metric
 from tests.builders import chain, op, snapshot
 
 TOPO = chain("src", "win", "sink")
@@ -62,8 +62,28 @@ def test_cpu_targets_at_or_above_saturation_never_scale_up(target):
     assert d is not None and all(p > 2 for p in d.parallelism.values())
 
 
-def test_missing_cpu_metric_keeps_parallelism():
-    assert HPACPU().decide(cpu_snap(cpu=(0.0, 0.0, 0.0), missing=(CPU,)), NONE) is None
+def test_unmeasured_cpu_keeps_parallelism():
+    nan = math.nan
+    assert HPACPU().decide(cpu_snap(cpu=(nan, nan, nan)), NONE) is None
+    # one operator unmeasured: it is left alone, the others still follow their CPU
+    d = HPACPU().decide(cpu_snap(p=(2, 2, 2), cpu=(0.9, nan, 0.35)), NONE)
+    assert d is not None and d.parallelism == {"src": 3, "sink": 1}
+    assert d.details["operators"]["win"]["skipped"] == "no metric"
+
+
+def test_cpu_signal_picks_the_jvm_gauge_or_the_quota_share():
+    def snap(jvm: float, quota: float):
+        return snapshot(TOPO)(src=op(2, cpu=quota, cpu_jvm=jvm), win=op(2, cpu=quota, cpu_jvm=jvm),
+                              sink=op(2, cpu=quota, cpu_jvm=jvm))
+
+    assert HPACPUConfig().cpu_signal == "jvm"  # the thesis read Status.JVM.CPU.Load
+    assert HPACPU().needs().operators == {Metric.CPU_JVM}
+    d = HPACPU().decide(snap(jvm=0.35, quota=1.0), NONE)
+    assert d is not None and set(d.parallelism.values()) == {1}
+    quota = HPACPU(HPACPUConfig(cpu_signal="quota"))
+    assert quota.needs().operators == {Metric.CPU}
+    d = quota.decide(snap(jvm=0.35, quota=1.0), NONE)
+    assert d is not None and set(d.parallelism.values()) == {3}
 
 
 def test_stabilisation_window_keeps_max_of_last_300_s_then_forgets():

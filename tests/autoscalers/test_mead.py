@@ -214,11 +214,12 @@ def test_scale_down_limit_of_one_level_per_decision():
     assert d.cpu_share == {"src": 0.85, "map": 0.85, "sink": 0.85}
 
 
-def test_without_interarrival_times_poisson_is_assumed():
+def test_without_interarrival_times_mead_waits_unless_told_to_assume_poisson():
     snap = snapshot(TOPO, t=100.0, input_rate=1000.0)(
         src=op(1, rin=1000, busy=100), map=op(1, rin=1000, busy=300), sink=op(1, rin=1000, busy=50)
     )
-    d = MEAD(MEADConfig(max_response_s=1.0)).decide(snap, NONE)
+    assert MEAD(MEADConfig(max_response_s=1.0)).decide(snap, NONE) is None  # the paper fits measured arrivals
+    d = MEAD(MEADConfig(max_response_s=1.0, poisson_without_arrivals=True)).decide(snap, NONE)
     assert d is not None and "Poisson" in d.reason
 
 

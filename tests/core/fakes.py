@@ -65,7 +65,7 @@ class FakeBackend:
     def timeseries(self) -> pd.DataFrame:
         ts = [i * 5.0 for i in range(int(self.t // 5) + 1)]
         rows = [{"ts": t, "metric": "taskmanagers", "operator": "", "subtask": -1, "value": 3.0} for t in ts]
-        rows += [{"ts": t, "metric": "latency", "operator": "", "subtask": -1, "value": 1.0} for t in ts]
+        rows += [{"ts": t, "metric": "latency_kafka", "operator": "", "subtask": -1, "value": 1.0} for t in ts]
         return pd.DataFrame(rows)
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:

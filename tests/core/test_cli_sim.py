@@ -21,7 +21,7 @@ def test_run_sim_prints_table_writes_record_and_plot(tmp_path):
     rec = read_run_record(run_dir)
     assert rec.completed and rec.meta["config"]["autoscaler"]["name"] == "ds2"
     assert rec.meta["config"]["initial_parallelism"] == 2
-    assert {"latency", "taskmanagers", "input_rate", "throughput", "parallelism"} <= set(rec.timeseries.metric)
+    assert {"latency_kafka", "taskmanagers", "input_rate", "throughput", "parallelism"} <= set(rec.timeseries.metric)
     assert rec.series("taskmanagers").iloc[0] == 6
     assert len(rec.events_of("action")) >= 1
     assert png.stat().st_size > 10_000

@@ -13,8 +13,8 @@ from harness.backends.k8s.backend import K8sBackend
 from harness.backends.k8s.executor import K8sUnavailable
 from harness.config import Experiment
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
-from harness.record import EV_ACTION, PARALLELISM, PROCESSING, TASKMANAGERS
 from harness.topology import load_topology
+from harness.vocabulary import EventKind, Metric
 from tests.k8s.fake_kube import FakeClock, FakeCluster, FakeFlink, fake_apis
 from workloads.patterns import build_pattern
 
@@ -163,10 +163,10 @@ def test_run_rescale_snapshot_record_and_teardown(tmp_path: Path):
     assert backend.drain_events() == []  # our own rescale is not an outside change
 
     ts = backend.timeseries()
-    par = ts[(ts.metric == PARALLELISM) & (ts.operator == "map")]
+    par = ts[(ts.metric == Metric.PARALLELISM) & (ts.operator == "map")]
     assert par.value.iloc[0] == 1 and par.value.iloc[-1] == 2
-    assert (ts[ts.metric == PROCESSING].value == 0).any()  # the rescale moment is marked
-    assert list(ts[ts.metric == TASKMANAGERS].value) == [3.0, 4.0]  # from the Prometheus export
+    assert (ts[ts.metric == Metric.PROCESSING].value == 0).any()  # the rescale moment is marked
+    assert list(ts[ts.metric == Metric.TASKMANAGERS].value) == [3.0, 4.0]  # from the Prometheus export
     assert list(ts.columns) == ["ts", "metric", "operator", "subtask", "value"]
 
     facts = backend.facts()
@@ -192,7 +192,7 @@ def test_observe_only_records_the_operators_rescales_as_actions():
     flink.par["map"] = 3  # the operator's autoscaler acts
     backend.advance_to(20)
     events = backend.drain_events()
-    actions = [e for e in events if e.kind == EV_ACTION]
+    actions = [e for e in events if e.kind == EventKind.ACTION]
     assert len(actions) == 1 and actions[0].data["after"]["map"] == 3
     assert actions[0].data["before"]["map"] == 1
     assert backend.state.parallelism["map"] == 3

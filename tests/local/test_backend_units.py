@@ -6,18 +6,8 @@ import os
 from pathlib import Path
 
 from harness.backends.local.backend import LocalBackend, latest_checkpoint
-from harness.record import (
-    BACKPRESSURED,
-    BUSY,
-    INPUT_RATE,
-    LAG,
-    LATENCY,
-    RECORDS_IN,
-    RECORDS_OUT,
-    TASKMANAGERS,
-    THROUGHPUT,
-)
 from harness.topology import load_topology
+from harness.vocabulary import Metric
 
 
 def test_latest_complete_checkpoint_across_jobs(tmp_path: Path) -> None:
@@ -39,8 +29,9 @@ def test_export_queries_cover_the_record_metrics_and_all_vertex_ids() -> None:
     b.topology = load_topology("q11")
     b._vertex_ids_seen = {"bids_source": {"s1"}, "session_window": {"w1", "w2"}, "sink": {"k1"}}
     q = b._export_queries(5.0)
-    assert {m for m, op in q if op == ""} >= {INPUT_RATE, THROUGHPUT, LAG, LATENCY, TASKMANAGERS}
+    assert {m for m, op in q if op == ""} >= {Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LAG, Metric.LATENCY_KAFKA,
+                                              Metric.TASKMANAGERS}
     for op in ("bids_source", "session_window", "sink"):
-        assert {(m, op) for m in (RECORDS_IN, RECORDS_OUT, BUSY, BACKPRESSURED)} <= set(q)
-    assert 'task_id=~"w1|w2"' in q[(BUSY, "session_window")]
-    assert 'task_id=~"s1"' in q[(THROUGHPUT, "")]
+        assert {(m, op) for m in (Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BUSY, Metric.BACKPRESSURED)} <= set(q)
+    assert 'task_id=~"w1|w2"' in q[(Metric.BUSY, "session_window")]
+    assert 'task_id=~"s1"' in q[(Metric.THROUGHPUT, "")]

@@ -19,8 +19,9 @@ import psutil
 import pytest
 
 from harness.config import Experiment
-from harness.record import LATENCY, PARALLELISM, TASKMANAGERS, THROUGHPUT, read_run_record
+from harness.record import read_run_record
 from harness.runner import run_experiment
+from harness.vocabulary import Metric
 
 pytestmark = pytest.mark.integration
 
@@ -66,11 +67,12 @@ def test_ds2_rescales_a_real_q1_job(tmp_path: Path) -> None:
 
     assert rec.completed, rec.status
     # series present
-    for metric in (LATENCY, TASKMANAGERS, THROUGHPUT):
+    for metric in (Metric.LATENCY_KAFKA, Metric.TASKMANAGERS, Metric.THROUGHPUT):
         assert len(rec.series(metric)) >= 10, f"{metric} series is too short"
-    assert rec.series(THROUGHPUT).max() > 500
-    assert rec.series(LATENCY).dropna().ge(0).all()
-    assert set(rec.timeseries.loc[rec.timeseries.metric == PARALLELISM, "operator"]) >= {"bids_source", "map", "sink"}
+    assert rec.series(Metric.THROUGHPUT).max() > 500
+    assert rec.series(Metric.LATENCY_KAFKA).dropna().ge(0).all()
+    operators = set(rec.timeseries.loc[rec.timeseries.metric == Metric.PARALLELISM, "operator"])
+    assert operators >= {"bids_source", "map", "sink"}
     # a real autoscaler decided and the scale manager applied it on the real job
     actions = rec.events_of("action")
     assert rec.events_of("decision") and actions
@@ -80,7 +82,7 @@ def test_ds2_rescales_a_real_q1_job(tmp_path: Path) -> None:
     # Flink's REST API agrees with the last applied action
     assert backend_cls.rest_parallelism == actions[-1]["after"]
     assert backend_cls.rest_parallelism != {"bids_source": 1, "map": 1, "sink": 1}
-    assert rec.series(TASKMANAGERS).max() > 3
+    assert rec.series(Metric.TASKMANAGERS).max() > 3
     # Prometheus snapshot and the raw series came along
     assert (run_dir / "prometheus-snapshot").is_dir() and any((run_dir / "prometheus-snapshot").iterdir())
     assert (run_dir / "prometheus-series.parquet").exists()

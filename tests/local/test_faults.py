@@ -19,8 +19,9 @@ import pytest
 from harness.backends.local.backend import LocalBackend
 from harness.backends.local.flink import JOBMANAGER
 from harness.config import Experiment
-from harness.record import PROCESSING, THROUGHPUT, read_run_record
+from harness.record import read_run_record
 from harness.runner import run_experiment
+from harness.vocabulary import Metric
 
 pytestmark = pytest.mark.integration
 
@@ -84,11 +85,11 @@ def assert_flagged_but_completed_with_recovery(run_dir: Path, fault_word: str) -
     fault, recovery = faults[0], recoveries[0]
     assert fault["ts"] >= KILL_AT_S and recovery["ts"] > fault["ts"] and recovery["outage_s"] > 0
     # processing again after the recovery (exported from Prometheus: rate of the source's output)
-    processing = rec.series(PROCESSING)  # the outage is downtime in the record, not silently kept clean
+    processing = rec.series(Metric.PROCESSING)  # the outage is downtime in the record, not silently kept clean
     assert (processing[(processing.index >= fault["ts"]) & (processing.index < recovery["ts"])] == 0).all()
     assert processing[processing.index >= recovery["ts"]].iloc[0] == 1
     assert processing[processing.index >= fault["ts"]].iloc[0] == 0
-    thr = rec.series(THROUGHPUT)
+    thr = rec.series(Metric.THROUGHPUT)
     after = thr[thr.index > recovery["ts"] + 5]
     assert len(after) and after.max() > 0, thr
     return fault, recovery

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import Experiment
-from harness.record import LATENCY, PARALLELISM, TASKMANAGERS, THROUGHPUT
 from harness.topology import load_topology
+from harness.vocabulary import Metric
 from workloads.patterns import build_pattern
 
 pytestmark = pytest.mark.integration
@@ -88,8 +88,8 @@ def test_taskmanager_crash_is_detected_and_recovered(backend) -> None:
 def test_series_and_artifacts(backend, tmp_path: Path) -> None:
     ts = backend.timeseries()
     metrics = set(ts.metric)
-    assert {LATENCY, TASKMANAGERS, PARALLELISM, THROUGHPUT} <= metrics
-    par = ts[(ts.metric == PARALLELISM) & (ts.operator == "map")]
+    assert {Metric.LATENCY_KAFKA, Metric.TASKMANAGERS, Metric.PARALLELISM, Metric.THROUGHPUT} <= metrics
+    par = ts[(ts.metric == Metric.PARALLELISM) & (ts.operator == "map")]
     assert set(par.value) == {1.0, 2.0}
     facts = backend.save_artifacts(tmp_path)
     assert (tmp_path / "prometheus-series.parquet").exists()

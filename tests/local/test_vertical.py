@@ -1,6 +1,6 @@
 """Vertical scaling with bursty arrivals on the real stack, through the runner and the MAPE loop.
 
-q1 at a small mean rate with MMPP (map) arrivals; a tiny scripted autoscaler lowers the map's CPU
+q1 at a small mean rate with MMPP (map) arrivals; a tiny scripted autoscaler lowers the map's Metric.CPU
 share once the snapshot carries an inter-arrival sample. Checks: the map's task manager's cgroup
 quota changed (read from the cgroup files), the run record's `action` event has
 cpu_share_before/after, the timeseries has `cpu_share` per operator, and the generator's timestamps
@@ -22,7 +22,8 @@ import autoscalers
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
 from harness.config import Experiment
 from harness.metrics.snapshot import MetricsSnapshot
-from harness.record import CPU_SHARE, read_run_record
+from harness.record import read_run_record
+from harness.vocabulary import Metric
 
 pytestmark = pytest.mark.integration
 
@@ -112,7 +113,7 @@ def test_mead_style_cpu_share_change_on_the_real_stack(tmp_path: Path, monkeypat
     assert data["cpu_share_before"]["map"] == pytest.approx(1.0)
     assert data["before"] == data["after"]  # vertical only
 
-    share = rec.timeseries[rec.timeseries.metric == CPU_SHARE]
+    share = rec.timeseries[rec.timeseries.metric == Metric.CPU_SHARE]
     assert set(share.operator) == {"bids_source", "map", "sink"}
     last = share.sort_values("ts").groupby("operator").value.last()
     assert last["map"] == pytest.approx(LOWER_TO) and last["sink"] == pytest.approx(1.0)

@@ -7,6 +7,7 @@ The label sets are those Flink 2.2's Prometheus reporter exposes (recorded from 
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -17,7 +18,9 @@ from harness.metrics.prometheus import (
     fetch,
     prom_label,
 )
+from harness.metrics.snapshot import needs
 from harness.topology import load_topology
+from harness.vocabulary import Metric
 
 SRC, MAP, SINK = (
     "590c5e1a5fc04d230c6fec7456f75288", "23ab3a59b17e9c45f95cff4c728611fc", "2e588ce1c86a9d46e2e85186773ce4fd"
@@ -87,6 +90,9 @@ def full_answers() -> dict[tuple[str, int | None], list[dict]]:
         ("flink_taskmanager_Status_JVM_CPU_Time", None): [
             {"metric": {"tm_id": t}, "value": [0, str(c)]}
             for t, c in [("tm_1", 0.25), ("tm_2", 0.4), ("tm_3", 0.5), ("tm_4", 0.05)]],
+        ("flink_taskmanager_Status_JVM_CPU_Load", None): [
+            {"metric": {"tm_id": t}, "value": [0, str(c)]}
+            for t, c in [("tm_1", 0.125), ("tm_2", 0.2), ("tm_3", 0.25), ("tm_4", 0.025)]],
         ("pendingRecords", None): [{"metric": {"task_id": SRC}, "value": [0, "12000"]}],
         ("deriv", None): [{"metric": {"task_id": SRC}, "value": [0, "-150.5"]}],
         ("flink_taskmanager_job_task_operator_deserializer_recordLag", None): [sub(SRC, 0, 1500.0)],
@@ -130,7 +136,7 @@ def test_join_aggregates_per_operator_and_job() -> None:
     assert snap.latency_s == pytest.approx(1.5)
     assert snap.taskmanagers == 4
     assert snap.cpu_load == pytest.approx((0.5 + 0.8 + 1.0 + 0.1) / 4)
-    assert snap.t == 42.0 and snap.missing == ()
+    assert snap.t == 42.0 and snap.why_missing == {}
 
 
 def test_partial_result_widens_the_window() -> None:
@@ -155,8 +161,11 @@ def test_empty_after_widening_is_reported_not_raised() -> None:
     tried = [q for q in prom.seen if "pendingRecords" in q and "deriv" not in q]
     assert [re.findall(r"\[(\d+)s", q)[0] for q in tried] == ["10", "20", "40"]
     snap = build_snapshot(fetched, view(), 0.0, 10.0)
-    assert "pending_records" in snap.missing
-    assert snap.kafka_lag == 0.0 and snap.op("bids_source").lag is None
+    # unknown, not zero: the lag is NaN wherever it travels, and the snapshot says why
+    assert math.isnan(snap.kafka_lag) and math.isnan(snap.op("bids_source").lag)
+    assert "pending_records: no series even over 40 s" in snap.why_missing["lag"]
+    assert snap.gaps(needs(job=(Metric.LAG,), sources=(Metric.LAG,))) == {"": (Metric.LAG,),
+                                                                         "bids_source": (Metric.LAG,)}
 
 
 def test_failing_query_counts_as_empty() -> None:
@@ -194,9 +203,23 @@ def test_cpu_load_fallback_scaled_by_quota() -> None:
     answers[("flink_taskmanager_Status_JVM_CPU_Load", None)] = [
         {"metric": {"tm_id": t}, "value": [0, "0.125"]} for t in ("tm_1", "tm_2", "tm_3", "tm_4")]
     fetched = fetch(FakeProm(answers), view(), 15.0)
-    assert fetched.missing == []
-    # 0.125 of a 2-core host = 0.25 cores = half of a 0.5-CPU quota
-    assert build_snapshot(fetched, view(), 0.0, 15.0).cpu_load == pytest.approx(0.5)
+    assert fetched.missing == ["tm_cpu_cores"]
+    snap = build_snapshot(fetched, view(), 0.0, 15.0)
+    # 0.125 of a 2-core host = 0.25 cores = half of a 0.5-CPU quota; the JVM's own reading is kept as is
+    assert snap.cpu_load == pytest.approx(0.5)
+    assert snap.cpu_jvm_load == pytest.approx(0.125)
+
+
+def test_both_cpu_signals_are_kept_and_a_missing_one_is_nan() -> None:
+    v = view()
+    fetched = fetch(FakeProm(full_answers()), v, 15.0)
+    snap = build_snapshot(fetched, v, 0.0, 15.0)
+    assert [s.cpu_jvm_load for s in snap.op("map").subtasks] == pytest.approx([0.2, 0.25])
+    answers = full_answers()
+    del answers[("flink_taskmanager_Status_JVM_CPU_Load", None)]
+    snap = build_snapshot(fetch(FakeProm(answers), v, 15.0), v, 0.0, 15.0)
+    assert math.isnan(snap.op("map").cpu_jvm_load) and math.isnan(snap.cpu_jvm_load)
+    assert snap.op("map").cpu_load == pytest.approx(0.9)
 
 
 def test_series_of_removed_subtasks_are_ignored_after_scale_down() -> None:

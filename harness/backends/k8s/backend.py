@@ -34,9 +34,9 @@ from harness.backends.k8s.executor import K8sError, K8sExecutor, KubeApis, conne
 from harness.backends.k8s.portforward import PortForward, port_forward_command
 from harness.backends.k8s.rescale import JobRest, JobState, K8sRescaler
 from harness.metrics.prometheus import JobView, PrometheusMonitor
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics
-from harness.record import EV_ACTION
+from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
+from harness.vocabulary import EventKind
 
 if TYPE_CHECKING:
     from harness.config import Experiment
@@ -147,7 +147,7 @@ class K8sBackend:
         self._wall0 = time.time()
         self._sample(processing=True)
         if cfg.observe_only and experiment.autoscaler.name != "static":
-            self._events.append(BackendEvent(0.0, "warning", (
+            self._events.append(BackendEvent(0.0, EventKind.WARNING, (
                 f"observe_only: the operator's autoscaler scales this job; the harness autoscaler "
                 f"{experiment.autoscaler.name!r} still runs but its decisions are refused (use autoscaler: static)"
             ), {}))
@@ -162,7 +162,7 @@ class K8sBackend:
             try:
                 self.ex.teardown()
             except K8sError as exc:
-                self._events.append(BackendEvent(self.now(), "warning", f"teardown failed: {exc}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"teardown failed: {exc}", {}))
 
     # ---------------------------------------------------------------- clock
     def now(self) -> float:
@@ -183,23 +183,25 @@ class K8sBackend:
         self._last_supervise = self.clock()
         for fwd in self.forwards:
             if fwd.ensure():
-                self._events.append(BackendEvent(self.now(), "warning", f"port-forward restarted: {fwd.cmd[-2:]}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.WARNING,
+                                                 f"port-forward restarted: {fwd.cmd[-2:]}", {}))
         try:
             fresh = self.rescaler.current()
         except Exception as exc:  # noqa: BLE001 - the job manager may be restarting
             if self._down_since is None:
                 self._down_since = self.now()
-                self._events.append(BackendEvent(self.now(), "fault", f"job not reachable/running: {exc}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"job not reachable/running: {exc}", {}))
             return
         job = self.rest.job(fresh.job_id)
         if not job.running:
             if self._down_since is None:
                 self._down_since = self.now()
-                self._events.append(BackendEvent(self.now(), "fault", f"job {job.state}, not all subtasks running",
+                self._events.append(BackendEvent(self.now(), EventKind.FAULT,
+                                                 f"job {job.state}, not all subtasks running",
                                                  {"job_id": fresh.job_id}))
             return
         if self._down_since is not None:
-            self._events.append(BackendEvent(self.now(), "recovery", "job running again",
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, "job running again",
                                              {"outage_s": self.now() - self._down_since, "job_id": fresh.job_id}))
             self._down_since = None
         self._observe(fresh)
@@ -212,10 +214,12 @@ class K8sBackend:
         if fresh.parallelism != self.state.parallelism:
             data = {"before": dict(self.state.parallelism), "after": dict(fresh.parallelism)}
             if self.cfg.observe_only:
-                self._events.append(BackendEvent(self.now(), EV_ACTION, "rescaled by the Flink operator autoscaler",
+                self._events.append(BackendEvent(self.now(), EventKind.ACTION,
+                                                 "rescaled by the Flink operator autoscaler",
                                                  {**data, "method": "k8s:operator-autoscaler"}))
             else:
-                self._events.append(BackendEvent(self.now(), "warning", "parallelism changed outside the harness",
+                self._events.append(BackendEvent(self.now(), EventKind.WARNING,
+                                                 "parallelism changed outside the harness",
                                                  data))
         fresh.cpu_share = dict(self.state.cpu_share)
         self.state = fresh
@@ -252,14 +256,11 @@ class K8sBackend:
         t = self.now()
         try:
             view = self.job_view()
-        except Exception as exc:  # noqa: BLE001 - JM unreachable: an empty, flagged snapshot
-            self._events.append(BackendEvent(t, "warning", f"job manager unreachable: {exc}", {}))
-            return MetricsSnapshot(
-                t=t, window_s=window_s, topology=self.topology,
-                operators={op: OperatorMetrics(parallelism=self.state.parallelism.get(op, 1))
-                           for op in self.topology.names},
-                missing=("rest",),
-            )
+        except Exception as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
+            reason = f"job manager unreachable: {exc}"
+            self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
+            return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
+                                              self.state.cpu_share, reason)
         snap = self.monitor.snapshot(view, t, window_s)
         self._sample(processing=True, snap=snap, taskmanagers=view.taskmanagers)
         return snap
@@ -300,7 +301,8 @@ class K8sBackend:
                 try:
                     result = self.monitor.query_range(promql, start, end, step)
                 except Exception as exc:  # noqa: BLE001 - a missing series is reported, not fatal
-                    self._events.append(BackendEvent(self.now(), "warning", f"export of {metric} failed: {exc}", {}))
+                    self._events.append(BackendEvent(self.now(), EventKind.WARNING,
+                                                     f"export of {metric} failed: {exc}", {}))
                     continue
                 rows.extend(series.range_rows(metric, op, result, self._wall0))
         self._exported = rows

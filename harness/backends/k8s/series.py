@@ -16,13 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.export import export_queries  # noqa: F401 - the backend's range queries, shared with local
-from harness.record import (
-    CPU,
-    CPU_SHARE,
-    PARALLELISM,
-    PROCESSING,
-    TASKMANAGERS,
-)
+from harness.vocabulary import Metric
 
 COLUMNS = ["ts", "metric", "operator", "subtask", "value"]
 
@@ -57,24 +51,24 @@ def sample_rows(samples: Iterable[Sample], with_taskmanagers: bool) -> list[dict
         rows.append({"ts": t, "metric": metric, "operator": op, "subtask": -1, "value": float(v)})
 
     for s in samples:
-        add(s.t, PROCESSING, "", 1.0 if s.processing else 0.0)
+        add(s.t, Metric.PROCESSING, "", 1.0 if s.processing else 0.0)
         for op, p in s.parallelism.items():
-            add(s.t, PARALLELISM, op, p)
+            add(s.t, Metric.PARALLELISM, op, p)
         for op, c in s.cpu_share.items():
-            add(s.t, CPU_SHARE, op, c)
+            add(s.t, Metric.CPU_SHARE, op, c)
         for op, c in s.cpu.items():
-            add(s.t, CPU, op, c)
+            add(s.t, Metric.CPU, op, c)
         if s.cpu_job is not None:
-            add(s.t, CPU, "", s.cpu_job)
+            add(s.t, Metric.CPU, "", s.cpu_job)
         if with_taskmanagers:
-            add(s.t, TASKMANAGERS, "", s.taskmanagers)
+            add(s.t, Metric.TASKMANAGERS, "", s.taskmanagers)
     return rows
 
 
 def timeseries(samples: Iterable[Sample], exported: list[dict[str, Any]]) -> pd.DataFrame:
     """Exported Prometheus rows plus the backend's own samples; the TM count comes from Prometheus when
     it answered, else from the samples (never both: one series per metric)."""
-    has_tms = any(r["metric"] == TASKMANAGERS for r in exported)
+    has_tms = any(r["metric"] == Metric.TASKMANAGERS for r in exported)
     rows = [*exported, *sample_rows(samples, with_taskmanagers=not has_tms)]
     if not rows:
         return pd.DataFrame(columns=COLUMNS)

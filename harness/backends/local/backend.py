@@ -28,14 +28,8 @@ from harness.backends.local.stack import GENERATOR
 from harness.metrics.export import export_queries
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
-from harness.record import (
-    CPU,
-    CPU_SHARE,
-    PARALLELISM,
-    PROCESSING,
-    TASKMANAGERS,
-)
 from harness.topology import Topology
+from harness.vocabulary import EventKind, Metric
 
 if TYPE_CHECKING:
     from harness.backends.local.stack import LocalStack
@@ -170,7 +164,7 @@ class LocalBackend:
         try:
             return self._timestamps.sample()
         except Exception as exc:  # noqa: BLE001 - MEAD then keeps its buffer; never break the loop
-            self._events.append(BackendEvent(self.now(), "warning", f"inter-arrival sample failed: {exc}", {}))
+            self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"inter-arrival sample failed: {exc}", {}))
             return None
 
     def stop(self) -> None:
@@ -220,7 +214,7 @@ class LocalBackend:
         dead = sorted(self._expected_tms - alive)
         if dead:
             t_fault = self.now()
-            self._events.append(BackendEvent(t_fault, "fault", f"task manager died: {', '.join(dead)}",
+            self._events.append(BackendEvent(t_fault, EventKind.FAULT, f"task manager died: {', '.join(dead)}",
                                              {"process": dead, "job_id": self.state.job_id}))
             self._sample(downtime=True)  # the processing series shows the outage until the recovery
             try:
@@ -233,7 +227,7 @@ class LocalBackend:
                 else:
                     self._recovering["started"] += started
             except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
-                self._events.append(BackendEvent(self.now(), "fault", f"recovery failed: {exc}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"recovery failed: {exc}", {}))
             self._expected_tms = set(self.stack.taskmanager_ids())
         if self._recovering is not None:
             self._check_recovered()
@@ -256,26 +250,26 @@ class LocalBackend:
             try:
                 self.rescaler.apply_cpu(self.state, self.state.cpu_share)  # also ends the start-up boost
             except Exception as exc:  # noqa: BLE001
-                self._events.append(BackendEvent(self.now(), "warning", f"CPU quota not re-applied: {exc}", {}))
+                self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"CPU quota not re-applied: {exc}", {}))
             try:
                 restored = self.rest.checkpoints(self.state.job_id).latest_restored_id
             except FlinkRestError:
                 restored = None
             self._events.append(BackendEvent(
-                self.now(), "recovery", "task manager replaced; job restored from its checkpoint",
+                self.now(), EventKind.RECOVERY, "task manager replaced; job restored from its checkpoint",
                 {"outage_s": self.now() - rec["t_fault"], "restored_checkpoint": restored,
                  "replaced": rec["dead"], "started": rec["started"]}))
             self._recovering = None
             self._sample(downtime=False)
         elif self.now() - rec["t_fault"] > self.rescaler.timeout_s:
-            self._events.append(BackendEvent(self.now(), "fault", "job did not recover in time",
+            self._events.append(BackendEvent(self.now(), EventKind.FAULT, "job did not recover in time",
                                              {"after_s": self.now() - rec["t_fault"]}))
             self._recovering = None
 
     def _recover_jobmanager(self) -> None:
         t_fault = self.now()
         previous = self.state.job_id
-        self._events.append(BackendEvent(t_fault, "fault", "job manager died", {"job_id": previous}))
+        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died", {"job_id": previous}))
         self._sample(downtime=True)
         try:
             ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints", self._job_ids)
@@ -291,13 +285,13 @@ class LocalBackend:
             except FlinkRestError:
                 restored = None
             self._events.append(BackendEvent(
-                self.now(), "recovery", "job manager restarted; job resubmitted from its latest checkpoint",
+                self.now(), EventKind.RECOVERY, "job manager restarted; job resubmitted from its latest checkpoint",
                 {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt) if ckpt else None, "job_id": job_id,
                  "previous_job_id": previous, "restored_checkpoint": restored,
                  "taskmanagers_registered_s": registered_s}))
             self._sample(downtime=False)
         except Exception as exc:  # noqa: BLE001
-            self._events.append(BackendEvent(self.now(), "fault", f"job manager recovery failed: {exc}", {}))
+            self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"job manager recovery failed: {exc}", {}))
         self._expected_tms = set(self.stack.taskmanager_ids())
 
     def drain_events(self) -> list[BackendEvent]:
@@ -330,16 +324,11 @@ class LocalBackend:
         t = self.now()
         try:
             view = self.job_view()
-        except FlinkRestError as exc:  # job manager unreachable: an empty, flagged snapshot
-            from harness.metrics.snapshot import OperatorMetrics
-
-            self._events.append(BackendEvent(t, "warning", f"job manager unreachable: {exc}", {}))
-            return MetricsSnapshot(
-                t=t, window_s=window_s, topology=self.topology,
-                operators={op: OperatorMetrics(parallelism=self.state.parallelism.get(op, 1))
-                           for op in self.topology.names},
-                missing=("rest",),
-            )
+        except FlinkRestError as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
+            reason = f"job manager unreachable: {exc}"
+            self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
+            return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
+                                              self.state.cpu_share, reason)
         snap = self.monitor.snapshot(view, t, window_s, self._interarrivals())
         self._sample(downtime=False, snap=snap)
         return snap
@@ -366,6 +355,8 @@ class LocalBackend:
         if snap is not None:
             row["cpu"] = {op: m.cpu_load for op, m in snap.operators.items()}
             row["cpu_job"] = snap.cpu_load
+            row["cpu_jvm"] = {op: m.cpu_jvm_load for op, m in snap.operators.items()}
+            row["cpu_jvm_job"] = snap.cpu_jvm_load
         self._samples.append(row)
 
     # ---------------------------------------------------------------- results
@@ -385,7 +376,8 @@ class LocalBackend:
                 try:
                     result = self.monitor.query_range(promql, start, end, step)
                 except Exception as exc:  # noqa: BLE001 - a missing series is reported, not fatal
-                    self._events.append(BackendEvent(self.now(), "warning", f"export of {metric} failed: {exc}", {}))
+                    self._events.append(BackendEvent(self.now(), EventKind.WARNING,
+                                                     f"export of {metric} failed: {exc}", {}))
                     continue
                 for series in result:
                     labels = json.dumps(series.get("metric", {}), sort_keys=True)
@@ -400,17 +392,21 @@ class LocalBackend:
         parts = [raw[["ts", "metric", "operator", "value"]].assign(subtask=-1)] if len(raw) else []
         rows: list[dict[str, Any]] = []
         for s in self._samples:
-            rows.append({"ts": s["t"], "metric": PROCESSING, "operator": "", "value": s["processing"]})
+            rows.append({"ts": s["t"], "metric": Metric.PROCESSING, "operator": "", "value": s["processing"]})
             for op, p in s["parallelism"].items():
-                rows.append({"ts": s["t"], "metric": PARALLELISM, "operator": op, "value": float(p)})
+                rows.append({"ts": s["t"], "metric": Metric.PARALLELISM, "operator": op, "value": float(p)})
             for op, c in s["cpu_share"].items():
-                rows.append({"ts": s["t"], "metric": CPU_SHARE, "operator": op, "value": float(c)})
+                rows.append({"ts": s["t"], "metric": Metric.CPU_SHARE, "operator": op, "value": float(c)})
             for op, c in s.get("cpu", {}).items():
-                rows.append({"ts": s["t"], "metric": CPU, "operator": op, "value": float(c)})
+                rows.append({"ts": s["t"], "metric": Metric.CPU, "operator": op, "value": float(c)})
+            for op, c in s.get("cpu_jvm", {}).items():
+                rows.append({"ts": s["t"], "metric": Metric.CPU_JVM, "operator": op, "value": float(c)})
             if "cpu_job" in s:
-                rows.append({"ts": s["t"], "metric": CPU, "operator": "", "value": float(s["cpu_job"])})
+                rows.append({"ts": s["t"], "metric": Metric.CPU, "operator": "", "value": float(s["cpu_job"])})
+                rows.append({"ts": s["t"], "metric": Metric.CPU_JVM, "operator": "", "value": float(s["cpu_jvm_job"])})
             if not len(raw):
-                rows.append({"ts": s["t"], "metric": TASKMANAGERS, "operator": "", "value": float(s["taskmanagers"])})
+                rows.append({"ts": s["t"], "metric": Metric.TASKMANAGERS, "operator": "",
+                             "value": float(s["taskmanagers"])})
         if rows:
             parts.append(pd.DataFrame(rows).assign(subtask=-1))
         if not parts:

@@ -13,7 +13,9 @@ class SimConfig(BaseModel):
     buffer_s: PositiveFloat = Field(
         2.0, description="queued input a network buffer holds, in seconds of the operator's capacity"
     )
-    cpu_max: float = Field(0.9, gt=0, le=1, description="TM CPU load at 100% busy (the thesis saw ~0.9)")
+    cpu_max: float = Field(
+        0.9, gt=0, le=1, description="JVM CPU load (Status.JVM.CPU.Load) at 100% busy (the thesis saw ~0.9)"
+    )
     cpu_base: float = Field(0.03, ge=0, lt=1, description="TM CPU load of an idle task manager")
     backpressure_threshold: float = Field(
         0.1, ge=0, le=1, description="isBackPressured when the backpressured-time fraction exceeds this"

@@ -5,8 +5,10 @@ Flink's gauges are derived from the model's amounts (METRICS.md, AUTOSCALERS.md)
   (a throttled CPU share makes a record take longer, so busy time grows);
 - backPressuredTimeMsPerSecond = records it could have processed but could not
   hand downstream / its capacity x 1000; idle = the rest of the second;
-- TM CPU load = cpu_base + (cpu_max - cpu_base) x busy fraction: a task
-  manager's load tops out near 0.9 (thesis ch. 6.7.1 on HPA-CPU);
+- TM CPU, two signals (harness.vocabulary): `cpu` (CPU time / the task
+  manager's quota) = cpu_base + (1 - cpu_base) x busy fraction, and `cpu_jvm`
+  (Status.JVM.CPU.Load) = cpu_base + (cpu_max - cpu_base) x busy fraction: the
+  JVM's reading tops out near 0.9 (thesis ch. 6.7.1 on HPA-CPU);
 - deriv(lag) is a least-squares slope over `lag_deriv_window_s`, like
   Prometheus' deriv() that HPA-Varga uses (60 s).
 Pure functions over arrays; no I/O.
@@ -14,10 +16,11 @@ Pure functions over arrays; no I/O.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
-from harness import record as rec
 from harness.backends.sim.model import (
     J_ARRIVED,
     J_LAG,
@@ -44,6 +47,7 @@ from harness.backends.sim.model import (
     SimModel,
 )
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
+from harness.vocabulary import Metric
 
 
 def slope(y: np.ndarray, dt: float) -> float:
@@ -67,14 +71,14 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         ops = {nm: OperatorMetrics(parallelism=p, cpu_share=s) for nm, p, s in
                zip(model.names, model.par, model.share, strict=True)}
         return MetricsSnapshot(t=model.now, window_s=window_s, topology=topo, operators=ops,
-                               taskmanagers=sum(model.par), cpu_load=cfg.cpu_base)
+                               taskmanagers=sum(model.par), why_missing={"*": "no step simulated yet"})
     win = rows[-n_win:]
     der = rows[-n_der:]
     mean = win.mean(axis=0).tolist()  # plain floats: scalar maths on numpy items is slow
     final = rows[-1].tolist()
-    cpu_span = cfg.cpu_max - cfg.cpu_base
+    jvm_span, quota_span = cfg.cpu_max - cfg.cpu_base, 1.0 - cfg.cpu_base
     operators: dict[str, OperatorMetrics] = {}
-    cpu_sum = 0.0
+    cpu_sum = jvm_sum = 0.0
     for i, name in enumerate(model.names):
         o = JOB_COLS + i * OP_COLS
         p = model.par[i]
@@ -100,13 +104,14 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             shares = [(sh, cnt, mean[o + O_IN] * sh, mean[o + O_BLOCKED] * sh, None)
                       for sh, cnt in model.share_kinds[i]]
         kinds: list[SubtaskMetrics] = []
-        busy_sum = bp_sum = cpu_sum_op = max_bp = 0.0
+        busy_sum = bp_sum = cpu_sum_op = jvm_sum_op = max_bp = 0.0
         for frac, count, x_in, blk, lg in shares:
             # x_in, blk, lg: the kind's totals for sources, one subtask's part otherwise
             one = frac if model.is_src[i] else 1.0
             busy = min(1000.0, max(0.0, x_in * one) / sub_cap * 1000.0)
             bp = min(1000.0 - busy, max(0.0, blk * one) / sub_cap * 1000.0)
-            cpu = cfg.cpu_base + cpu_span * busy / 1000.0
+            cpu = cfg.cpu_base + quota_span * busy / 1000.0
+            jvm = cfg.cpu_base + jvm_span * busy / 1000.0
             kinds.append(
                 SubtaskMetrics(
                     records_in_per_s=x_in * one / dt,
@@ -116,16 +121,19 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                     backpressured_ms_per_s=bp,
                     input_buffer_usage=buffer,
                     cpu_load=cpu,
+                    cpu_jvm_load=jvm,
                     lag=max(0.0, lg) * one if lg is not None else None,
                 )
             )
             busy_sum += busy * count
             bp_sum += bp * count
             cpu_sum_op += cpu * count
+            jvm_sum_op += jvm * count
             max_bp = max(max_bp, bp)
         subs = tuple([kinds[k] for k in kind_of])
         busy_op, bp_op, cpu_op = busy_sum / p, bp_sum / p, cpu_sum_op / p
         cpu_sum += cpu_sum_op
+        jvm_sum += jvm_sum_op
         operators[name] = OperatorMetrics(
             parallelism=p,
             records_in_per_s=rin,
@@ -136,6 +144,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             is_backpressured=max_bp > cfg.backpressure_threshold * 1000.0,
             input_buffer_usage=buffer,
             cpu_load=cpu_op,
+            cpu_jvm_load=jvm_sum_op / p,
             cpu_share=model.share[i],
             subtasks=subs,
             lag=lag,
@@ -154,7 +163,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         throughput=mean[J_TAKEN] / dt,
         latency_s=mean[J_LATENCY],
         taskmanagers=tms,
-        cpu_load=cpu_sum / tms if tms else 0.0,
+        cpu_load=cpu_sum / tms if tms else math.nan,
+        cpu_jvm_load=jvm_sum / tms if tms else math.nan,
         interarrival_s=interarrival,
     )
 
@@ -184,19 +194,20 @@ def timeseries(model: SimModel) -> pd.DataFrame:
     def last(col: np.ndarray) -> np.ndarray:
         return col[ends]
 
-    cpu_span = cfg.cpu_max - cfg.cpu_base
+    jvm_span, quota_span = cfg.cpu_max - cfg.cpu_base, 1.0 - cfg.cpu_base
     parts: list[tuple[str, str, np.ndarray]] = [
-        (rec.INPUT_RATE, "", mean(rows[:, J_ARRIVED]) / dt),
-        (rec.THROUGHPUT, "", mean(rows[:, J_TAKEN]) / dt),
-        (rec.LAG, "", last(rows[:, J_LAG])),
-        (rec.LATENCY, "", mean(rows[:, J_LATENCY])),
-        (rec.LATENCY_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
-        (rec.PROCESSING, "", mean(rows[:, J_PROCESSING])),
-        (rec.EVENTS_PRODUCED, "", last(rows[:, J_PRODUCED])),
-        (rec.EVENTS_PROCESSED, "", last(rows[:, J_PROCESSED])),
+        (Metric.INPUT_RATE, "", mean(rows[:, J_ARRIVED]) / dt),
+        (Metric.THROUGHPUT, "", mean(rows[:, J_TAKEN]) / dt),
+        (Metric.LAG, "", last(rows[:, J_LAG])),
+        (Metric.LATENCY_KAFKA, "", mean(rows[:, J_LATENCY])),
+        (Metric.LATENCY_KAFKA_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
+        (Metric.PROCESSING, "", mean(rows[:, J_PROCESSING])),
+        (Metric.PRODUCED_TOTAL, "", last(rows[:, J_PRODUCED])),
+        (Metric.PROCESSED_TOTAL, "", last(rows[:, J_PROCESSED])),
     ]
     tm_total = np.zeros(len(rows))
     cpu_total = np.zeros(len(rows))
+    jvm_total = np.zeros(len(rows))
     for i, name in enumerate(model.names):
         o = JOB_COLS + i * OP_COLS
         par = rows[:, o + O_PAR]
@@ -205,25 +216,29 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         sub_cap = model.cap_sub[i] * share * dt
         busy = np.minimum(1.0, rows[:, o + O_IN] / (sub_cap * par))
         bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / (sub_cap * par))
-        cpu = cfg.cpu_base + cpu_span * busy
+        cpu = cfg.cpu_base + quota_span * busy
+        jvm = cfg.cpu_base + jvm_span * busy
         tm_total += par
         cpu_total += cpu * par
+        jvm_total += jvm * par
         parts += [
-            (rec.PARALLELISM, name, last(par)),
-            (rec.CPU_SHARE, name, last(share)),
-            (rec.RECORDS_IN, name, mean(rows[:, o + O_IN]) / dt),
-            (rec.RECORDS_OUT, name, mean(rows[:, o + O_OUT]) / dt),
-            (rec.BUSY, name, mean(busy) * 1000.0),
-            (rec.BACKPRESSURED, name, mean(bp) * 1000.0),
-            (rec.CPU, name, mean(cpu)),
-            (rec.BUFFER_USAGE, name, mean(rows[:, o + O_BUFFER])),
-            (rec.STATE_BYTES, name, last(rows[:, o + O_STATE])),
+            (Metric.PARALLELISM, name, last(par)),
+            (Metric.CPU_SHARE, name, last(share)),
+            (Metric.RECORDS_IN, name, mean(rows[:, o + O_IN]) / dt),
+            (Metric.RECORDS_OUT, name, mean(rows[:, o + O_OUT]) / dt),
+            (Metric.BUSY, name, mean(busy) * 1000.0),
+            (Metric.BACKPRESSURED, name, mean(bp) * 1000.0),
+            (Metric.CPU, name, mean(cpu)),
+            (Metric.CPU_JVM, name, mean(jvm)),
+            (Metric.BUFFER_USAGE, name, mean(rows[:, o + O_BUFFER])),
+            (Metric.STATE_BYTES, name, last(rows[:, o + O_STATE])),
         ]
         if model.is_src[i]:
-            parts.append((rec.LAG, name, last(rows[:, o + O_LAG])))
+            parts.append((Metric.LAG, name, last(rows[:, o + O_LAG])))
     parts += [
-        (rec.TASKMANAGERS, "", last(tm_total)),
-        (rec.CPU, "", mean(cpu_total / tm_total)),
+        (Metric.TASKMANAGERS, "", last(tm_total)),
+        (Metric.CPU, "", mean(cpu_total / tm_total)),
+        (Metric.CPU_JVM, "", mean(jvm_total / tm_total)),
     ]
     m = len(ts)
     return pd.DataFrame(
