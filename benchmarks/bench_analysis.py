@@ -106,37 +106,42 @@ def worker(engine: str, results: Path, out: Path, master: str) -> None:
     end = time.perf_counter()
     progress("")
     steps.pop("", None)
-    print(json.dumps({"engine": outputs.engine if hasattr(outputs, "engine") else engine,
+    print(json.dumps({"engine": getattr(outputs, "engine", engine),
                       "analyze_s": end - t0, "runs": len(outputs.result.summary), "steps": steps}))
 
 
 def measure(engine: str, results: Path, out: Path, master: str) -> dict[str, float | str | dict]:
-    """Run the worker; wall time, and the peak summed RSS of its process tree."""
+    """Run the worker; wall time, and the peak summed RSS and the CPU time of its process tree."""
     cmd = [sys.executable, __file__, "--worker", engine, "--results", str(results), "--out", str(out),
            "--master", master]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ps = psutil.Process(proc.pid)
     peak = 0
+    cpu: dict[int, float] = {}  # pid -> CPU seconds last seen (a process's last 50 ms may be missed)
     while proc.poll() is None:
         try:
             tree = [ps, *ps.children(recursive=True)]
-            rss = 0
-            for p in tree:
-                try:
-                    rss += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            peak = max(peak, rss)
         except psutil.Error:
-            pass
+            tree = []
+        rss = 0
+        for p in tree:
+            try:
+                with p.oneshot():
+                    rss += p.memory_info().rss
+                    t = p.cpu_times()
+                    cpu[p.pid] = t.user + t.system
+            except psutil.Error:
+                pass
+        peak = max(peak, rss)
         time.sleep(0.05)
     wall = time.perf_counter() - t0
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"{engine} worker failed ({proc.returncode}):\n{stderr[-4000:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
-    result.update({"process_s": wall, "peak_mib": peak / 2**20})
+    result.update({"process_s": wall, "peak_mib": peak / 2**20, "cpu_s": sum(cpu.values()),
+                   "console": stderr.strip()})
     return result
 
 
@@ -186,8 +191,10 @@ def main() -> None:
                     figures.setdefault((n, engine), []).append(got)
                     steps = ", ".join(f"{k} {v:.1f}" for k, v in got["steps"].items())  # type: ignore[union-attr]
                     console.print(f"n={n} rep {rep + 1} {engine}: {got['analyze_s']:.1f} s analyze "
-                                  f"({got['process_s']:.1f} s process), peak {got['peak_mib']:.0f} MiB, "
-                                  f"load {os.getloadavg()[0]:.1f} [{steps}]")
+                                  f"({got['process_s']:.1f} s process, CPU {got['cpu_s']:.0f} s), "
+                                  f"peak {got['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f} [{steps}]")
+                    if got["console"]:
+                        console.print(f"  [yellow]stderr of the analysis:[/yellow] {str(got['console'])[:500]}")
             if len(args.engines) == 2:
                 problems = agree(*(root / "_out" / f"n{n}-{e}" for e in args.engines))
                 if problems:
@@ -197,7 +204,7 @@ def main() -> None:
                 else:
                     console.print(f"n={n}: both engines give the same runs.parquet and cells.csv (rtol 1e-6)")
         table = Table(title=f"bench analyze, median of {args.repeat} (min-max); peak RSS of the process tree")
-        for col in ("runs", "engine", "wall s", "peak MiB", "vs pandas"):
+        for col in ("runs", "engine", "wall s", "CPU s", "peak MiB", "vs pandas"):
             table.add_column(col, justify="right")
         for (n, engine), got in figures.items():
             times = [float(g["analyze_s"]) for g in got]
@@ -205,10 +212,12 @@ def main() -> None:
             if engine != "pandas" and (n, "pandas") in figures:
                 base = statistics.median(float(g["analyze_s"]) for g in figures[(n, "pandas")])
                 ratio = f"{statistics.median(times) / base:.2f}x"
+            cpus = [float(g["cpu_s"]) for g in got]
             table.add_row(str(n), engine, f"{statistics.median(times):.1f} ({min(times):.1f}-{max(times):.1f})",
-                          f"{max(float(g['peak_mib']) for g in got):.0f}", ratio)
+                          f"{statistics.median(cpus):.0f}", f"{max(float(g['peak_mib']) for g in got):.0f}", ratio)
             console.print(f"RESULT runs={n} engine={engine} median_s={statistics.median(times):.1f} "
                           f"times={','.join(f'{t:.1f}' for t in times)} "
+                          f"cpu_s={statistics.median(float(g['cpu_s']) for g in got):.0f} "
                           f"peak_mib={max(float(g['peak_mib']) for g in got):.0f}")
         console.print(table)
     finally:

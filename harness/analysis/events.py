@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pandas as pd
 
@@ -19,7 +19,7 @@ from harness.analysis.metrics import Stage, StageConvergence, amplitude, converg
 from harness.vocabulary import EventKind
 
 # a run's events.parquet: a frame, or its rows as dicts (ts, kind, reason, data as JSON text)
-Events = pd.DataFrame | Sequence[Mapping[str, Any]]
+Events: TypeAlias = pd.DataFrame | Sequence[Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def _rows(events: Events, kind: str) -> list[dict[str, Any]]:
     if events is None or len(events) == 0:
         return []
     records = events.to_dict("records") if isinstance(events, pd.DataFrame) else events
-    out = []
+    out: list[dict[str, Any]] = []
     for r in records:
         if r["kind"] != kind:
             continue
@@ -49,7 +49,7 @@ def _rows(events: Events, kind: str) -> list[dict[str, Any]]:
             data = {}
         out.append({"ts": float(r["ts"]), "reason": str(r.get("reason") or ""),
                     "data": data if isinstance(data, dict) else {}})
-    out.sort(key=lambda e: e["ts"])  # stable, like the log's order for equal times
+    out.sort(key=lambda e: float(e["ts"]))  # stable, like the log's order for equal times
     return out
 
 

@@ -34,14 +34,16 @@ def read_event_rows(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "events.parquet"
     if not path.exists():
         return []
-    return pq.read_table(path, use_threads=False).to_pylist()
+    return pq.ParquetFile(path, pre_buffer=False).read(use_threads=False).to_pylist()
+
+
+def load_ref(run_dir: Path, results_dir: Path | None) -> RunRef:
+    """One run record's metadata, events and the path of its samples."""
+    run_dir = Path(run_dir)
+    ts = run_dir / "timeseries.parquet"
+    return RunRef(load_meta(run_dir, results_dir), ts if ts.exists() else None, read_event_rows(run_dir))
 
 
 def discover(results_dir: Path) -> list[RunRef]:
     """Every run record under `results_dir`, completed or not (failures are data)."""
-    refs = []
-    for run_dir in find_run_dirs(Path(results_dir)):
-        meta = load_meta(run_dir, results_dir)
-        ts = run_dir / "timeseries.parquet"
-        refs.append(RunRef(meta, ts if ts.exists() else None, read_event_rows(run_dir)))
-    return refs
+    return [load_ref(d, results_dir) for d in find_run_dirs(Path(results_dir))]

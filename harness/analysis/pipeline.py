@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ import pandas as pd
 from harness.analysis import pandas_engine
 from harness.analysis.aggregate import aggregate_cells, crash_rates
 from harness.analysis.engine import DEFAULT_MASTER, LOG_NAME, SPARK_MIN_RUNS, Engine, EngineChoice, choose_engine
-from harness.analysis.loader import RunRef, discover
 from harness.analysis.summary import AnalysisResult
 from harness.analysis.tables import build_tables, write_tables
 from harness.logs import log_to
+from harness.record import find_run_dirs
 
 log = logging.getLogger(__name__)
 
@@ -48,33 +48,24 @@ def default_out(results_dir: Path) -> Path:
     return Path(results_dir) / "analysis"
 
 
-def summarise(refs: list[RunRef], engine: Engine = "spark", master: str = DEFAULT_MASTER,
-              progress: Callable[[str], Any] | None = None, log_file: Path | None = None,
-              ) -> tuple[AnalysisResult, pd.DataFrame]:
-    """Per-run summary and per-cell aggregates with the chosen engine."""
+def summarise(run_dirs: Sequence[Path], results_dir: Path, engine: Engine = "pandas",
+              master: str = DEFAULT_MASTER, progress: Callable[[str], Any] | None = None,
+              log_file: Path | None = None) -> tuple[AnalysisResult, pd.DataFrame]:
+    """Per-run summary (by the chosen engine) and per-cell aggregates of the run directories."""
     if engine == "pandas":
         done = [0]
 
         def tick(n: int) -> None:
             done[0] += n
             if progress:
-                progress(f"run {done[0]}/{len(refs)}")
+                progress(f"run {done[0]}/{len(run_dirs)}")
 
-        result = pandas_engine.summarise(refs, progress=tick)
-        return result, aggregate_cells(result.summary)
-    from harness.analysis import spark_jobs
+        result = pandas_engine.summarise_dirs(run_dirs, results_dir, progress=tick)
+    else:
+        from harness.analysis import spark_jobs
 
-    if progress:
-        progress("starting Spark")
-    spark = spark_jobs.build_session(master, log_file=log_file)
-    try:
-        result = spark_jobs.summarise(spark, refs, progress=progress)
-        if progress:
-            progress("aggregating cells")
-        cells = spark_jobs.aggregate_cells(spark, result.summary)
-    finally:
-        spark.stop()
-    return result, cells
+        result = spark_jobs.summarise_dirs(run_dirs, results_dir, master, progress=progress, log_file=log_file)
+    return result, aggregate_cells(result.summary)
 
 
 def write_outputs(out_dir: Path, result: AnalysisResult, cells: pd.DataFrame) -> list[Path]:
@@ -101,15 +92,14 @@ def analyze(results_dir: Path, out_dir: Path | None = None, engine: EngineChoice
     log_file.unlink(missing_ok=True)
     with log_to(log_file):
         started = time.perf_counter()
-        refs = discover(Path(results_dir))
-        if not refs:
+        run_dirs = find_run_dirs(Path(results_dir))
+        if not run_dirs:
             raise FileNotFoundError(f"no run records (run.yaml) under {results_dir}")
-        chosen = choose_engine(engine, len(refs), master)
-        log.info("%d run records under %s read in %.1f s; engine %s (asked: %s, master %s, Spark from %d runs)",
-                 len(refs), results_dir, time.perf_counter() - started, chosen, engine, master, SPARK_MIN_RUNS)
-        t0 = time.perf_counter()
-        result, cells = summarise(refs, chosen, master or DEFAULT_MASTER, progress, log_file)
-        log.info("summaries and cell aggregates with %s in %.1f s", chosen, time.perf_counter() - t0)
+        chosen = choose_engine(engine, len(run_dirs), master)
+        log.info("%d run records under %s; engine %s (asked: %s, master %s; auto uses Spark from %d runs)",
+                 len(run_dirs), results_dir, chosen, engine, master, SPARK_MIN_RUNS)
+        result, cells = summarise(run_dirs, results_dir, chosen, master or DEFAULT_MASTER, progress, log_file)
+        log.info("summaries and cell aggregates with %s in %.1f s", chosen, time.perf_counter() - started)
         if progress:
             progress("writing tables")
         tables = write_outputs(out, result, cells)
