@@ -48,17 +48,13 @@ class RunSummary:
 def summarise(record: RunRecord) -> RunSummary:
     end = float(record.meta.get("duration_s") or 0) or None
 
-    def series(metric: str) -> tuple[np.ndarray, np.ndarray]:
-        s = record.series(metric)
-        return s.index.to_numpy(dtype=float), s.to_numpy(dtype=float)
-
+    series = record.arrays
     tm_t, tm_v = series(Metric.TASKMANAGERS)
     lat_t, lat_v = series(Metric.LATENCY_KAFKA)
     _, in_v = series(Metric.INPUT_RATE)
     _, thr_v = series(Metric.THROUGHPUT)
     cpu_t, cpu_v = series(Metric.CPU)
-    ts = record.timeseries
-    shares = ts[(ts.metric == Metric.CPU_SHARE) & (ts.operator != "") & (ts.subtask == -1)]
+    shares = record.operator_values(Metric.CPU_SHARE)
     return RunSummary(
         avg_tm=time_weighted_mean(tm_t, tm_v, end),
         max_tm=float(tm_v.max()) if len(tm_v) else float("nan"),
@@ -70,7 +66,8 @@ def summarise(record: RunRecord) -> RunSummary:
         input_rate=float(in_v.mean()) if len(in_v) else float("nan"),
         throughput=float(thr_v.mean()) if len(thr_v) else float("nan"),
         cpu=time_weighted_mean(cpu_t, cpu_v, end),
-        cpu_share=float(shares.value.mean()) if len(shares) else float("nan"),
+        cpu_share=float(shares.mean()) if len(shares) else float("nan"),
         status=record.status,
         flagged=bool(record.meta.get("flagged")),
     )
+

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.events import event_metrics
-from harness.analysis.loader import RunRef, load_ref
+from harness.analysis.fault_recovery import FAULT_COLUMNS, fault_rows
+from harness.analysis.loader import RunRef, SkippedRecord, load_refs
 from harness.analysis.reductions import Reductions, reduce
 from harness.analysis.summary import (
     SERIES_STATS_COLUMNS,
@@ -81,18 +82,25 @@ class RunRows:
     convergence: list[dict[str, Any]] = field(default_factory=list)
     operators: list[dict[str, Any]] = field(default_factory=list)
     series_stats: list[pd.DataFrame] = field(default_factory=list)
+    faults: list[pd.DataFrame] = field(default_factory=list)
+    skipped: list[SkippedRecord] = field(default_factory=list)
 
     def extend(self, other: RunRows) -> None:
         self.summary.extend(other.summary)
         self.convergence.extend(other.convergence)
         self.operators.extend(other.operators)
         self.series_stats.extend(other.series_stats)
+        self.faults.extend(other.faults)
+        self.skipped.extend(other.skipped)
 
     def result(self) -> AnalysisResult:
         stats = [f for f in self.series_stats if len(f)]
+        faults = [f for f in self.faults if len(f)]
         return AnalysisResult(
             pd.DataFrame(self.summary), pd.DataFrame(self.convergence), pd.DataFrame(self.operators),
-            pd.concat(stats, ignore_index=True) if stats else pd.DataFrame(columns=SERIES_STATS_COLUMNS))
+            pd.concat(stats, ignore_index=True) if stats else pd.DataFrame(columns=SERIES_STATS_COLUMNS),
+            pd.concat(faults, ignore_index=True) if faults else pd.DataFrame(columns=FAULT_COLUMNS),
+            list(self.skipped))
 
 
 def finish(refs: Sequence[RunRef], red: Reductions) -> RunRows:
@@ -107,7 +115,7 @@ def finish(refs: Sequence[RunRef], red: Reductions) -> RunRows:
     qos_by = {int(r.rid): (int(r.violations), int(r.steps)) for r in red.qos.itertuples()}
     excess_by = {int(r.rid): ExcessFacts(_nan(r.stop_ts), _nan(r.drained_ts), _nan(r.last_lag_ts))
                  for r in red.excess.itertuples()}
-    out = RunRows(series_stats=[stats])
+    out = RunRows(series_stats=[stats], faults=[fault_rows(refs)])
     for rid, ref in enumerate(refs):
         start, end = bounds_by.get(rid, (0.0, 0.0))
         pieces = RunPieces(start, end, series.get(ref.meta.run_id, {}), qos=qos_by.get(rid, (0, 0)),
@@ -129,7 +137,10 @@ def analyse(refs: Sequence[RunRef]) -> RunRows:
 
 
 def analyse_dirs(run_dirs: Sequence[Path], results_dir: Path) -> RunRows:
-    """`analyse` of run directories: run.yaml, events and timeseries read here."""
-    return analyse([load_ref(d, results_dir) for d in run_dirs])
+    """`analyse` of run directories: run.yaml, events and timeseries read here; unreadable records skipped."""
+    refs, skipped = load_refs(list(run_dirs), results_dir)
+    rows = analyse(refs)
+    rows.skipped.extend(skipped)
+    return rows
 
 

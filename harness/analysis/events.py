@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import Stage, StageConvergence, amplitude, convergence
+from harness.run_status import RunStatus
 from harness.vocabulary import EventKind
 
 # a run's events.parquet: a frame, or its rows as dicts (ts, kind, reason, data as JSON text)
@@ -27,6 +28,7 @@ class EventFacts:
     action_ts: tuple[float, ...]
     changes: tuple[tuple[dict[str, float], dict[str, float]], ...]
     faults: int
+    injected: int  # faults the experiment asked for (data.injected), and what the backend saw of them
     crashes: int
     failed_rescales: int
     recoveries: int
@@ -92,6 +94,7 @@ def event_facts(events: Events, run_end: float) -> EventFacts:
             for a in actions
         ),
         faults=len(faults),
+        injected=sum(1 for f in faults if f["data"].get("injected")),
         crashes=sum(1 for f in faults if "crash" in f["reason"].lower() or f["data"].get("crash")),
         failed_rescales=sum(1 for f in faults if "rescale" in f["reason"].lower()),
         recoveries=len(_rows(events, EventKind.RECOVERY)),
@@ -111,11 +114,14 @@ def event_metrics(meta: RunMeta, events: Events, run_end: float) -> tuple[dict[s
     out: dict[str, Any] = {
         "scale_count": n_actions,
         "faults": facts.faults,
+        "injected_faults": facts.injected,
         "crashes": facts.crashes,
         "failed_rescales": facts.failed_rescales,
         "recoveries": facts.recoveries,
-        "failed": not meta.completed,
-        "flagged": (not meta.completed) or facts.faults > 0 or meta.yaml_faults > 0,
+        "failed": meta.run_status == RunStatus.FAILED,
+        "flagged": meta.run_status == RunStatus.FAILED or facts.faults > 0 or meta.yaml_faults > 0,
+        # a crash: the run failed, or something broke that no one injected
+        "crashed": meta.run_status == RunStatus.FAILED or facts.faults > facts.injected,
         "spec_reconfigurations": n_actions,
         "saso_reconfigurations": n_actions,
         "saso_amplitude": amplitude(facts.changes) if facts.changes else math.nan,

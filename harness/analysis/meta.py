@@ -19,7 +19,8 @@ import yaml
 
 from harness.analysis.metrics import Stage
 from harness.analysis.profile import OperatorProfile, demand_coefficients
-from harness.record import STATUS_COMPLETED
+from harness.identity import recorded_hash
+from harness.run_status import RunStatus
 
 # libyaml's safe loader when PyYAML was built with it: run.yaml is read once per run, thousands per analysis
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -27,7 +28,7 @@ _REP_SUFFIX = re.compile(r"^(?P<cell>.+)-r(?P<rep>\d+)$")
 
 # identity columns of the per-run summary, in table order
 IDENTITY_COLUMNS = [
-    "run_id", "matrix", "cell_id", "repetition", "experiment", "backend", "query", "pattern",
+    "run_id", "matrix", "cell_id", "config_hash", "repetition", "experiment", "backend", "query", "pattern",
     "autoscaler", "params", "seed", "status",
 ]
 
@@ -46,7 +47,7 @@ class RunMeta:
     autoscaler: str
     params: dict[str, Any]
     seed: int
-    status: str
+    status: str  # a RunStatus value: completed | failed | interrupted
     duration_s: float | None
     time_scale: float
     period_s: float
@@ -58,11 +59,21 @@ class RunMeta:
     topic_shares: dict[str, float] | None = None  # share of the input rate per topic (backend fact)
     stages: tuple[Stage, ...] = ()
     yaml_faults: int = 0
+    config_hash: str = ""  # the cell's configuration identity (harness.identity); "" when unknown
+    status_reason: str = ""  # the rest of the status line ("failed: <why>")
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def run_status(self) -> RunStatus:
+        return RunStatus(self.status)
+
+    @property
     def completed(self) -> bool:
-        return self.status == STATUS_COMPLETED
+        return self.status == RunStatus.COMPLETED
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == RunStatus.INTERRUPTED
 
     @property
     def params_json(self) -> str:
@@ -79,7 +90,7 @@ class RunMeta:
 
     def identity(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "matrix": self.matrix, "cell_id": self.cell_id,
+            "run_id": self.run_id, "matrix": self.matrix, "cell_id": self.cell_id, "config_hash": self.config_hash,
             "repetition": self.repetition, "experiment": self.experiment, "backend": self.backend,
             "query": self.query, "pattern": self.pattern, "autoscaler": self.autoscaler,
             "params": self.params_json, "seed": self.seed, "status": self.status,
@@ -191,7 +202,9 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         autoscaler=str(autoscaler.get("name", "")),
         params=dict(autoscaler.get("params") or {}),
         seed=int(raw.get("seed", config.get("seed", 0)) or 0),
-        status=status,
+        status=RunStatus.parse(status).value,
+        status_reason=status.split(":", 1)[1].strip() if ":" in status else "",
+        config_hash=recorded_hash(raw) or "",
         duration_s=float(duration) if duration is not None else None,
         time_scale=float(pattern.get("time_scale", 1.0) or 1.0),
         period_s=float(_get(config, "loop", "period_s", default=15.0)),
@@ -214,4 +227,6 @@ def read_status(run_dir: Path) -> str:
 def load_meta(run_dir: Path, results_dir: Path | None = None) -> RunMeta:
     with (Path(run_dir) / "run.yaml").open() as fh:
         raw = yaml.load(fh, Loader=_YAML_LOADER) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"run.yaml holds a {type(raw).__name__}, not a mapping")
     return parse_meta(raw, Path(run_dir), results_dir, read_status(run_dir))
