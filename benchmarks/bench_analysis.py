@@ -18,6 +18,9 @@ pandas from 2,000 runs up.
 
     flock /tmp/bench-realstack.lock .venv/bin/python benchmarks/bench_analysis.py \
         [--runs 500 2000 5000] [--repeat 3] [--engines pandas spark] [--data DIR] [--master local[*]]
+
+With `--data DIR --generate-only` it only writes the records (one lock hold), and a later
+invocation with the same `--data` measures without generating again.
 """
 
 from __future__ import annotations
@@ -162,6 +165,8 @@ def main() -> None:
     ap.add_argument("--step", type=float, default=5.0)
     ap.add_argument("--data", type=Path, default=None, help="keep/reuse the generated records here")
     ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="write the run records into --data and stop (a separate, shorter lock hold)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -169,6 +174,8 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.results, args.out, args.master)
         return
+    if args.generate_only and args.data is None:
+        ap.error("--generate-only needs --data DIR (where the records are kept)")
     console = Console()
     tmp = None
     root = args.data
@@ -177,6 +184,8 @@ def main() -> None:
         root = Path(tmp)
     try:
         generate(root, max(args.runs), args.minutes, args.step, console)
+        if args.generate_only:
+            return
         console.print(f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, "
                       f"{args.minutes:.0f}-minute runs at {args.step:g} s (~25 k long-format rows per run)")
         figures: dict[tuple[int, str], list[dict]] = {}

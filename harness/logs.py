@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 HARNESS = "harness"
 KAFKA_CLIENT = "harness.kafka"  # librdkafka's lines (the `logger` of every confluent-kafka client)
@@ -30,6 +31,12 @@ def kafka_client_logger() -> logging.Logger:
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO)
     return logger
+
+
+def kafka_client_config(conf: dict[str, Any]) -> dict[str, Any]:
+    """`conf` for a confluent-kafka client whose librdkafka lines (`%3|...|FAIL|`, `%6|...|BGQUEUE|`) go to
+    Python logging - the run's log file under `log_to` - instead of the process's stderr."""
+    return {**conf, "logger": kafka_client_logger()}
 
 
 @contextmanager
