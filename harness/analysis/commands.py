@@ -72,13 +72,15 @@ def analyze_command(
             raise typer.Exit(2) from None
     summary = outputs.result.summary
     table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({outputs.engine}, "
-                            f"{time.monotonic() - started:.1f} s)")
-    for col in ("cell", "config", "n", "avg(TM)", "max(TM)", "avg(lat)", "p95", "scale count", "flagged"):
-        # cell names are long: they wrap inside their column instead of being cut off with an ellipsis
-        table.add_column(col, justify="left" if col in ("cell", "config") else "right",
-                         overflow="fold" if col == "cell" else "ellipsis", ratio=3 if col == "cell" else None)
+                            f"{time.monotonic() - started:.1f} s)", collapse_padding=True)
+    for col in ("cell #config", "n", "avg TM", "max TM", "avg lat", "p95", "scales", "flagged"):
+        # cell names are long: they wrap inside their column (every character kept); the numbers never wrap
+        table.add_column(col, justify="left" if col.startswith("cell") else "right",
+                         overflow="fold" if col.startswith("cell") else "ellipsis", no_wrap=not col.startswith("cell"),
+                         min_width=20 if col.startswith("cell") else None)
     for r in outputs.cells.itertuples(index=False):
-        table.add_row(f"{r.matrix}/{r.cell_id}", str(getattr(r, "config_hash", "")), str(r.runs),
+        config = str(getattr(r, "config_hash", "") or "")
+        table.add_row(f"{r.matrix}/{r.cell_id}" + (f" #{config[:8]}" if config else ""), str(r.runs),
                       f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", f"{r.lat_avg:.3g}", f"{r.lat_p95:.3g}",
                       f"{r.scale_count:.1f}", f"{r.flagged:.0%}")
     Console().print(table)
