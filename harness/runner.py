@@ -5,7 +5,7 @@ gives `failed: ...`, a Ctrl-C/SIGTERM `interrupted` (start-up and the loop are
 the interruptible part; writing the record is not), so a broken run is data,
 never a half-written directory that looks finished. The record carries the
 cell's config identity (`harness.identity`); scheduled faults
-(`experiment.faults`) are injected through `harness.faults`.
+(`experiment.faults`) are injected through `harness.fault_injection`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import autoscalers
 from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
-from harness.faults import FaultInjector
+from harness.fault_injection import FaultInjector
 from harness.identity import identity_block
 from harness.interrupts import Interrupted, interruptible
 from harness.logs import log_to
@@ -33,6 +33,9 @@ from harness.scaling import ScaleManager
 from harness.topology import load_topology
 from harness.vocabulary import EventKind
 from workloads.patterns import LoadPattern, build_pattern
+
+if TYPE_CHECKING:
+    from harness.live import LiveFile
 
 
 def make_backend(experiment: Experiment) -> Backend:
@@ -72,18 +75,20 @@ def run_experiment(
     on_progress: Callable[[float, float], None] | None = None,
     backend: Backend | None = None,
     on_phase: Callable[[str], None] | None = None,
+    live: LiveFile | None = None,
 ) -> Path:
     """Run one experiment and write its record to `run_dir`; returns `run_dir`.
 
     Log lines (the harness's, librdkafka's) go to a file beside the record while it
-    runs, then into the record as `RUN_LOG` - never to the console.
+    runs, then into the record as `RUN_LOG` - never to the console. With `live`, every
+    monitoring step is also written to that live-status file (`harness.live`).
     """
     run_dir = Path(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log_file = run_dir.parent / f".{run_dir.name}.log-{os.getpid()}"
     try:
         with log_to(log_file):
-            return _run_experiment(experiment, run_dir, on_progress, backend, on_phase, log_file)
+            return _run_experiment(experiment, run_dir, on_progress, backend, on_phase, live, log_file)
     finally:
         log_file.unlink(missing_ok=True)
 
@@ -94,6 +99,7 @@ def _run_experiment(
     on_progress: Callable[[float, float], None] | None,
     backend: Backend | None,
     on_phase: Callable[[str], None] | None,
+    live: LiveFile | None,
     log_file: Path,
 ) -> Path:
     topology = load_topology(experiment.query)
@@ -114,7 +120,13 @@ def _run_experiment(
     backend_facts: dict[str, Any] = {}
     saved = False
     interrupted = False
-    phase = on_phase or (lambda _: None)
+
+    def phase(name: str) -> None:
+        if on_phase:
+            on_phase(name)
+        if live:
+            live.update(phase=name, events=events, duration_s=duration)
+
     try:
         with interruptible():
             phase(f"starting {experiment.backend}")
@@ -132,6 +144,7 @@ def _run_experiment(
                 experiment.loop,
                 events,
                 on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
+                on_snapshot=(lambda snap: live.update(snapshot=snap, events=events)) if live else None,
             )
             loop.run(duration)
             injector.finish()
