@@ -1,7 +1,7 @@
 """The in-process engine: batches of runs analysed one after another in this process.
 
-No start-up cost and no copies: the right engine for up to about a thousand runs
-(`engine.SPARK_MIN_RUNS`). Memory stays bounded: one batch of `BATCH_RUNS` runs'
+No start-up cost and no copies: the right engine below `engine.SPARK_MIN_RUNS` runs
+(2,000, measured). Memory stays bounded: one batch of `BATCH_RUNS` runs'
 samples is in memory at a time.
 """
 

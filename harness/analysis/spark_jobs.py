@@ -13,7 +13,7 @@ shuffle by run, windows over the sorted cache) used ~9x the CPU of the numpy
 reductions - string keys, the shuffle and the sorts cost far more per sample than
 `reduceat` over already-sorted arrays - so it could never catch up with one
 pandas process on two cores. Spreading the numpy reductions over Spark's Python
-workers pays from about a thousand runs (`engine.SPARK_MIN_RUNS`).
+workers pays from about 2,000 runs on 2 cores (`engine.SPARK_MIN_RUNS`).
 
 A cluster must see the results directory at the same path and have this package
 installed for its Python workers. The JVM's output and Spark's log lines go to
