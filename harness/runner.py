@@ -115,6 +115,7 @@ def _run_experiment(
     scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params, context)
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
+    load_start = os.getloadavg()  # machine hygiene: a loaded host biases every local measurement
     status = "failed: did not start"
     timeseries: Any = empty_timeseries()
     backend_facts: dict[str, Any] = {}
@@ -196,9 +197,11 @@ def _run_experiment(
                 ],
             },
             "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate},
+            # resolved: partitions per topic (thesis ch. 6.3.1: the most consumers) and retention
+            "kafka": {**experiment.kafka.model_dump(mode="json"), "partitions": experiment.partitions},
             "backend": backend_facts,
             "versions": _versions(),
-            "host": host_facts(),
+            "host": {**host_facts(), "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg())},
         }
         try:
             # an interrupted run is torn down quickly: no TSDB snapshot (its series are in the record)
