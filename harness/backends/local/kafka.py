@@ -297,7 +297,7 @@ class KafkaService:
         (a run's partitions and retention are its own; Kafka cannot shrink a topic)."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(kafka_client_config({"bootstrap.servers": self.bootstrap}))
         existing = [t for t in topics if t in admin.list_topics(timeout=10).topics]
         if existing:
             for topic, fut in admin.delete_topics(existing, operation_timeout=30).items():
