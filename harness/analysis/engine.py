@@ -5,7 +5,7 @@ they differ in cost. pandas starts at once and runs in this process on one core;
 Spark pays a JVM start (~15 s of CPU) and ships batches to its Python workers,
 but spreads them over every core (or a cluster). `benchmarks/bench_analysis.py`
 measured on this 2-core machine (shared, load 7-11): 500 runs pandas 44.7 s /
-Spark 126.7 s, 2,000 runs pandas 104.7 s / Spark 96.5 s (figures and command in
+Spark 126.7 s, 2,000 runs 104.7 s / 96.5 s, 5,000 runs 152.4 s / 136.6 s (figures, command in
 docs/analysis.md). `SPARK_MIN_RUNS` is the smallest measured size at which Spark
 was at least as fast. No heavy imports here: the CLI reads these names to build
 its help.
