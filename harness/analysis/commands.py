@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,11 +21,23 @@ def complete_engine(incomplete: str) -> list[str]:
     return [e for e in ENGINES if e.startswith(incomplete)]
 
 
-def _progress() -> Progress:
+def _progress(disable: bool = False) -> Progress:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                    transient=True)
+                    transient=True, disable=disable)
+
+
+def analysis_document(outputs: Any, seconds: float) -> dict[str, Any]:
+    """`bench analyze --json`: where the outputs are, and the per-cell table (every column of cells.csv)."""
+    from harness.machine_output import records
+
+    return {"out_dir": str(outputs.out_dir), "engine": outputs.engine, "runs": len(outputs.result.summary),
+            "cells": records(outputs.cells),
+            "interrupted": outputs.interrupted,
+            "skipped": [{"path": str(s.path), "why": s.why} for s in outputs.skipped],
+            "fault_recovery": records(outputs.fault_recovery) if not outputs.fault_recovery.empty else [],
+            "tables": [str(p) for p in outputs.tables], "seconds": seconds}
 
 
 def analyze_command(
@@ -39,13 +51,21 @@ def analyze_command(
                          f"records, Spark from {SPARK_MIN_RUNS:,} or when --master is given (threshold measured "
                          "with benchmarks/bench_analysis.py on 2 cores: docs/analysis.md)",
         autocompletion=complete_engine)] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document on stdout (progress and "
+                                                         "logs go to stderr)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
 ) -> None:
     """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX).
 
     Spark's and the JVM's log lines go to OUT/analysis.log, not the console.
     """
-    from rich.table import Table as RichTable
+    from harness.machine_output import machine_output
 
+    with machine_output(as_json, quiet) as output:
+        _analyze(results_dir, out, master, engine, output)
+
+
+def _analyze(results_dir: Path, out: Path | None, master: str | None, engine: str, output: Any) -> None:
     from harness.analysis.pipeline import NoRunRecords, analyze
     from harness.paths import PathError, check_input_dir, check_output_dir
 
@@ -60,7 +80,7 @@ def analyze_command(
         console.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
     started = time.monotonic()
-    with _progress() as bar:
+    with _progress(disable=output.quiet) as bar:
         task = bar.add_task(f"analysing {results_dir}")
         try:
             outputs = analyze(results_dir, out, engine=engine, master=master,  # type: ignore[arg-type]
@@ -70,6 +90,27 @@ def analyze_command(
         except NoRunRecords as exc:
             console.print(f"error: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from None
+    if output.json:
+        output.emit(analysis_document(outputs, time.monotonic() - started))
+    if output.tables:
+        _print_cells(outputs, started)
+    notes = []
+    if outputs.interrupted:
+        notes.append(f"{outputs.interrupted} interrupted run(s) left out of means and crash rates")
+    if outputs.skipped:
+        notes.append(f"{len(outputs.skipped)} corrupt run record(s) skipped (listed in skipped.csv)")
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
+    if output.tables and not outputs.fault_recovery.empty:
+        _print_recovery(outputs)
+    if output.chatty:
+        console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'} "
+                      f"(log: {outputs.out_dir / LOG_NAME})", markup=False, highlight=False)
+
+
+def _print_cells(outputs: Any, started: float) -> None:
+    from rich.table import Table as RichTable
+
     summary = outputs.result.summary
     table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({outputs.engine}, "
                             f"{time.monotonic() - started:.1f} s)", collapse_padding=True)
@@ -84,13 +125,11 @@ def analyze_command(
                       f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", f"{r.lat_avg:.3g}", f"{r.lat_p95:.3g}",
                       f"{r.scale_count:.1f}", f"{r.flagged:.0%}")
     Console().print(table)
-    notes = []
-    if outputs.interrupted:
-        notes.append(f"{outputs.interrupted} interrupted run(s) left out of means and crash rates")
-    if outputs.skipped:
-        notes.append(f"{len(outputs.skipped)} corrupt run record(s) skipped (listed in skipped.csv)")
-    for note in notes:
-        console.print(note, markup=False, highlight=False)
+
+
+def _print_recovery(outputs: Any) -> None:
+    from rich.table import Table as RichTable
+
     if not outputs.fault_recovery.empty:
         rec = RichTable(title="recovery after injected faults (s)")
         for col in ("autoscaler", "fault", "faults", "recovered", "mean", "max"):
@@ -99,8 +138,6 @@ def analyze_command(
             rec.add_row(str(f.autoscaler), str(f.fault_kind), str(f.faults), str(f.recovered),
                         f"{f.recovery_s:.3g}", f"{f.recovery_s_max:.3g}")
         Console().print(rec)
-    console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'} "
-                  f"(log: {outputs.out_dir / LOG_NAME})", markup=False, highlight=False)
 
 
 def report_command(

@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.rounding import PM_LEGEND, with_ci
+
 # (column in the cell aggregates, header) per table kind
 TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "thesis": [("tm_avg", "avg(TM)"), ("tm_max", "max(TM)"), ("lat_avg", "avg(lat) s"), ("lat_p50", "p50 s"),
@@ -54,21 +56,9 @@ class Table:
 
 
 def fmt(value: float, ci: float = math.nan) -> str:
-    """Three significant figures, thousands grouped; '+- ci' when there is an interval."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-
-    def one(v: float) -> str:
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        if v == int(v) and abs(v) < 1000:
-            return f"{int(v)}"
-        return f"{v:.3g}"
-
-    text = one(float(value))
-    if ci is not None and not math.isnan(ci) and ci > 0:
-        text += f" ± {one(float(ci))}"
-    return text
+    """Three significant figures, thousands grouped; 'mean ± ci' rounded to the interval's precision
+    (`harness.analysis.rounding`: never `1 ± 1.41e-15`)."""
+    return with_ci(value, ci)
 
 
 def row_labels(cells: pd.DataFrame) -> list[str]:
@@ -198,7 +188,7 @@ def write_tables(tables: list[Table], out_dir: Path) -> list[Path]:
     """`<out>/<matrix>/<query>-<pattern>-<kind>.{csv,md,tex}` plus an index.md of all of them."""
     out_dir = Path(out_dir)
     written: list[Path] = []
-    index = ["# Comparison tables", ""]
+    index = ["# Comparison tables", "", PM_LEGEND, ""]
     for t in tables:
         d = out_dir / t.matrix
         d.mkdir(parents=True, exist_ok=True)
