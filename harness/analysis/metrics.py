@@ -294,7 +294,9 @@ def t_factor(n: int, level: float = 0.95) -> float:
     """Student-t quantile for a two-sided `level` interval with n - 1 degrees of freedom."""
     if n < 2:
         return math.nan
-    from scipy import stats  # here, not at the top: `bench run` summarises with this module, without scipy
+    # here, not at the top: `bench run` summarises with this module without scipy, and importing
+    # scipy.stats costs seconds per analysis worker
+    from scipy import stats
 
     return float(stats.t.ppf(0.5 + level / 2.0, n - 1))
 

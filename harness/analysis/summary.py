@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import StageConvergence
 from harness.analysis.profile import drain_rate
 from harness.vocabulary import Metric
+
+if TYPE_CHECKING:
+    from harness.analysis.loader import SkippedRecord
 
 # columns of the long per-series statistics table both engines produce
 SERIES_STATS_COLUMNS = ["run_id", "metric", "operator", "tw_mean", "tw_sum", "span", "max", "min", "last",
@@ -179,9 +182,12 @@ def operator_rows(meta: RunMeta, pieces: RunPieces) -> list[dict[str, Any]]:
 
 @dataclass
 class AnalysisResult:
-    """What an engine returns: per-run summary, per-stage convergence, per-operator stats."""
+    """What an engine returns: per-run summary, per-stage convergence, per-operator stats; per injected
+    fault its recovery (`fault_recovery.FAULT_COLUMNS`); the run records it could not read."""
 
     summary: pd.DataFrame
     convergence: pd.DataFrame
     operators: pd.DataFrame
     series_stats: pd.DataFrame
+    faults: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skipped: list[SkippedRecord] = field(default_factory=list)

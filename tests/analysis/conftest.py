@@ -61,10 +61,15 @@ def small_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    from harness.analysis.spark_jobs import build_session
+def spark_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spark") / "analysis.log"
 
-    session = build_session("local[2]", app="bench-analysis-tests",
-                            conf={"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "2"})
+
+@pytest.fixture(scope="session")
+def spark(spark_log: Path) -> Iterator[object]:
+    """The one Spark session of the test run (a JVM costs seconds to start)."""
+    from harness.analysis.spark_session import build_session
+
+    session = build_session("local[2]", app="bench-analysis-tests", log_file=spark_log)
     yield session
     session.stop()

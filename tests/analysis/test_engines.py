@@ -1,16 +1,23 @@
-"""Per-run summaries of a hand-made run record, and per-cell aggregates over repetitions."""
+"""Per-run summaries of a hand-made run record, the engines' reductions against the metric core, and
+per-cell aggregates over repetitions."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
+from harness.analysis import metrics as mx
 from harness.analysis import pandas_engine
 from harness.analysis.aggregate import CELL_KEYS, aggregate_cells, compare_frames, crash_rates
-from harness.analysis.loader import discover
+from harness.analysis.loader import RunRef, discover
+from harness.analysis.profile import drain_rate
+from harness.analysis.samples import read_timeseries
+from harness.vocabulary import Metric
 
 
 @pytest.fixture
@@ -101,3 +108,72 @@ def test_compare_frames_reports_differences():
     b.loc[1, "tm_avg"] = 2.1
     assert any("tm_avg" in p for p in compare_frames(a, b, ["run_id"]))
     assert set(CELL_KEYS) <= set(a.columns)
+
+
+def _reference(ref: RunRef) -> dict[str, float]:
+    """A run's metrics straight from the metric core's functions, one series at a time (no engine code)."""
+    df = read_timeseries(ref)
+    df = df[df["subtask"] == -1]
+    end = float(df["ts"].max())
+    start = float(df["ts"].min())
+
+    def job(metric: str) -> tuple[np.ndarray, np.ndarray]:
+        s = df[(df["metric"] == metric) & (df["operator"] == "")].sort_values("ts", kind="stable")
+        return s["ts"].to_numpy(float), s["value"].to_numpy(float)
+
+    tm, lat, inp, thr, lag = (job(m) for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.INPUT_RATE,
+                                              Metric.THROUGHPUT, Metric.LAG))
+    out = {"tm_avg": mx.time_weighted_mean(*tm, end), "lat_p50": mx.percentile(lat[1], 50),
+           "lat_p95": mx.percentile(lat[1], 95), "spec_cost_replica_min": mx.replica_minutes(*tm, end)}
+    meta = ref.meta
+    ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
+    prov = mx.provisioning(inp[0], ideal, *tm, end)
+    out.update(spec_accuracy_u=prov.accuracy_u, spec_accuracy_o=prov.accuracy_o, spec_timeshare_u=prov.timeshare_u,
+               spec_timeshare_o=prov.timeshare_o, spec_ideal_avg=mx.time_weighted_mean(inp[0], ideal, end))
+    frames = [pd.Series(v, index=t).groupby(level=0).mean() for t, v in (inp, thr, lat)]
+    grid = pd.concat(frames, axis=1).sort_index()
+    violations, steps = mx.control_step_violations(grid.index.to_numpy(float), grid[0].to_numpy(float),
+                                                   grid[1].to_numpy(float), grid[2].to_numpy(float),
+                                                   meta.period_s, start, meta.slo_latency_s,
+                                                   meta.slo_throughput_ratio)
+    out.update(saso_qos_violations=violations, saso_control_steps=steps)
+    par = df[(df["metric"] == Metric.PARALLELISM) & (df["operator"] != "")].sort_values("ts", kind="stable")
+    final = {op: float(g["value"].iloc[-1]) for op, g in par.groupby("operator")}
+    drain = drain_rate(list(meta.operators), final, meta.topic_shares)
+    out["spec_excess_time"] = mx.excess_time(*inp, *lag, drain, end - start)
+    return out
+
+
+def test_engine_reductions_match_the_metric_core(small_matrix: Path):
+    """The vectorised reductions over many runs at once give what the metric core's functions give per run."""
+    refs = [r for r in discover(small_matrix) if r.meta.matrix == "synthetic"]
+    summary = pandas_engine.summarise(refs).summary.set_index("run_id")
+    checked = 0
+    for ref in refs:
+        row = summary.loc[ref.meta.run_id]
+        for col, want in _reference(ref).items():
+            assert row[col] == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), (ref.meta.run_id, col)
+            checked += 1
+    assert checked == len(refs) * 12 and len(refs) == 12
+    assert summary["saso_qos_violations"].sum() > 0 and summary["spec_timeshare_u"].max() > 0  # not all trivial
+
+
+def test_batches_do_not_change_the_numbers(small_matrix: Path):
+    """A run's numbers do not depend on which other runs share its batch (nor on the batch's size)."""
+    refs = discover(small_matrix)
+    one_by_one = pandas_engine.summarise(refs, batch_runs=1)
+    all_at_once = pandas_engine.summarise(refs, batch_runs=len(refs))
+    for a, b, keys in ((one_by_one.summary, all_at_once.summary, ["run_id"]),
+                       (one_by_one.series_stats, all_at_once.series_stats, ["run_id", "metric", "operator"]),
+                       (one_by_one.convergence, all_at_once.convergence, ["run_id", "stage"])):
+        assert compare_frames(a, b, keys, rtol=1e-12) == []
+
+
+def test_unsorted_samples_give_the_same_numbers(tmp_path: Path, hand_results: Path):
+    """Records written in another order (not by `write_run_record`) are sorted before reducing."""
+    path = hand_results / "m" / "hand-r0" / "timeseries.parquet"
+    before = pandas_engine.summarise(discover(hand_results)).summary
+    table = pq.read_table(path)
+    pq.write_table(table.take(np.random.default_rng(3).permutation(table.num_rows)), path)
+    after = pandas_engine.summarise(discover(hand_results)).summary
+    assert compare_frames(before, after, ["run_id"]) == []

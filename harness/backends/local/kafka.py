@@ -21,6 +21,7 @@ from harness.backends.local.config import LocalConfig
 from harness.backends.local.errors import StackError
 from harness.backends.local.install import Installation, run_checked
 from harness.backends.local.supervisor import Supervisor, port_open
+from harness.logs import kafka_client_config
 
 log = logging.getLogger(__name__)
 
@@ -199,10 +200,13 @@ class KafkaService:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
+        admin = AdminClient(kafka_client_config({"bootstrap.servers": self.bootstrap}))
         try:
-            AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2)
+            admin.list_topics(timeout=2)
         except KafkaException:  # no metadata (yet): the broker is not serving
             return False
+        finally:
+            admin.poll(0)  # hand librdkafka's queued log lines to the log file
         return True
 
     def stop(self) -> None:
@@ -222,7 +226,7 @@ class KafkaService:
         )
 
         retention = retention or TopicRetention.for_run(self.cfg, partitions, 6 * 3600)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(kafka_client_config({"bootstrap.servers": self.bootstrap}))
         meta = admin.list_topics(timeout=10)
         missing = [t for t in topics if t not in meta.topics]
         present = [t for t in topics if t in meta.topics]
@@ -240,12 +244,15 @@ class KafkaService:
                        for k, v in retention.configs().items()]
             futures.update({f"{r.name} (retention)": f for r, f in admin.incremental_alter_configs(
                 [ConfigResource(ResourceType.TOPIC, t, incremental_configs=entries) for t in present]).items()})
-        for topic, fut in futures.items():
-            try:
-                fut.result(timeout=30)
-            except Exception as exc:
-                if "already exists" not in str(exc).lower():
-                    raise StackError(f"topic {topic}", f"could not be created or configured: {exc}") from exc
+        try:
+            for topic, fut in futures.items():
+                try:
+                    fut.result(timeout=30)
+                except Exception as exc:
+                    if "already exists" not in str(exc).lower():
+                        raise StackError(f"topic {topic}", f"could not be created or configured: {exc}") from exc
+        finally:
+            admin.poll(0)  # hand librdkafka's queued log lines to the log file
 
     def delete_topics(self, timeout_s: float = 30.0) -> list[str]:
         """Delete every non-internal topic (a run's data is never read again: each run reads from a fresh
@@ -253,7 +260,7 @@ class KafkaService:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(kafka_client_config({"bootstrap.servers": self.bootstrap}))
         try:
             names = [t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")]
         except KafkaException as exc:
@@ -268,6 +275,7 @@ class KafkaService:
                 deleted.append(topic)
             except KafkaException as exc:
                 log.warning("Kafka topic %s not deleted: %s", topic, exc)
+        admin.poll(0)  # hand librdkafka's queued log lines to the log file
         return deleted
 
     def remove_deleted_logs(self, topics: Sequence[str] = ()) -> None:
@@ -289,7 +297,7 @@ class KafkaService:
         (a run's partitions and retention are its own; Kafka cannot shrink a topic)."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(kafka_client_config({"bootstrap.servers": self.bootstrap}))
         existing = [t for t in topics if t in admin.list_topics(timeout=10).topics]
         if existing:
             for topic, fut in admin.delete_topics(existing, operation_timeout=30).items():
