@@ -134,7 +134,9 @@ def run_experiment(
                     for o in topology.operators
                 ],
             },
-            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate},
+            # records: what the pattern asks for over the run, the base of the load shortfall
+            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate,
+                        "records": pattern.records_between(0.0, duration)},
             "backend": backend_facts,
             "versions": _versions(),
             "host": host_facts(),

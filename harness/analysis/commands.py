@@ -45,11 +45,16 @@ def analyze_command(
             raise typer.Exit(1) from None
     summary = outputs.result.summary
     table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({time.monotonic() - started:.1f} s)")
-    for col in ("cell", "n", "avg(TM)", "max(TM)", "avg(lat)", "p95", "scale count", "flagged"):
+    from harness.analysis.tables import fmt_latency, fmt_share
+
+    for col in ("cell", "n", "avg(TM)", "max(TM)", "kafka lat avg", "kafka p95", "e2e lat avg", "e2e p95",
+                "shortfall", "scale count", "skipped decisions", "flagged"):
         table.add_column(col, justify="left" if col == "cell" else "right")
     for r in outputs.cells.itertuples(index=False):
         table.add_row(f"{r.matrix}/{r.cell_id}", str(r.runs), f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}",
-                      f"{r.lat_avg:.3g}", f"{r.lat_p95:.3g}", f"{r.scale_count:.1f}", f"{r.flagged:.0%}")
+                      fmt_latency(r.latency_kafka_avg), fmt_latency(r.latency_kafka_p95),
+                      fmt_latency(r.latency_e2e_avg), fmt_latency(r.latency_e2e_p95), fmt_share(r.load_shortfall),
+                      f"{r.scale_count:.1f}", f"{r.decisions_skipped:.1f}", f"{r.flagged:.0%}")
     Console().print(table)
     console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'}")
 

@@ -27,6 +27,7 @@ class EventFacts:
     failed_rescales: int
     recoveries: int
     phase_stages: tuple[Stage, ...]
+    decisions_skipped: int = 0  # ticks the loop took no decision for want of a measured metric
 
 
 def _rows(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
@@ -86,6 +87,7 @@ def event_facts(events: pd.DataFrame, run_end: float) -> EventFacts:
         failed_rescales=sum(1 for f in faults if "rescale" in f["reason"].lower()),
         recoveries=len(_rows(events, EventKind.RECOVERY)),
         phase_stages=phase_stages(events, run_end),
+        decisions_skipped=len(_rows(events, EventKind.DECISION_SKIPPED)),
     )
 
 
@@ -100,6 +102,7 @@ def event_metrics(meta: RunMeta, events: pd.DataFrame, run_end: float) -> tuple[
     n_actions = len(facts.action_ts)
     out: dict[str, Any] = {
         "scale_count": n_actions,
+        "decisions_skipped": facts.decisions_skipped,
         "faults": facts.faults,
         "crashes": facts.crashes,
         "failed_rescales": facts.failed_rescales,

@@ -1,7 +1,9 @@
 """Per-run summaries computed run by run with pandas and the metric core.
 
 This is the reference the Spark jobs are checked against: it calls the pure
-functions of `metrics` directly, one run at a time.
+functions of `metrics` directly, one run at a time. NaN samples are kept: they
+mark gaps for the time-weighted statistics (`metrics` conventions); everything
+else is computed from the measured samples (`run_pieces`).
 """
 
 from __future__ import annotations
@@ -35,25 +37,25 @@ from harness.vocabulary import Metric
 def read_timeseries(ref: RunRef) -> pd.DataFrame:
     if ref.timeseries_path is None:
         return pd.DataFrame({"ts": [], "metric": [], "operator": [], "subtask": [], "value": []})
-    df = pq.read_table(ref.timeseries_path, columns=["ts", "metric", "operator", "subtask", "value"]).to_pandas()
-    return df[df["value"].notna()]
+    return pq.read_table(ref.timeseries_path, columns=["ts", "metric", "operator", "subtask", "value"]).to_pandas()
 
 
 def series_stats(ts: np.ndarray, values: np.ndarray, end: float, percentiles: bool) -> SeriesStats:
+    """Statistics of one series whose NaN samples mark gaps; it must hold at least one measured sample."""
     order = np.argsort(ts, kind="stable")
     ts, values = ts[order], values[order]
-    widths = mx.step_widths(ts, end)
-    span = float(widths.sum())
+    area, span = mx.held_area(ts, values, end)
+    measured = values[~np.isnan(values)]
     return SeriesStats(
         tw_mean=mx.time_weighted_mean(ts, values, end),
-        tw_sum=float((widths * values).sum()),
+        tw_sum=area,
         span=span,
-        max=float(values.max()),
-        min=float(values.min()),
-        last=float(values[-1]),
-        n=len(values),
-        p50=mx.percentile(values, 50) if percentiles else math.nan,
-        p95=mx.percentile(values, 95) if percentiles else math.nan,
+        max=float(measured.max()),
+        min=float(measured.min()),
+        last=float(measured[-1]),
+        n=len(measured),
+        p50=mx.percentile(measured, 50) if percentiles else math.nan,
+        p95=mx.percentile(measured, 95) if percentiles else math.nan,
     )
 
 
@@ -66,10 +68,13 @@ def run_pieces(ref: RunRef, df: pd.DataFrame) -> RunPieces:
         return RunPieces(0.0, 0.0)
     start, end = float(df["ts"].min()), float(df["ts"].max())
     pieces = RunPieces(start, end)
-    arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}  # measured samples only
     for (metric, op), g in df.groupby(["metric", "operator"], sort=True):
         ts, values = g["ts"].to_numpy(float), g["value"].to_numpy(float)
-        arrays[(metric, op)] = (ts, values)
+        measured = ~np.isnan(values)
+        if not measured.any():
+            continue  # never measured: the series is absent, not a row of NaNs
+        arrays[(metric, op)] = (ts[measured], values[measured])
         pieces.series[(metric, op)] = series_stats(ts, values, end, metric in PERCENTILE_METRICS and op == "")
 
     def job(metric: str) -> tuple[np.ndarray, np.ndarray] | None:

@@ -92,7 +92,10 @@ def file_uris(path: Path) -> list[str]:
 
 
 def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
-    """Job- and operator-level samples (subtask -1, NaN/null dropped) with an integer run index `rid`."""
+    """Job- and operator-level samples (subtask -1) with an integer run index `rid`.
+
+    A NaN value marks a gap (`metrics` conventions) and becomes null here, which Spark's aggregates skip.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
 
@@ -105,8 +108,9 @@ def load_samples(spark: SparkSession, refs: list[RunRef]) -> DataFrame:
     files = pd.DataFrame([(uri, i) for i, p in paths for uri in file_uris(p)], columns=["file", "rid"])
     files_df = spark.createDataFrame(files, "file string, rid int")
     raw = (spark.read.schema(schema).parquet(*[str(p.resolve()) for _, p in paths])
-           .where((F.col("subtask") == -1) & F.col("value").isNotNull() & ~F.isnan("value"))
-           .select("ts", "metric", "operator", "value", F.input_file_name().alias("file")))
+           .where(F.col("subtask") == -1)
+           .select("ts", "metric", "operator", F.when(~F.isnan("value"), F.col("value")).alias("value"),
+                   F.input_file_name().alias("file")))
     return raw.join(F.broadcast(files_df), "file").drop("file")
 
 
@@ -148,23 +152,27 @@ def series_stats(job: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(run, metric, operator) -> the step function's area up to its last sample, max, min, last, n;
     and p50/p95 apart (only for `PERCENTILE_METRICS`: an exact percentile keeps every value).
 
-    The last sample's share (it holds until the run's end) is added on the driver (`finish_series`).
+    Gap markers (null values) hold nothing: their duration is in neither the area nor the span. The
+    last sample's share (it holds until the run's end, unless it is a gap marker) is added on the
+    driver (`finish_series`); series without a measured sample are left out.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("rid", "metric", "operator").orderBy("ts")
     held = job.withColumn("dt", F.lead("ts").over(w) - F.col("ts"))
+    measured = F.col("value").isNotNull()
     agg = held.groupBy("rid", "metric", "operator").agg(
         F.sum(F.col("value") * F.col("dt")).alias("area"),
-        F.sum("dt").alias("span"),
+        F.sum(F.when(measured, F.col("dt"))).alias("span"),
         F.avg("value").alias("plain_mean"),
         F.max("value").alias("max"),
         F.min("value").alias("min"),
-        F.max_by("value", "ts").alias("last"),
+        F.max_by("value", F.when(measured, F.col("ts"))).alias("last"),
+        F.max_by("value", "ts").alias("tail_value"),  # null when the series ends in a gap
         F.max("ts").alias("last_ts"),
         F.count("value").alias("n"),
-    )
+    ).where(F.col("n") > 0)
     pct = (job.where(F.col("metric").isin(*PERCENTILE_METRICS) & (F.col("operator") == ""))
            .groupBy("rid", "metric", "operator")
            .agg(F.percentile("value", F.array(F.lit(0.5), F.lit(0.95))).alias("pct"))
@@ -176,8 +184,8 @@ def series_stats(job: DataFrame) -> tuple[DataFrame, DataFrame]:
 def finish_series(agg: pd.DataFrame, pct: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
     """Add each series' last interval (last sample -> run end) and the percentiles."""
     df = agg.merge(bounds, on="rid", how="left").merge(pct, on=["rid", "metric", "operator"], how="left")
-    tail = (df["run_end"] - df["last_ts"]).clip(lower=0.0)
-    df["tw_sum"] = df["area"].fillna(0.0) + df["last"] * tail
+    tail = (df["run_end"] - df["last_ts"]).clip(lower=0.0).where(df["tail_value"].notna(), 0.0)
+    df["tw_sum"] = df["area"].fillna(0.0) + df["tail_value"].fillna(0.0) * tail
     df["span"] = df["span"].fillna(0.0) + tail
     df["tw_mean"] = (df["tw_sum"] / df["span"]).where(df["span"] > 0, df["plain_mean"])
     return df
@@ -300,6 +308,7 @@ def _nan(v: Any) -> float:
 def summarise(spark: SparkSession, refs: list[RunRef],
               progress: Callable[[str], Any] | None = None) -> AnalysisResult:
     """The per-run summary of every run; Spark reduces the samples, the driver assembles rows."""
+    from pyspark.sql import functions as F
 
     def step(msg: str) -> None:
         if progress is not None:
@@ -316,14 +325,15 @@ def summarise(spark: SparkSession, refs: list[RunRef],
         job, bounds = partitioned_job_samples(spark, refs, partitions)
         bounds_df = spark.createDataFrame(bounds, "rid int, run_start double, run_end double")
         step("series statistics")
-        agg, pct = series_stats(job)
+        agg, pct = series_stats(job)  # gap markers count here, as gaps
         stats_pdf = finish_series(pd.DataFrame(agg.toPandas()), pd.DataFrame(pct.toPandas()), bounds)
+        measured = job.where(F.col("value").isNotNull())  # the rest takes the measured samples only
         step("SPEC provisioning")
-        prov_pdf = finish_provisioning(pd.DataFrame(provisioning(job, runs).toPandas()), bounds)
+        prov_pdf = finish_provisioning(pd.DataFrame(provisioning(measured, runs).toPandas()), bounds)
         step("QoS violations")
-        qos_pdf = pd.DataFrame(qos_violations(job, runs, bounds_df).toPandas())
+        qos_pdf = pd.DataFrame(qos_violations(measured, runs, bounds_df).toPandas())
         step("excess time")
-        excess_pdf = pd.DataFrame(excess_facts(job).toPandas())
+        excess_pdf = pd.DataFrame(excess_facts(measured).toPandas())
         job.unpersist()
         bounds_pdf = bounds
         for frame in (stats_pdf, bounds_pdf, prov_pdf, qos_pdf, excess_pdf):

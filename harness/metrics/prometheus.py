@@ -221,6 +221,7 @@ def build_snapshot(fetched: Fetched, view: JobView, t: float, window_s: float,
     host = {(k[0], k[1]): s.get("metric", {}).get("tm_id", "") for s in r.get("subtask_tm", [])
             for k in [_key(s, SUBTASK)]}
     tm_cpu, tm_jvm = _tm_cpu(fetched, view)
+    e2e = {name: _index(r.get(name, []), ()).get((), nan) for name in ("latency_e2e", "latency_e2e_p95")}
     pending = _index(r.get("pending_records", []), ("task_id",))
     pending_d = _index(r.get("pending_records_deriv", []), ("task_id",))
     topic_rate = _index(r.get("input_rate", []), ("topic",))
@@ -294,6 +295,8 @@ def build_snapshot(fetched: Fetched, view: JobView, t: float, window_s: float,
         throughput=_sum([o.records_out_per_s for o in sources]),
         # every source subtask that emitted in the window counts; one that emitted nothing has no lag
         latency_s=float(np.mean(lags_ms)) / 1000.0 if lags_ms and lag_complete else nan,
+        latency_e2e_s=e2e["latency_e2e"],
+        latency_e2e_p95_s=e2e["latency_e2e_p95"],
         taskmanagers=view.taskmanagers,
         cpu_load=float(np.mean(list(tm_cpu.values()))) if tm_cpu else nan,
         cpu_jvm_load=float(np.mean(list(tm_jvm.values()))) if tm_jvm else nan,

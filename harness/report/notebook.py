@@ -55,10 +55,20 @@ def table(cells: pd.DataFrame, kind: str = "thesis") -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def unit(metric: str, values: pd.Series | list[float]) -> tuple[float, str]:
+    """(factor, suffix) to show a metric in: latencies in ms when all are below 1 s, else s."""
+    if not metric.startswith("latency_"):
+        return 1.0, ""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    return (1000.0, " (ms)") if len(arr) and np.abs(arr).max() < 1.0 else (1.0, " (s)")
+
+
 def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | str = "pattern",
            title: str | None = None) -> None:
     """Grouped bars: one group per `group` value, one bar per configuration, 95 % CI as error bars."""
     group = [group] if isinstance(group, str) else group
+    factor, suffix = unit(metric, cells[metric]) if metric in cells else (1.0, "")
     cells = with_labels(cells)
     keys = sorted({tuple(r) for r in cells[group].itertuples(index=False)})
     labels = list(dict.fromkeys(cells["label"]))
@@ -72,9 +82,10 @@ def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | st
             vals.append(float(row[metric].mean()) if not row.empty else math.nan)
             ci = row.get(f"{metric}_ci")
             errs.append(float(ci.mean()) if ci is not None and not row.empty and not ci.isna().all() else 0.0)
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=errs, capsize=3, label=label)
+        ax.bar(x + i * width - 0.4 + width / 2, [v * factor for v in vals], width, yerr=[e * factor for e in errs],
+               capsize=3, label=label)
     ax.set_xticks(x, ["/".join(k) for k in keys])
-    ax.set_title(title or metric)
+    ax.set_title((title or metric) + suffix)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
 
@@ -107,11 +118,12 @@ def sensitivity(axes: list[plt.Axes], cells: pd.DataFrame, metrics: list[str]) -
             ax.set_title("no parameter varies in these results")
         return points
     for ax, metric in zip(axes, metrics, strict=False):
+        factor, suffix = unit(metric, points[metric])
         for (name, query, pattern), grp in points.groupby(["autoscaler", "query", "pattern"]):
             grp = grp.sort_values("value")
-            ax.errorbar(grp["value"], grp[metric], yerr=grp[f"{metric}_ci"].fillna(0.0), marker="o", capsize=3,
-                        label=f"{name} {query}/{pattern} ({grp['parameter'].iloc[0]})")
-        ax.set_title(metric)
+            ax.errorbar(grp["value"], grp[metric] * factor, yerr=grp[f"{metric}_ci"].fillna(0.0) * factor, marker="o",
+                        capsize=3, label=f"{name} {query}/{pattern} ({grp['parameter'].iloc[0]})")
+        ax.set_title(metric + suffix)
         ax.set_xlabel("parameter value")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small")

@@ -23,7 +23,8 @@ from harness.analysis.aggregate import crash_rates
 from harness.analysis.loader import read_events
 from harness.analysis.meta import load_meta
 from harness.analysis.pipeline import analyze, default_out, load_outputs
-from harness.analysis.tables import Table, build_tables, row_labels, to_markdown
+from harness.analysis.summary import SHORTFALL_FLAG
+from harness.analysis.tables import Table, build_tables, fmt_share, row_labels, to_markdown
 from harness.report import figures
 from harness.report.figures import Trace
 
@@ -132,8 +133,23 @@ def build_report(results_dir: Path, out_dir: Path | None = None, analysis_dir: P
 
 def _header(results_dir: Path, runs: pd.DataFrame) -> str:
     flagged = int(runs["flagged"].sum()) if "flagged" in runs else 0
+    short = int(runs["shortfall_flagged"].fillna(False).astype(bool).sum()) if "shortfall_flagged" in runs else 0
     return (f"{len(runs)} runs under `{results_dir}`; {flagged} flagged (crash, failed rescale or failed run; "
-            "kept and counted). Cells show mean ± 95 % t-interval half-width over repetitions; n = runs.")
+            f"kept and counted); {short} flagged for load shortfall (more than {SHORTFALL_FLAG:.0%} of the "
+            "pattern's records never offered: generator skips and records expired in Kafka). "
+            "Latencies: kafka = time in Kafka (thesis), e2e = sink time - event time, in ms below 1 s. "
+            "Cells show mean ± 95 % t-interval half-width over repetitions; n = runs.")
+
+
+def shortfall_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs flagged for load shortfall, with what was lost (the report lists them by name)."""
+    cols = ["run_id", "load_shortfall", "load_skipped", "load_expired"]
+    if runs.empty or "shortfall_flagged" not in runs:
+        return pd.DataFrame(columns=cols)
+    sel = runs[runs["shortfall_flagged"].fillna(False).astype(bool)]
+    out = sel[[c for c in cols if c in sel]].copy()
+    out["load_shortfall"] = [fmt_share(v) for v in out["load_shortfall"]]
+    return out.reset_index(drop=True)
 
 
 def _markdown(results_dir: Path, runs: pd.DataFrame, crashes: pd.DataFrame, sections: list[_Section],
@@ -141,6 +157,9 @@ def _markdown(results_dir: Path, runs: pd.DataFrame, crashes: pd.DataFrame, sect
     lines = ["# Autoscaler benchmark report", "", _header(results_dir, runs), ""]
     if not crashes.empty:
         lines += ["## Crash rate per autoscaler", "", to_markdown(crashes), ""]
+    short = shortfall_runs(runs)
+    if not short.empty:
+        lines += [f"## Runs flagged for load shortfall (> {SHORTFALL_FLAG:.0%})", "", to_markdown(short), ""]
     for s in sections:
         lines += [f"## {s.title}", ""]
         for t in s.tables:
@@ -154,6 +173,10 @@ def _html(results_dir: Path, runs: pd.DataFrame, crashes: pd.DataFrame, sections
     body = [f"<h1>Autoscaler benchmark report</h1><p class='muted'>{html.escape(_header(results_dir, runs))}</p>"]
     if not crashes.empty:
         body.append("<h2>Crash rate per autoscaler</h2>" + crashes.to_html(index=False, float_format="%.3g"))
+    short = shortfall_runs(runs)
+    if not short.empty:
+        body.append(f"<h2>Runs flagged for load shortfall (&gt; {SHORTFALL_FLAG:.0%})</h2>"
+                    + short.to_html(index=False, float_format="%.3g"))
     for s in sections:
         body.append(f"<h2>{html.escape(s.title)}</h2>")
         for t in s.tables:

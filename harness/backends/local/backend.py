@@ -25,7 +25,7 @@ from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
-from harness.metrics.export import export_queries
+from harness.metrics.export import export_queries, fill_gaps
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -72,6 +72,7 @@ class LocalBackend:
         self._job_ids: list[str] = []
         self._rescales: list[dict[str, Any]] = []
         self._raw: pd.DataFrame | None = None
+        self._grid: tuple[float, float, float] = (0.0, 0.0, 0.0)  # export range (start, end, step), relative
         self._stopped = False
         self._generator: Any = None
         self._timestamps: Any = None  # interarrivals.TimestampTail over the generator's sampled send times
@@ -130,8 +131,10 @@ class LocalBackend:
         self._sample(downtime=False)
 
     def _submit(self, parallelism: dict[str, int], savepoint: str | None) -> str:
-        main, args = self._jobjar.job_command(self.topology.query, self.stack.kafka_bootstrap, parallelism,
-                                              group_id=self._group_id)
+        # the sink's max-latency gauge covers one scrape interval: every scrape sees the max since the last
+        main, args = self._jobjar.job_command(
+            self.topology.query, self.stack.kafka_bootstrap, parallelism, group_id=self._group_id,
+            latency_max_window_ms=int(round(self.stack.cfg.scrape_interval_s * 1000)))
         job_id = self.stack.submit_job(self.jar, main, list(args), savepoint=savepoint)
         self._job_ids.append(job_id)
         return job_id
@@ -372,6 +375,7 @@ class LocalBackend:
         if self._t0 is not None:
             step = float(self.experiment.local.scrape_interval_s) if self.experiment else 5.0
             start, end = self._wall0, self._wall0 + self.now()
+            self._grid = (0.0, end - start, step)  # the range queries' evaluation times, relative
             for (metric, op), promql in self._export_queries(step).items():
                 try:
                     result = self.monitor.query_range(promql, start, end, step)
@@ -388,8 +392,10 @@ class LocalBackend:
         return self._raw
 
     def timeseries(self) -> pd.DataFrame:
+        """The run's series; NaN rows mark gaps (a step without a Prometheus point, an unmeasured snapshot)."""
         raw = self._export_raw()
-        parts = [raw[["ts", "metric", "operator", "value"]].assign(subtask=-1)] if len(raw) else []
+        parts = [fill_gaps(raw[["ts", "metric", "operator", "value"]], *self._grid).assign(subtask=-1)] \
+            if len(raw) else []
         rows: list[dict[str, Any]] = []
         for s in self._samples:
             rows.append({"ts": s["t"], "metric": Metric.PROCESSING, "operator": "", "value": s["processing"]})
@@ -412,7 +418,7 @@ class LocalBackend:
         if not parts:
             return pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
         df = pd.concat(parts, ignore_index=True)
-        df = df[np.isfinite(df["value"].astype(float))]
+        df = df[~np.isinf(df["value"].astype(float))]
         return df[["ts", "metric", "operator", "subtask", "value"]]
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:

@@ -303,6 +303,34 @@ class LocalStack:
             out.append(ServiceStatus(GENERATOR, True, g.pid, self.ports.generator_metrics, True, "load generator"))
         return StackStatus(out)
 
+    # ---- monitoring outage (tests, fault injection) ---------------------------------------------
+    def stop_prometheus(self) -> None:
+        """Stop Prometheus, keeping its data: the monitor goes blind while the job runs on."""
+        self.prometheus.stop()
+
+    def start_prometheus(self, timeout_s: float | None = None) -> float:
+        """Start Prometheus again on its data and wait until it is ready; returns the seconds it took."""
+        t0 = time.monotonic()
+        deadline = t0 + (timeout_s or self.cfg.startup_timeout_s)
+        if not self.sup.alive(prom_mod.NAME):
+            while True:  # the stopped process's port may take a moment to be free
+                try:
+                    check_ports_free({"prometheus": self.ports.prometheus})
+                    break
+                except StackError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.25)
+            self.prometheus.start(self.ensure_installed())
+        log = self.prometheus.dir / "prometheus.log"
+        while not self.prometheus.healthy():
+            self._fail_if_dead(prom_mod.NAME, log)
+            if time.monotonic() > deadline:
+                raise StackError(prom_mod.NAME, f"not ready {time.monotonic() - t0:.0f} s after a restart; "
+                                                f"log tail of {log}:\n{_tail(log)}")
+            time.sleep(0.25)
+        return time.monotonic() - t0
+
     # ---- task managers ------------------------------------------------------------------------
     def _cgroups_on(self) -> bool:
         return self.cfg.cpu_cgroups != "off" and self.cgroups.available

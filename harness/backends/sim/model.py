@@ -28,6 +28,23 @@ A rescale stops all processing for a downtime (sources keep receiving),
 measured in seconds from the moment it is applied; a partly covered step
 processes for the uncovered fraction.
 
+Latency, two quantities at step resolution (METRICS.md):
+- time in Kafka (the thesis' `latency_kafka`): age of the records a source
+  takes from its FIFO; NaN in a step in which no source emitted (the real
+  gauges are absent then too; the records that waited show their wait when
+  they are taken);
+- end-to-end (`latency_e2e`): every operator's input buffer is a FIFO of
+  records that carry their event-time step, so a record's age when a sink
+  processes it is its time in Kafka plus its queueing in every buffer on its
+  path, including any downtime it sat through. The one step per hop that the
+  step-wise pipelining adds is not latency (a record passes an idle operator
+  well within a step), so each hop moves the carried step forward by one.
+  Ages go into the sink histogram of `harness.metrics.latency` (the buckets
+  the real sink exports). Outputs of windows and joins carry the event time
+  of the inputs that produced them (the real window result carries the
+  window's end: the watermark delay of about the out-of-orderness bound is
+  below this model's resolution and not added).
+
 Every step writes one row of `row_width` floats (job columns, then `OP_COLS`
 per operator) into a growing array; `harness.backends.sim.readout` turns rows into
 snapshots and the run's timeseries.
@@ -36,6 +53,7 @@ snapshots and the run's timeseries.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -43,14 +61,21 @@ import numpy as np
 
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.kafka import FifoTopic, regroup
+from harness.metrics.latency import E2E_BUCKETS_S
 from harness.topology import OperatorSpec, Topology
 
 # Nexmark generator proportions per 50 events (WORKLOADS-AND-QUERIES.md).
 NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids": 46 / 50}
 
-# Job columns of a row (amounts per step, not per second).
-J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED = range(8)
-JOB_COLS = 8
+# Job columns of a row (amounts per step, not per second). Latencies in seconds, NaN when no record
+# was taken (Kafka) or reached a sink (e2e) in the step; E2E_SUM is the sum of the sink records' ages.
+(J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED,
+ J_E2E_COUNT, J_E2E_SUM, J_E2E_MAX) = range(11)
+JOB_COLS = 11
+# Sink records per end-to-end latency bucket and step: one column per bound of
+# `harness.metrics.latency.E2E_BUCKETS_S`, plus the open bucket above the last bound.
+E2E_BUCKETS = len(E2E_BUCKETS_S) + 1
+_E2E_BOUNDS = [float(b) for b in E2E_BUCKETS_S]
 # Per-operator columns, at offset JOB_COLS + i * OP_COLS. *_LANE0: a source's first partition
 # group alone (its other group is the total minus these).
 (O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED,
@@ -146,6 +171,10 @@ class SimModel:
         self.cap_sub = [float(o.capacity) for o in ops]
         self.units = [subtask_units(o, topology.partitions) for o in ops]
         self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
+        self.is_sink = [not d for d in self.down]
+        # Non-sources: the input buffer's records with the event-time step they carry (shifted one step
+        # per hop, see the module docstring); holds the same amount as `buf`.
+        self.inbox: list[FifoTopic | None] = [None if o.is_source else FifoTopic() for o in ops]
         self.ups = [tuple(index[u] for u in o.upstream) for o in ops]
         self.multi = [len(u) > 1 for u in self.ups]
         # Sources: one FIFO per group of equally loaded subtasks (see module docstring).
@@ -181,6 +210,7 @@ class SimModel:
         self.row_width = JOB_COLS + OP_COLS * self.n
         longest = max((len(a) for _, a in self.arrivals), default=0)
         self._rows = np.zeros((max(64, longest + 1), self.row_width))
+        self._e2e = np.zeros((len(self._rows), E2E_BUCKETS))
         self._order = tuple(reversed(range(self.n)))
         self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
 
@@ -301,9 +331,15 @@ class SimModel:
         ups = self.ups
         bufq = self.bufq
         bpr, rings, ring_pos, state = self.bpr, self.ring, self.ring_pos, self.state
+        inbox = self.inbox
+        is_sink = self.is_sink
+        e2e_hist = [0.0] * E2E_BUCKETS
+        e2e_count = e2e_sum = 0.0
+        e2e_max = -1.0
         for i in self._order:
             xi = want[i]
             si = sel[i]
+            pieces: list[tuple[float, float]] = []
             if si > 0.0 and xi > 0.0:
                 for j in down[i]:
                     room = free[j]
@@ -322,7 +358,7 @@ class SimModel:
                         wg = lane_want[i][g]
                         if wg <= 0.0:
                             continue
-                        got, a_sum, a_max = q.consume(k, wg * ratio)
+                        got, a_sum, a_max = q.consume(k, wg * ratio, pieces)
                         xi += got
                         age_sum += a_sum
                         if a_max > max_age:
@@ -335,6 +371,16 @@ class SimModel:
             else:
                 b = buf[i] - xi
                 buf[i] = b if b > 0.0 else 0.0
+                if xi > 0.0:
+                    inbox[i].consume(k, xi, pieces)  # type: ignore[union-attr]
+                    if is_sink[i]:
+                        for origin, c in pieces:
+                            age = (k - origin) * dt
+                            e2e_hist[bisect_left(_E2E_BOUNDS, age)] += c
+                            e2e_count += c
+                            e2e_sum += c * age
+                            if age > e2e_max:
+                                e2e_max = age
                 usage[i] = buf[i] / bufq[i] if bufq[i] > 0.0 else 0.0
                 # in-flight (one step of capacity) + queued part
                 free[i] = cap[i] + bufq[i] - buf[i]
@@ -344,6 +390,9 @@ class SimModel:
                 out = si * xi
                 for j in down[i]:
                     buf[j] += out
+                    q_j = inbox[j]
+                    for origin, c in pieces:
+                        q_j.append(origin + 1, c * si)  # type: ignore[union-attr]
             if bpr[i]:
                 add = xi * bpr[i]
                 ring = rings[i]
@@ -357,18 +406,16 @@ class SimModel:
         self.processed += taken_total
 
         lag = 0.0
-        heads = []
         for i in self.src_index:
             for q in lanes[i]:
                 lag += q.pending
-                if q.buckets:
-                    heads.append(q.buckets[0][0])
         if taken_total > 0.0:
             latency = age_sum / taken_total * dt
             latency_max = max_age * dt
-        else:  # nothing emitted: the oldest pending record has waited this long already
-            latency = latency_max = (k - min(heads)) * dt if heads else 0.0
-        row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed]
+        else:  # nothing emitted: no record has a latency yet; those waiting show theirs when taken
+            latency = latency_max = math.nan
+        row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed,
+                            e2e_count, e2e_sum, e2e_max if e2e_count > 0.0 else math.nan]
         par = self.par
         share = self.share
         for i in range(n):
@@ -395,7 +442,10 @@ class SimModel:
             )
         if k >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+            self._e2e = np.concatenate([self._e2e, np.zeros_like(self._e2e)])
         self._rows[k] = row
+        if e2e_count > 0.0:
+            self._e2e[k] = e2e_hist
         self.k = k + 1
 
     def run_until(self, t: float) -> None:
@@ -408,6 +458,11 @@ class SimModel:
         """Recorded rows as a (steps, row_width) view; `last` keeps only the newest ones."""
         lo = 0 if last is None else max(0, self.k - last)
         return self._rows[lo : self.k]
+
+    def e2e_array(self, last: int | None = None) -> np.ndarray:
+        """Sink records per end-to-end latency bucket, one row per step, aligned with `rows_array`."""
+        lo = 0 if last is None else max(0, self.k - last)
+        return self._e2e[lo : self.k]
 
     def op_col(self, i: int, col: int) -> int:
         return JOB_COLS + i * OP_COLS + col
