@@ -1,8 +1,10 @@
 """PromQL for exporting a whole run's series into the run record (local and k8s alike).
 
 Pure: (record metric, operator or '') -> PromQL, evaluated by the backend as range queries at
-the scrape step. Rates come from counters over the window (Flink's *PerSecond meters average
-60 s and lag every rate step); source lag gauges are NaN until a restarted subtask emits, and
+the scrape step. Gauges are read through `held` (their latest sample of the last rate window, never
+Prometheus' 5-minute lookback), so a monitoring outage is a gap in the record, not the last
+value. Rates come from counters over the window (Flink's *PerSecond meters average 60 s and lag
+every rate step); source lag gauges are NaN until a restarted subtask emits, and
 `>= 0` drops those samples so a restart never reads as zero latency. Vertex ids of every job
 the run saw are matched, so series survive a resubmission (savepoint rescale, recovery).
 
@@ -39,11 +41,20 @@ LOG_START_OFFSET = "kafka_log_start_offset"
 SOURCE_OFFSET = T + "operator_KafkaSourceReader_topic_partition_currentOffset"
 
 
-def expired_query(sources: str) -> str:
+def held(selector: str, window: str) -> str:
+    """A gauge's latest sample within `window` only. A plain selector would return a sample up to
+    Prometheus' 5-minute lookback old: while Prometheus itself is down nothing marks the series stale,
+    so its last value would fill the outage. Bounded, an outage is a gap."""
+    return f"last_over_time({selector}[{window}])"
+
+
+def expired_query(sources: str, window: str) -> str:
     """Records Kafka retention deleted before the job's sources read them: per partition, how far the
     log start offset is past the source's current offset (0 while the job keeps ahead of retention)."""
-    return (f"sum(clamp_min(max by (topic, partition) ({LOG_START_OFFSET}) - on (topic, partition) "
-            f'max by (topic, partition) ({SOURCE_OFFSET}{{task_id=~"{sources}"}}), 0))')
+    position = held(f'{SOURCE_OFFSET}{{task_id=~"{sources}"}}', window)
+    # a partition the reader has not positioned yet reports -1: it is not behind anything
+    return (f"sum(clamp_min(max by (topic, partition) ({held(LOG_START_OFFSET, window)}) - on (topic, partition) "
+            f"max by (topic, partition) ({position} >= 0), 0))")
 
 
 def export_queries(topology: Topology, vertex_ids_seen: Mapping[str, Iterable[str]],
@@ -51,18 +62,20 @@ def export_queries(topology: Topology, vertex_ids_seen: Mapping[str, Iterable[st
     w = f"{max(2 * step_s, 10):g}s"
     q: dict[tuple[str, str], str] = {
         (Metric.INPUT_RATE, ""): f"sum(rate(generator_records_produced_total[{w}]))",
-        (Metric.TASKMANAGERS, ""): "max(flink_jobmanager_numRegisteredTaskManagers)",
-        (Metric.LAG, ""): f"sum(max by (task_id, subtask_index) ({T}operator_pendingRecords))",
+        (Metric.TASKMANAGERS, ""): f"max({held('flink_jobmanager_numRegisteredTaskManagers', w)})",
+        (Metric.LAG, ""): f"sum(max by (task_id, subtask_index) ({held(T + 'operator_pendingRecords', w)}))",
         (Metric.LATENCY_KAFKA, ""): " or ".join(
-            f"(avg(max by (task_id, subtask_index) ({T}operator_{m} >= 0)) / 1000)" for m in LATENCY_GAUGES),
+            f"(avg(max by (task_id, subtask_index) ({held(T + 'operator_' + m, w)} >= 0)) / 1000)"
+            for m in LATENCY_GAUGES),
     }
     for op in topology.names:
         ids = "|".join(sorted(set(vertex_ids_seen.get(op, ())))) or "none"
         sel = f'{{task_id=~"{ids}"}}'
         q[(Metric.RECORDS_OUT, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsOut{sel}[{w}])))"
         q[(Metric.RECORDS_IN, op)] = f"sum(avg by (subtask_index) (rate({T}numRecordsIn{sel}[{w}])))"
-        q[(Metric.BUSY, op)] = f"avg(max by (subtask_index) ({T}busyTimeMsPerSecond{sel}))"
-        q[(Metric.BACKPRESSURED, op)] = f"avg(max by (subtask_index) ({T}backPressuredTimeMsPerSecond{sel}))"
+        q[(Metric.BUSY, op)] = f"avg(max by (subtask_index) ({held(T + 'busyTimeMsPerSecond' + sel, w)}))"
+        q[(Metric.BACKPRESSURED, op)] = (
+            f"avg(max by (subtask_index) ({held(T + 'backPressuredTimeMsPerSecond' + sel, w)}))")
     srcs = "|".join(sorted({v for s in topology.sources for v in vertex_ids_seen.get(s.name, ())})) or "none"
     q[(Metric.THROUGHPUT, "")] = (
         f'sum(avg by (task_id, subtask_index) (rate({T}numRecordsOut{{task_id=~"{srcs}"}}[{w}])))')
@@ -73,9 +86,9 @@ def export_queries(topology: Topology, vertex_ids_seen: Mapping[str, Iterable[st
     q[(Metric.LATENCY_E2E_P95, "")] = e2e_quantile(0.95, at_sinks, w)
     q[(Metric.LATENCY_E2E_P99, "")] = e2e_quantile(0.99, at_sinks, w)
     q[(Metric.LATENCY_E2E_MAX, "")] = e2e_max(at_sinks, w)
-    q[(Metric.PRODUCED_TOTAL, "")] = "sum(generator_records_produced_total)"
-    q[(Metric.SKIPPED_TOTAL, "")] = "sum(generator_records_skipped_total)"
-    q[(Metric.EXPIRED_TOTAL, "")] = expired_query(srcs)
+    q[(Metric.PRODUCED_TOTAL, "")] = f"sum({held('generator_records_produced_total', w)})"
+    q[(Metric.SKIPPED_TOTAL, "")] = f"sum({held('generator_records_skipped_total', w)})"
+    q[(Metric.EXPIRED_TOTAL, "")] = expired_query(srcs, w)
     return q
 
 

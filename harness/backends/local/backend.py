@@ -63,8 +63,11 @@ def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -
 class LocalBackend:
     name = "local"
 
-    def __init__(self, stack: LocalStack | None = None) -> None:
+    def __init__(self, stack: LocalStack | None = None, keep_stack_up: bool = False) -> None:
+        """`stack`: run on this stack instead of one of the experiment's config; `keep_stack_up`: `stop()`
+        ends the run's job and generator but leaves the stack running for its owner (tests share one)."""
         self._stack = stack
+        self._keep_stack_up = keep_stack_up
         self._t0: float | None = None
         self._events: list[BackendEvent] = []
         self._samples: list[dict[str, Any]] = []  # what the backend itself knows (parallelism, TMs, downtime)
@@ -184,7 +187,7 @@ class LocalBackend:
                 self.rest.cancel(jid)
         except Exception:  # noqa: BLE001
             pass
-        if getattr(self, "stack", None) is not None:
+        if getattr(self, "stack", None) is not None and not self._keep_stack_up:
             self.stack.down()
 
     # ---------------------------------------------------------------- clock
