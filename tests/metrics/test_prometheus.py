@@ -245,3 +245,25 @@ def test_no_record_at_the_sinks_leaves_end_to_end_latency_unknown() -> None:
     assert math.isnan(snap.latency_e2e_s) and snap.latency_e2e_p95_s == pytest.approx(0.125)
     assert "latency_e2e" in fetched.missing and Metric.LATENCY_E2E_MEAN in snap.why_missing
     assert snap.gaps(needs(job=(Metric.LATENCY_E2E_MEAN,))) == {"": (Metric.LATENCY_E2E_MEAN,)}
+
+
+def test_unreachable_prometheus_is_asked_once_per_snapshot_and_everything_is_unknown(monkeypatch) -> None:
+    """A stopped Prometheus must not hold the loop: one refused query, then the rest are not sent."""
+    import requests
+
+    from harness.metrics.prometheus import PrometheusMonitor
+
+    monitor = PrometheusMonitor("http://127.0.0.1:9")
+    sent: list[str] = []
+
+    def refuse(promql: str) -> list[dict]:
+        sent.append(promql)
+        raise requests.ConnectionError("connection refused")
+
+    monkeypatch.setattr(monitor, "query", refuse)
+    snap = monitor.snapshot(view(), t=10.0, window_s=15.0)
+    assert len(sent) == 1
+    assert math.isnan(snap.input_rate) and math.isnan(snap.throughput) and math.isnan(snap.op("map").busy_ms_per_s)
+    assert "Prometheus at http://127.0.0.1:9 unreachable" in snap.reason([Metric.INPUT_RATE])
+    assert snap.gaps(needs(job=(Metric.INPUT_RATE,), operators=(Metric.BUSY,))).keys() == {"", "bids_source", "map",
+                                                                                            "sink"}
