@@ -33,7 +33,9 @@ E2E_BUCKETS_S: np.ndarray = np.asarray(E2E_BUCKETS_MS, dtype=float) / 1000.0
 
 # Series of the sink's histogram as Flink's Prometheus reporter names them (LatencyHistogram.java).
 E2E_SERIES = "flink_taskmanager_job_task_operator_latencyE2e_"
-E2E_BUCKET = E2E_SERIES + "le_bucket"  # cumulative records with latency <= le seconds, label le
+# cumulative records with latency <= le, label le in whole milliseconds ("Inf" for the open bucket): Flink's
+# reporter turns any label character outside [a-zA-Z0-9:_] into "_", so seconds ("0.05") would not survive
+E2E_BUCKET = E2E_SERIES + "le_bucket"
 E2E_COUNT = E2E_SERIES + "count"  # records
 E2E_SUM_MS = E2E_SERIES + "sumMs"  # summed latency, ms
 E2E_MAX_MS = E2E_SERIES + "maxMs"  # largest latency of the last scrape interval, ms (NaN: no record)

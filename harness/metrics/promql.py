@@ -71,18 +71,22 @@ def e2e_mean(selector: str, window: str) -> str:
     return (f"sum(rate({E2E_SUM_MS}{selector}[{window}])) / sum(rate({E2E_COUNT}{selector}[{window}])) / 1000")
 
 
+def _e2e_max_ms(selector: str, window: str) -> str:
+    return f"max(max_over_time({E2E_MAX_MS}{selector}[{window}]))"
+
+
 def e2e_max(selector: str, window: str) -> str:
     """Largest end-to-end latency (s) seen at any sink subtask in the window (its max gauge covers one
     scrape interval before each scrape; NaN samples, meaning no record, are skipped by max_over_time)."""
-    return f"max(max_over_time({E2E_MAX_MS}{selector}[{window}])) / 1000"
+    return f"{_e2e_max_ms(selector, window)} / 1000"
 
 
 def e2e_quantile(q: float, selector: str, window: str) -> str:
     """Quantile `q` of the end-to-end latency (s) over the records of the window, all sink subtasks together:
-    Prometheus' histogram_quantile over the buckets' increase. Interpolating inside a bucket can overshoot
-    the oldest record, so the result is capped at the window's max."""
+    Prometheus' histogram_quantile over the buckets' increase (`le` in ms). Interpolating inside a bucket
+    can overshoot the oldest record, so the result is capped at the window's max."""
     return (f"clamp_max(histogram_quantile({q:g}, sum by (le) (rate({E2E_BUCKET}{selector}[{window}]))), "
-            f"scalar({e2e_max(selector, window)}))")
+            f"scalar({_e2e_max_ms(selector, window)})) / 1000")
 
 CATALOGUE: tuple[Query, ...] = (
     # ---- per subtask (operator level is aggregated from these in harness.metrics.prometheus) ----

@@ -4,7 +4,6 @@ import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.Gauge;
 import org.apache.flink.metrics.MetricGroup;
 
-import java.math.BigDecimal;
 import java.util.concurrent.atomic.AtomicLongArray;
 
 /**
@@ -20,8 +19,11 @@ import java.util.concurrent.atomic.AtomicLongArray;
  *
  * <p>Series (Flink's Prometheus reporter; counters are exported as gauges, which {@code rate()} accepts):
  * <ul>
- *   <li>{@code flink_taskmanager_job_task_operator_latencyE2e_le_bucket{le="0.05",...}}: records with
- *       latency at most {@code le} seconds since the subtask started (cumulative, as Prometheus' {@code le});
+ *   <li>{@code flink_taskmanager_job_task_operator_latencyE2e_le_bucket{le="50",...}}: records with
+ *       latency at most {@code le} milliseconds since the subtask started (cumulative, as Prometheus'
+ *       {@code le}; the open bucket is {@code le="Inf"}). Milliseconds, not seconds: the reporter rewrites
+ *       every character of a label value outside [a-zA-Z0-9:_] to '_', so "0.05" or "+Inf" would arrive as
+ *       "0_05" and "_Inf"; whole milliseconds and "Inf" arrive intact and Prometheus parses both as numbers;
  *   <li>{@code ..._latencyE2e_count}, {@code ..._latencyE2e_sumMs}: records and their summed latency (ms);
  *   <li>{@code ..._latencyE2e_maxMs}: the largest latency of the last {@code maxWindowMs} (NaN when no
  *       record arrived): with the window set to the scrape interval every scrape sees the max since the
@@ -128,16 +130,16 @@ final class LatencyHistogram {
         return max < 0 ? Double.NaN : (double) max;
     }
 
-    /** Prometheus' {@code le} label for a bound: seconds, plain decimal ("0.001", "2.5", "3150"). */
+    /** Prometheus' {@code le} label for a bound: whole milliseconds ("1", "125", "3150000"). */
     static String label(long boundMs) {
-        return BigDecimal.valueOf(boundMs).movePointLeft(3).stripTrailingZeros().toPlainString();
+        return Long.toString(boundMs);
     }
 
     /** Registers the histogram's series under {@code <group>.latencyE2e} (see the class comment). */
     void register(MetricGroup operatorGroup) {
         MetricGroup group = operatorGroup.addGroup("latencyE2e");
         for (int i = 0; i <= BOUNDS_MS.length; i++) {
-            String le = i < BOUNDS_MS.length ? label(BOUNDS_MS[i]) : "+Inf";
+            String le = i < BOUNDS_MS.length ? label(BOUNDS_MS[i]) : "Inf";
             group.addGroup("le", le).counter("bucket", new Cumulative(this, i));
         }
         group.counter("count", new Cumulative(this, -1));
