@@ -144,6 +144,10 @@ def test_latency_throughput_lost_load_and_a_blind_monitor(stack: Any, tmp_path: 
     assert np.nanmean(inp) == pytest.approx(600, rel=0.05)
     assert np.nanmean(thr) == pytest.approx(np.nanmean(inp), rel=0.05)
     summary = summarise(rec)
+    print(f"\nsteady {lo:.0f}-{hi:.0f} s: e2e p95 samples {np.round(e2e_p95 * 1000, 1)} ms, "
+          f"kafka {np.round(kafka * 1000, 1)} ms, input {np.nanmean(inp):.0f}/s, "
+          f"throughput {np.nanmean(thr):.0f}/s; events {seen}")
+    print("\n".join(f"  {k}: {v}" for k, v in summary.rows()))
     assert summary.load_skipped == 0 and summary.load_expired == 0 and summary.load_shortfall == 0.0
 
     # -- the job frozen for 30 s: the records that waited carry the wait, and the summary shows it
