@@ -187,12 +187,12 @@ def _describe(snap: MetricsSnapshot) -> str:
             f"({snap.kafka_lag_rate:+.0f}/s); {ops}")
 
 
-def _keeps_up(backend: Any, rate: float, settle_s: float = 15.0, window_s: float = 20.0) -> tuple[bool, str]:
-    """After a rescale: does the job take everything produced and does its Kafka backlog stop growing?"""
+def _keeps_up(backend: Any, settle_s: float = 25.0, window_s: float = 20.0) -> tuple[bool, str]:
+    """After a rescale (and the new task managers' JIT warm-up): does the job take at least 95 % of what is
+    produced? A backlog left from before only raises its throughput; one that cannot keep up stays below."""
     backend.advance_to(backend.now() + settle_s + window_s)
     snap = backend.snapshot(window_s)
-    ok = snap.throughput >= 0.95 * snap.input_rate and snap.kafka_lag_rate <= 0.02 * rate
-    return ok, _describe(snap)
+    return bool(snap.throughput >= 0.95 * snap.input_rate), _describe(snap)
 
 
 def test_ds2_asks_for_the_parallelism_that_keeps_up(stack: Any) -> None:
@@ -201,38 +201,39 @@ def test_ds2_asks_for_the_parallelism_that_keeps_up(stack: Any) -> None:
     from harness.topology import load_topology
     from workloads.patterns import build_pattern
 
-    # Every task manager at a quarter of its quota (the vertical knob: 0.0625 CPU) makes one q1 source
-    # subtask take a few thousand records/s, so this rate needs several without loading the 2-core host
-    # with many task managers (at the full quota one subtask takes 12-29 k/s here, `bench calibrate`).
-    rate, share = 12_000.0, 0.25
+    # Every task manager at half its quota (the vertical knob: 0.125 CPU) makes one q1 source subtask take
+    # a few thousand records/s, so this rate needs two or three without loading the 2-core host with many
+    # task managers (at the full quota one takes 12-29 k/s here, `bench calibrate`). Much less CPU starves
+    # the Kafka fetcher thread, whose time Flink's busy time does not count (DS2 then under-asks).
+    rate, share = 8_000.0, 0.5
     exp = _experiment("it-measure-ds2", {"name": "ds2"}, rate=rate, duration_s=1800)
     backend = LocalBackend(stack, keep_stack_up=True)
     try:
         backend.start(exp, build_pattern(exp.pattern, exp.seed, "q1"), load_topology("q1"))
         ops = list(backend.topology.names)
         assert backend.rescale({}, {op: share for op in ops}).ok
-        backend.advance_to(50)
-        snap = backend.snapshot(20)
+        backend.advance_to(40)
+        snap = backend.snapshot(15)
         decision = DS2(DS2Config(overprovisioning_factor=1.0)).decide(snap, History())
         print(f"\nDS2 on {_describe(snap)}\n -> {decision.reason if decision else None}")
         assert decision is not None, f"DS2 keeps one subtask each at {rate:.0f}/s: {_describe(snap)}"
         asked = {**snap.parallelism, **decision.parallelism}
         res = backend.rescale(asked, None)
         assert res.ok, res.error
-        ok, why = _keeps_up(backend, rate)
+        ok, why = _keeps_up(backend)
         print(f"DS2's {asked}: keeps up {ok}: {why}")
         if ok:
             # and it did not ask for 2 or more too many: its largest operator with two fewer falls behind
             op, p = max(asked.items(), key=lambda kv: kv[1])
             if p >= 3:
                 assert backend.rescale({**asked, op: p - 2}, None).ok
-                fewer_ok, fewer_why = _keeps_up(backend, rate)
+                fewer_ok, fewer_why = _keeps_up(backend)
                 print(f"{op}={p - 2}: keeps up {fewer_ok}: {fewer_why}")
                 assert not fewer_ok, f"DS2 asked {asked}, but {op}={p - 2} keeps up too: {fewer_why}"
         else:
             more = {o: n + 1 for o, n in asked.items()}
             assert backend.rescale(more, None).ok
-            more_ok, more_why = _keeps_up(backend, rate)
+            more_ok, more_why = _keeps_up(backend)
             print(f"one more each {more}: keeps up {more_ok}: {more_why}")
             assert more_ok, f"DS2 asked {asked} ({why}); one more each does not keep up either: {more_why}"
     finally:
