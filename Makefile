@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: setup test unit integration demo bench lint thesis-sim clean down
+.PHONY: setup test unit integration demo bench lint thesis-sim clean down k8s-build k8s-up k8s-down test-k8s
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,27 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## Unit, CLI, simulator and integration tests (the integration tests start real services).
+## The k8s test cluster's binaries and base image are prepared in the background meanwhile (once per
+## machine, cached); its tests run last. The full benchmark runs on it are `make test-k8s`.
 test: setup
-	$(BIN)/pytest -q
+	@mkdir -p .bench
+	nice -n 19 $(BIN)/bench k8s prepare > .bench/k8s-prepare.log 2>&1 &
+	$(BIN)/pytest -q -m "not k8s_e2e"
+
+## The k8s test cluster: binaries from the Go module proxy and images from Debian packages (cached).
+k8s-build: setup
+	$(BIN)/bench k8s build
+	$(BIN)/bench k8s images
+
+k8s-up: setup
+	$(BIN)/bench k8s up
+
+k8s-down: setup
+	$(BIN)/bench k8s down
+
+## Everything on the k8s test cluster: the API-server tier and the end-to-end benchmark runs.
+test-k8s: setup
+	$(BIN)/pytest -q -m k8s_cluster tests/k8s
 
 unit: setup
 	$(BIN)/pytest -q -m "not integration"

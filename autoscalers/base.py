@@ -20,15 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
+from autoscalers.config import AutoscalerConfig, RunContext
 from harness.metrics.snapshot import MetricsSnapshot, Needs
 
-
-class AutoscalerConfig(BaseModel):
-    """Base of every autoscaler's typed parameters (unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+__all__ = [
+    "AppliedAction", "Autoscaler", "AutoscalerConfig", "History", "RunContext", "ScalingDecision",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,8 +75,9 @@ class Autoscaler(ABC):
     Config: ClassVar[type[AutoscalerConfig]]
     NEEDS: ClassVar[Needs] = Needs()
 
-    def __init__(self, config: AutoscalerConfig | None = None) -> None:
+    def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:
         self.config = config if config is not None else self.Config()
+        self.context = context if context is not None else RunContext()
 
     def needs(self) -> Needs:
         """The metrics a decision rests on (see the module docstring)."""

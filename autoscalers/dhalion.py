@@ -48,8 +48,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from autoscalers.arithmetic import ceil_p, floor_p
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
-from autoscalers.common import ceil_p, find_bottleneck, floor_p
+from autoscalers.bottleneck import find_bottleneck
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, measured, needs
 from harness.vocabulary import Metric
 

@@ -44,8 +44,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from autoscalers.arithmetic import ceil_p
 from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
-from autoscalers.common import ceil_p
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics, measured, needs
 from harness.vocabulary import Metric
 

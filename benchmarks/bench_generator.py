@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import tempfile
 import time
@@ -107,9 +106,8 @@ def main() -> None:
             final = gen.stop()
     finally:
         if stack is not None:
-            stack.kafka.stop()  # type: ignore[attr-defined]
-            # the produced data is only ballast (hundreds of MB per run); the next start re-formats
-            shutil.rmtree(WORKDIR / "kafka" / "data", ignore_errors=True)
+            # the produced data is only ballast (hundreds of MB per run): the stack directory goes
+            stack.down(purge=True)  # type: ignore[attr-defined]
 
     first = next((i for i, s in enumerate(samples) if s[0] >= a.warmup), len(samples))
     steady = samples[first:]

@@ -25,15 +25,18 @@ from collections import deque
 import numpy as np
 from bench_decisions import realistic_snapshots  # same directory (run as a script)
 
-from autoscalers import maps
 from autoscalers.base import History
-from autoscalers.mead import MEAD, MEADConfig
+from autoscalers.config import RunContext
+from autoscalers.mead import MEAD, MEADConfig, maps
 from autoscalers.mpc import MPC, MPCConfig
-from autoscalers.mpc_search import exhaustive
+from autoscalers.mpc.search import exhaustive
 from harness.metrics.snapshot import MetricsSnapshot
 
 BURSTY = maps.mmpp2(0.3, 3.0, 0.05, 0.2)  # SCV ~ 3.1, lag-1 autocorrelation ~ 0.27
 
+
+# The paper's setting (Tab. 5): MPC may reconfigure at every step, so no cool-down hold in the tree.
+PAPER = RunContext(cooldown_s=0.0)
 
 def _run(scaler, snaps: list[MetricsSnapshot], per_call=None) -> list[float]:
     history: deque[MetricsSnapshot] = deque(maxlen=512)
@@ -56,7 +59,7 @@ def states_table(snaps: dict[str, list[MetricsSnapshot]]) -> None:
         for h in (1, 2, 3):
             for bound in ("paper", "lookahead"):
                 cfg = MPCConfig(objective=objective, horizon=h, bound=bound)
-                scaler = MPC(cfg)
+                scaler = MPC(cfg, PAPER)
                 explored, totals, same = [], [], True
                 for q, ss in snaps.items():
                     history: deque[MetricsSnapshot] = deque(maxlen=512)
@@ -104,17 +107,17 @@ def decision_times(snaps: dict[str, list[MetricsSnapshot]]) -> None:
     for objective in ("throughput", "latency"):
         for h in (1, 2, 3):
             cfg = MPCConfig(objective=objective, horizon=h)
-            MPC(cfg).decide(first[0], History())
-            times = [t for ss in snaps.values() for t in _run(MPC(cfg), ss)]
+            MPC(cfg, PAPER).decide(first[0], History())
+            times = [t for ss in snaps.values() for t in _run(MPC(cfg, PAPER), ss)]
             _row(f"mpc {objective} h={h}", times)
     for bursty in (False, True):
         for target in ("mean", "p95"):
-            cfg = MEADConfig(period_s=0.0, target=target, max_response_s=0.05)
+            cfg, slo = MEADConfig(period_s=0.0, target=target), RunContext(slo_latency_s=0.05)
             times = []
             for ss in snaps.values():
                 ss = _with_interarrivals(ss, bursty)
-                MEAD(cfg).decide(ss[0], History())
-                times += _run(MEAD(cfg), ss)
+                MEAD(cfg, slo).decide(ss[0], History())
+                times += _run(MEAD(cfg, slo), ss)
             _row(f"mead {target} {'bursty' if bursty else 'poisson'} (2 windows x best 5)", times)
 
 

@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from harness.backends.local.backend import LocalBackend
+from harness.backends.local.stack import LocalStack
 from harness.config import Experiment
 from harness.topology import load_topology
 from workloads.patterns import LoadPattern
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--parallelism", default="bids_source=2,map=1,sink=1")
     ap.add_argument("--workdir", default="/tmp/bench-local-it")
     ap.add_argument("--port-offset", type=int, default=2000)
+    ap.add_argument("--keep", action="store_true", help="keep the stack directory (default: removed at the end)")
     a = ap.parse_args()
     rates = [float(r) for r in a.rates.split(",")]
     par = {k: int(v) for k, v in (kv.split("=") for kv in a.parallelism.split(","))}
@@ -60,6 +62,8 @@ def main() -> None:
                   f"{'  missing=' + ','.join(s.missing) if s.missing else ''}", flush=True)
     finally:
         b.stop()
+        if not a.keep:  # the benchmark cleans its own stack directory (installs stay in the shared cache)
+            LocalStack(exp.local).down(purge=True)
     print(f"\nhighest sustained q1 throughput: {best:.0f} records/s (target >= 10,000)")
 
 

@@ -1,4 +1,4 @@
-"""Rescale downtime on the local stack: in place (adaptive scheduler) vs stop-with-savepoint + resubmit.
+"""Rescale downtime: in place (adaptive scheduler) vs stop-with-savepoint + resubmit, local or k8s.
 
 For each query the job runs at a constant rate until its state has built up, then the middle
 operator is rescaled 1 -> 2 -> 1 in place and 1 -> 2 -> 1 with savepoints, on the same running job
@@ -6,31 +6,52 @@ operator is rescaled 1 -> 2 -> 1 in place and 1 -> 2 -> 1 with savepoints, on th
 (request until every subtask runs again) and the checkpointed state size just before.
 
     .venv/bin/python benchmarks/bench_rescale.py --queries q1,q11 --rate 2000 --warmup 40
+    .venv/bin/python benchmarks/bench_rescale.py --backend k8s --queries q1   # on `bench k8s up`'s cluster
+
+On k8s the savepoint method replaces the application-mode job manager (`--fromSavepoint`), so its
+downtime includes a job-manager JVM start; in place only restarts the job inside the running one.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness.backends.local.backend import LocalBackend
+from harness.backends.local.config import LocalConfig
+from harness.backends.local.stack import LocalStack
 from harness.config import Experiment
 from harness.topology import load_topology
 from workloads.patterns import LoadPattern
 
 
-def run_query(query: str, rate: float, warmup_s: float, settle_s: float, workdir: str, offset: int) -> list[dict]:
+def backend_for(kind: str, query: str, rate: float, workdir: str, offset: int) -> tuple[Any, Experiment]:
+    raw: dict[str, Any] = {
+        "name": f"bench-rescale-{query}", "backend": kind, "query": query,
+        "pattern": {"name": "constant", "params": {"rate": rate, "duration_min": 60}},
+        "autoscaler": {"name": "ds2"},
+    }
+    if kind == "k8s":
+        from harness.backends.k8s.backend import K8sBackend
+        from harness.backends.k8s.testcluster.profile import apply_test_cluster_defaults
+
+        raw["k8s"] = {"namespace": f"bench-rescale-{query}"}
+        apply_test_cluster_defaults(raw, say=print)
+        return K8sBackend(), Experiment.model_validate(raw)
+    raw["local"] = {"workdir": workdir, "port_offset": offset}
+    return LocalBackend(), Experiment.model_validate(raw)
+
+
+def run_query(query: str, rate: float, warmup_s: float, settle_s: float, workdir: str, offset: int,
+              kind: str = "local") -> list[dict]:
     topo = load_topology(query)
     middle = topo.operators[len(topo.sources)].name
-    exp = Experiment.model_validate({
-        "name": f"bench-rescale-{query}", "backend": "local", "query": query,
-        "pattern": {"name": "constant", "params": {"rate": rate, "duration_min": 60}},
-        "autoscaler": {"name": "ds2"}, "local": {"workdir": workdir, "port_offset": offset},
-    })
     pattern = LoadPattern("constant", np.full(3600, float(rate)), 1.0)
-    b = LocalBackend()
+    b, exp = backend_for(kind, query, rate, workdir, offset)
     rows = []
     try:
         t0 = time.monotonic()
@@ -64,10 +85,16 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=20)
     ap.add_argument("--workdir", default="/tmp/bench-local-it")
     ap.add_argument("--port-offset", type=int, default=2000)
+    ap.add_argument("--backend", choices=("local", "k8s"), default="local")
+    ap.add_argument("--keep", action="store_true", help="keep the stack directory (default: removed at the end)")
     a = ap.parse_args()
     rows = []
-    for q in a.queries.split(","):
-        rows += run_query(q, a.rate, a.warmup, a.settle, a.workdir, a.port_offset)
+    try:
+        for q in a.queries.split(","):
+            rows += run_query(q, a.rate, a.warmup, a.settle, a.workdir, a.port_offset, a.backend)
+    finally:
+        if not a.keep and a.backend == "local":  # the benchmark cleans its own stack directory (installs stay cached)
+            LocalStack(LocalConfig(workdir=Path(a.workdir), port_offset=a.port_offset)).down(purge=True)
     print("\nquery method     mean downtime (s)  n")
     for q in a.queries.split(","):
         for m in ("in_place", "savepoint"):

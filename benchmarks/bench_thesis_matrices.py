@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from harness.config import load_matrix
-from harness.matrix import run_cells
+from harness.matrix import plan_cells, run_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def main() -> None:
         # one pool over all cells, as a user running the four matrices back to back would want
         for name, cells in all_cells:
             t0 = time.perf_counter()
-            outcomes = run_cells(cells, Path(tmp), name, workers=args.workers)
+            outcomes = run_cells(plan_cells(cells, Path(tmp), name), workers=args.workers).outcomes
             failed += sum(o.status.startswith("failed") for o in outcomes)
             total_runs += len(outcomes)
             print(f"{name:28s} {len(cells):4d} runs  {time.perf_counter() - t0:6.1f} s")

@@ -1,25 +1,33 @@
 """`bench`: run experiments and matrices, check files, show patterns, manage the stack.
 
-Exit codes: 0 success, 1 a run failed, 2 bad input (nothing started, nothing written).
+Exit codes: 0 success, 1 a run failed (or an internal error: one line, the traceback in a log
+file), 2 bad input (nothing started, nothing written), 130 interrupted (Ctrl-C / SIGTERM).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
+import os
+import sys
+import tempfile
+import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+# Only typer and rich at the top: every command imports what it uses (pandas, pyarrow, scipy, the local
+# stack, ...) in its body, so `bench --help` and `bench list` start fast (benchmarks/bench_startup.py).
 
 app = typer.Typer(
     help="Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # plain help: shows `[default: ...]` as written (Rich markup ate it) and starts without rich's help renderer
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -45,47 +53,135 @@ def apply_local_defaults(raw: dict[str, Any]) -> None:
     raw.setdefault("loop", {}).setdefault("cooldown_s", LOCAL_DEFAULT_COOLDOWN_S)
 
 
+def apply_k8s_test_cluster(raw: dict[str, Any]) -> None:
+    """A `--backend k8s` run that names no cluster uses the test cluster of `bench k8s up`, if it is up."""
+    if raw.get("backend") != "k8s":
+        return
+    from harness.backends.k8s.testcluster.profile import apply_test_cluster_defaults
+
+    apply_test_cluster_defaults(raw, say=lambda m: err.print(m, highlight=False, markup=False))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from harness import __version__
+
+        typer.echo(f"bench (autoscaler-bench) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark."""
+
+
+# Shell completion (`bench --install-completion`): the names a flag accepts, looked up when asked.
+def _completer(names: Any) -> Any:
+    def complete(incomplete: str) -> list[str]:
+        return [n for n in names() if n.startswith(incomplete)]
+
+    return complete
+
+
+def _scaler_names() -> list[str]:
+    import autoscalers
+
+    return autoscalers.available()
+
+
+def _query_names() -> list[str]:
+    from harness.topology import available_queries
+
+    return available_queries()
+
+
+def _pattern_names() -> list[str]:
+    from workloads.patterns import PARAMS
+
+    return list(PARAMS)
+
+
+def _backend_names() -> list[str]:
+    from harness.backends import BACKENDS
+
+    return list(BACKENDS)
+
+
+complete_scaler = _completer(_scaler_names)
+complete_query = _completer(_query_names)
+complete_pattern = _completer(_pattern_names)
+complete_backend = _completer(_backend_names)
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     return typer.Exit(code)
 
 
-def _parse_sets(sets: list[str]) -> dict[str, Any]:
+def _parse_sets(sets: list[str], flag: str = "--set") -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for item in sets:
-        if "=" not in item:
-            raise _fail(f"--set {item!r}: expected dotted.key=value")
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise _fail(f"{flag} {item!r}: expected dotted.key=value")
         key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise _fail(f"{flag} {item!r}: the value is not valid YAML ({first})") from None
     return out
 
 
 @app.command()
 def run(
     file: Annotated[Path | None, typer.Argument(help="experiment YAML (flags override it)")] = None,
-    scaler: Annotated[str | None, typer.Option(help="autoscaler, e.g. ds2, dhalion, hpa-cpu")] = None,
-    query: Annotated[str | None, typer.Option(help="Nexmark query: q1 q2 q3 q5 q8 q11")] = None,
-    pattern: Annotated[str | None, typer.Option(help="cosine random increasing decreasing convergence ...")] = None,
-    backend: Annotated[str | None, typer.Option(help="local (default), sim or k8s")] = None,
+    scaler: Annotated[str | None, typer.Option(help="autoscaler, e.g. ds2, dhalion, hpa-cpu (`bench list`)",
+                                               autocompletion=complete_scaler)] = None,
+    query: Annotated[str | None, typer.Option(help="Nexmark query: q1 q2 q3 q5 q8 q11",
+                                              autocompletion=complete_query)] = None,
+    pattern: Annotated[str | None, typer.Option(help="cosine random increasing decreasing convergence ...",
+                                                autocompletion=complete_pattern)] = None,
+    backend: Annotated[str | None, typer.Option(help="local (default), sim or k8s",
+                                                autocompletion=complete_backend)] = None,
     scale: Annotated[float | None, typer.Option(help="multiply the pattern's rates")] = None,
     time_scale: Annotated[float | None, typer.Option(help="compress time: 10 plays 140 min in 14")] = None,
     duration: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     seed: Annotated[int | None, typer.Option()] = None,
     parallelism: Annotated[int | None, typer.Option(help="initial parallelism of every operator")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value, e.g. loop.cooldown_s=60")] = [],  # noqa: B006
+    set_: Annotated[list[str], typer.Option("--set", metavar="KEY=VALUE",
+                                            help="dotted.field=value, e.g. loop.cooldown_s=60")] = [],  # noqa: B006
+    fault: Annotated[list[str], typer.Option("--fault", metavar="KIND@T[+D]",
+                                             help="inject a fault: KIND@T[+D] seconds, e.g. "
+                                             "kill-taskmanager@300, stop-prometheus@600+60")] = [],  # noqa: B006
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
     plot: Annotated[Path | None, typer.Option(help="save a PNG of the run")] = None,
 ) -> None:
     """Run one experiment and print its summary table."""
+    from harness import interrupts
     from harness.config import ConfigError, Experiment, expand_shorthand, read_yaml, set_path, validate_model
 
+    _check_paths(results=results, plot=plot)
     raw: dict[str, Any] = {}
     source = "command line"
     if file is not None:
         loaded = read_yaml_or_exit(file, read_yaml, ConfigError)
         if isinstance(loaded, dict) and "base" in loaded:
             raise _fail(f"{file}: this is a matrix; use `bench matrix {file}`")
-        raw = loaded if isinstance(loaded, dict) else {}
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise _fail(f"{file}: expected a mapping of experiment fields at the top level, "
+                        f"got {type(loaded).__name__}")
+        reps = loaded.get("repetitions", 1)
+        if reps != 1:
+            raise _fail(f"{file}: repetitions: {reps!r}: `bench run` does one run; "
+                        f"`bench matrix {file}` runs every repetition (resumably)")
+        raw = loaded
         source = str(file)
     raw = expand_shorthand(raw)
     flags = {"autoscaler.name": scaler, "query": query, "pattern.name": pattern, "backend": backend,
@@ -103,11 +199,18 @@ def run(
     apply_local_defaults(raw)
     for key, value in _parse_sets(set_).items():
         set_path(raw, key, value)
-    raw.setdefault("name", f"{raw['autoscaler']['name']}-{raw['query']}-{raw['pattern']['name']}")
+    apply_k8s_test_cluster(raw)
+    if fault:
+        faults: list[Any] = raw["faults"] if isinstance(raw.get("faults"), list) else []
+        raw["faults"] = [*faults, *_parse_faults(fault)]
+    if not isinstance(raw.get("name"), str):
+        raw.setdefault("name", f"{_name_of(raw.get('autoscaler'))}-{raw.get('query')}-{_name_of(raw.get('pattern'))}")
     try:
         experiment: Experiment = validate_model(Experiment, raw, source)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness.runner import run_experiment
 
@@ -134,7 +237,19 @@ def run(
         def on_phase(name: str) -> None:
             progress.update(task, description=name)
 
-        path = run_experiment(experiment, run_dir, on_progress=on_progress, on_phase=on_phase)
+        def notice(text: str) -> None:
+            progress.console.print(f"[yellow]{text}[/]")
+
+        try:
+            with interrupts.handling(notice):
+                path = run_experiment(experiment, run_dir, on_progress=on_progress, on_phase=on_phase)
+        except (interrupts.Interrupted, KeyboardInterrupt):
+            progress.stop()
+            saved = (run_dir / "status").exists()
+            where = f"record {run_dir} (status interrupted)" if saved else "no record written"
+            teardown = "; the local stack was torn down" if experiment.backend == "local" else ""
+            err.print(f"interrupted: {where}{teardown}", highlight=False, markup=False)
+            raise typer.Exit(interrupts.EXIT_INTERRUPTED) from None
     _print_summary(path)
     if plot is not None:
         from harness.report.run_figure import plot_run
@@ -146,6 +261,34 @@ def run(
         raise typer.Exit(1)
 
 
+def _name_of(value: Any) -> str:
+    if isinstance(value, dict):
+        value = value.get("name")
+    return value if isinstance(value, str) else "x"
+
+
+def _parse_faults(flags: list[str]) -> list[dict[str, Any]]:
+    from harness.faults import FaultFlagError, parse_fault_flag
+
+    try:
+        return [parse_fault_flag(f) for f in flags]
+    except FaultFlagError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _check_paths(results: Path | None = None, plot: Path | None = None) -> None:
+    """Output paths are checked before anything runs (a run must never die at its end over a path)."""
+    from harness.paths import PathError, check_output_dir, check_output_file
+
+    try:
+        if results is not None:
+            check_output_dir(results, "--results")
+        if plot is not None:
+            check_output_file(plot, "--plot")
+    except PathError as exc:
+        raise _fail(str(exc)) from None
+
+
 def read_yaml_or_exit(file: Path, read_yaml: Any, error: type[Exception]) -> Any:
     try:
         return read_yaml(file)
@@ -154,6 +297,8 @@ def read_yaml_or_exit(file: Path, read_yaml: Any, error: type[Exception]) -> Any
 
 
 def _print_summary(run_dir: Path) -> None:
+    from rich.table import Table
+
     from harness.record import read_run_record
     from harness.summary import summarise
 
@@ -187,59 +332,160 @@ def validate(files: Annotated[list[Path], typer.Argument(help="experiment or mat
 
 @app.command()
 def matrix(
-    file: Annotated[Path, typer.Argument(help="matrix YAML")],
+    file: Annotated[Path, typer.Argument(help="matrix YAML (an experiment file is a one-cell matrix)")],
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
-    workers: Annotated[int | None, typer.Option(help="parallel runs (default: cores for sim, 1 otherwise)")] = None,
-    backend: Annotated[str | None, typer.Option(help="override every cell's backend")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="dotted.field=value applied to every cell")] = [],  # noqa: B006
-    dry_run: Annotated[bool, typer.Option(help="list the runs, run nothing")] = False,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "--parallel", min=1,
+        help="parallel runs (default: cores for sim, 1 otherwise; k8s cells get a namespace each)")] = None,
+    backend: Annotated[str | None, typer.Option(help="override every cell's backend",
+                                                autocompletion=complete_backend)] = None,
+    set_: Annotated[list[str], typer.Option("--set", metavar="KEY=VALUE",
+                                            help="dotted.field=value applied to every cell")] = [],  # noqa: B006
+    fault: Annotated[list[str], typer.Option("--fault", metavar="KIND@T[+D]",
+                                             help="inject in every cell: KIND@T[+D]")] = [],  # noqa: B006
+    only: Annotated[list[str], typer.Option("--only", help="run only cells whose FIELD=VALUE "
+                                                           "(dotted, e.g. autoscaler=ds2); repeatable")] = [],  # noqa: B006
+    rerun_stale: Annotated[bool, typer.Option("--rerun-stale", help="replace records made with another "
+                                                                    "configuration")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="run failed runs again "
+                                                                      "(kept as data otherwise)")] = False,
+    dry_run: Annotated[bool, typer.Option(help="show each run's state (done / to do / stale / failed / "
+                                               "interrupted), run nothing")] = False,
 ) -> None:
-    """Run every cell of a matrix (resumable: complete runs are skipped)."""
-    from harness.config import ConfigError, Matrix, matrix_cells, read_yaml, validate_model
-    from harness.matrix import run_cells, run_dir_for
+    """Run every cell of a matrix, resumably: a run counts as done when its record is complete and was
+    made with the cell's configuration (config hash)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
 
+    from harness import interrupts
+    from harness.config import ConfigError, Matrix, is_matrix, matrix_cells, read_yaml, validate_model
+    from harness.matrix import (
+        CellState,
+        MatrixBusy,
+        check_only_fields,
+        clean_leftovers,
+        describe_stale,
+        matrix_lock,
+        parse_only,
+        plan_cells,
+        run_cells,
+        runnable,
+        select,
+    )
+
+    if not dry_run:
+        _check_paths(results=results)
     raw = read_yaml_or_exit(file, read_yaml, ConfigError)
     try:
+        if isinstance(raw, dict) and not is_matrix(raw):
+            raw = _experiment_as_matrix(raw)
         m: Matrix = validate_model(Matrix, raw, str(file))
         overrides = _parse_sets(set_)
         if backend is not None:
             overrides["backend"] = backend
         base = _nest(overrides, m.base)
+        if fault:
+            base["faults"] = [*(base.get("faults") or []), *_parse_faults(fault)]
         apply_local_defaults(base)
+        apply_k8s_test_cluster(base)
         m = m.model_copy(update={"base": base})
         cells = matrix_cells(m, str(file))
     except ConfigError as exc:
         raise _fail(str(exc)) from None
+    try:
+        wanted = parse_only(only)
+        check_only_fields(cells, wanted)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    plans = select(plan_cells(cells, results, m.name), wanted)
+    if not plans:
+        raise _fail(f"--only {' '.join(only)}: selects none of the {len(cells)} run(s) of {file}")
+    counts = {state: sum(p.state == state for p in plans) for state in CellState}
+    summary = ", ".join(f"{n} {state.value}" for state, n in counts.items() if n)
     if dry_run:
-        for cell in cells:
-            console.print(f"{run_dir_for(results, m.name, cell)}")
-        console.print(f"{len(cells)} run(s)")
+        table = Table(title=f"{m.name}: {len(plans)} run(s) under {results / m.name}")
+        for col in ("run", "state", "detail"):
+            table.add_column(col)
+        todo_ids = {p.run_id for p in runnable(plans, rerun_stale, retry_failed)}
+        for p in plans:
+            detail = p.why
+            if p.state == CellState.STALE and p.differences:
+                detail = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in p.differences[:3])
+            mark = " (would run)" if p.run_id in todo_ids and p.state != CellState.TODO else ""
+            table.add_row(p.run_id, p.state.value + mark, detail)
+        console.print(table)
+        console.print(summary)
         return
+    stale = [p for p in plans if p.state == CellState.STALE]
+    if stale and not rerun_stale:
+        lines = [f"{file}: {len(stale)} run(s) under {results / m.name} were made with another configuration "
+                 "(fields: old -> new):", *describe_stale(plans),
+                 "nothing ran; --rerun-stale replaces them, or use another --results directory"]
+        err.print("\n".join(lines), highlight=False, markup=False)
+        raise typer.Exit(2)
+    todo = runnable(plans, rerun_stale, retry_failed)
+    failed_kept = counts[CellState.FAILED] if not retry_failed else 0
     failed = 0
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
-        task = progress.add_task(m.name, total=len(cells))
+    live: dict[str, Any] = {}
 
-        def on_done(outcome: Any) -> None:
-            nonlocal failed
-            if outcome.status.startswith("failed"):
-                failed += 1
-                progress.console.print(f"[red]{outcome.run_id}: {outcome.status}[/]")
-            progress.advance(task)
+    def notice(text: str) -> None:
+        progress_bar = live.get("progress")
+        if progress_bar is None:
+            err.print(text, highlight=False, markup=False)
+            return
+        progress_bar.update(live["task"], description=f"{m.name} (stopping)")
+        progress_bar.console.print(f"[yellow]{text}[/]")
 
-        outcomes = run_cells(cells, results, m.name, workers=workers, on_done=on_done)
-    skipped = sum(o.status == "skipped" for o in outcomes)
+    try:
+        with interrupts.handling(notice), matrix_lock(results / m.name):
+            clean_leftovers(results / m.name)
+            with Progress(
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress:
+                task = progress.add_task(m.name, total=len(todo))
+                live.update(progress=progress, task=task)
+
+                def on_done(outcome: Any) -> None:
+                    nonlocal failed
+                    if outcome.status.startswith("failed"):
+                        failed += 1
+                        progress.console.print(f"[red]{outcome.run_id}: {outcome.status}[/]")
+                    elif outcome.status.startswith("interrupted"):
+                        progress.console.print(f"[yellow]{outcome.run_id}: {outcome.status}[/]")
+                    progress.advance(task)
+
+                outcome = run_cells(todo, workers=workers, on_done=on_done)
+                live.clear()
+    except MatrixBusy as exc:
+        raise _fail(str(exc)) from None
+    after = plan_cells([p.cell for p in plans], results, m.name)
+    done = sum(p.state == CellState.DONE for p in after)
+    left = len(runnable(after))
+    if outcome.interrupted:
+        err.print(f"interrupted: {done} done, {left} left: rerun to resume", highlight=False, markup=False)
+        raise typer.Exit(interrupts.EXIT_INTERRUPTED)
+    ran = len(outcome.outcomes)
+    skipped = counts[CellState.DONE]
+    note = f", {failed_kept} failed earlier (kept; --retry-failed reruns them)" if failed_kept else ""
     console.print(
-        f"{len(outcomes)} run(s): {len(outcomes) - skipped - failed} ran, {skipped} already complete, "
-        f"{failed} failed -> {results / m.name}"
+        f"{len(plans)} run(s): {ran - failed} ran, {skipped} already complete, {failed} failed{note} "
+        f"-> {results / m.name}"
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _experiment_as_matrix(raw: dict[str, Any]) -> dict[str, Any]:
+    """An experiment file is a one-cell matrix named after it, with its own repetitions."""
+    base = {k: v for k, v in raw.items() if k != "repetitions"}
+    out: dict[str, Any] = {"name": raw.get("name"), "base": base}
+    if "repetitions" in raw:
+        out["repetitions"] = raw["repetitions"]
+    return out
 
 
 def _nest(overrides: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
@@ -255,23 +501,32 @@ def _nest(overrides: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
 
 @app.command()
 def pattern(
-    name: Annotated[str, typer.Argument(help="cosine random increasing decreasing convergence constant trace")],
-    query: Annotated[str | None, typer.Option(help="use this query's thesis rates")] = None,
+    name: Annotated[str, typer.Argument(help="cosine random increasing decreasing convergence constant trace",
+                                        autocompletion=complete_pattern)],
+    query: Annotated[str | None, typer.Option(help="use this query's thesis rates",
+                                              autocompletion=complete_query)] = None,
     scale: Annotated[float, typer.Option()] = 1.0,
     time_scale: Annotated[float, typer.Option()] = 1.0,
     seed: Annotated[int, typer.Option()] = 1,
-    param: Annotated[list[str], typer.Option("--param", help="pattern parameter key=value")] = [],  # noqa: B006
+    param: Annotated[list[str], typer.Option("--param", metavar="KEY=VALUE",
+                                             help="pattern parameter key=value")] = [],  # noqa: B006
     plot: Annotated[Path | None, typer.Option(help="save a PNG plot")] = None,
 ) -> None:
     """Print (and optionally plot) a load pattern."""
     from pydantic import ValidationError
+    from rich.table import Table
 
+    from harness.errors import nested_errors
     from workloads.patterns import PatternConfig, build_pattern
 
+    _check_paths(plot=plot)
+    params = _parse_sets(param, "--param")
     try:
-        cfg = PatternConfig(name=name, params=_parse_sets(param), scale=scale, time_scale=time_scale)  # type: ignore[arg-type]
+        cfg = PatternConfig(name=name, params=params, scale=scale, time_scale=time_scale)  # type: ignore[arg-type]
         pat = build_pattern(cfg, seed, query)
-    except (ValidationError, ValueError) as exc:
+    except ValidationError as exc:
+        raise _fail(f"pattern {name!r}: {nested_errors(exc, '', PatternConfig)}") from None
+    except ValueError as exc:
         raise _fail(f"pattern {name!r}: {exc}") from None
     table = Table(title=f"{name}: {pat.duration_s:.0f} s, max {pat.max_rate:,.0f} rec/s")
     table.add_column("t (s)", justify="right")
@@ -298,15 +553,43 @@ def pattern(
 
 
 @app.command("list")
-def list_things() -> None:
+def list_things(
+    details: Annotated[bool, typer.Option("--details", help="each autoscaler's and pattern's parameters: "
+                                                            "type, default, unit, description, paper")] = False,
+) -> None:
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
     from harness.topology import available_queries
     from workloads.patterns import PARAMS
 
-    console.print("autoscalers: " + ", ".join(autoscalers.available()))
-    console.print("queries:     " + ", ".join(available_queries()))
-    console.print("patterns:    " + ", ".join(PARAMS))
+    if not details:
+        console.print("autoscalers: " + ", ".join(autoscalers.available()))
+        console.print("queries:     " + ", ".join(available_queries()))
+        console.print("patterns:    " + ", ".join(PARAMS))
+        return
+    from harness.listing import describe_autoscaler, describe_pattern
+
+    for name in autoscalers.available():
+        _print_described(describe_autoscaler(name), "autoscaler")
+    console.print("queries: " + ", ".join(available_queries()), highlight=False)
+    for name in PARAMS:
+        _print_described(describe_pattern(name), "pattern")
+
+
+def _print_described(item: Any, kind: str) -> None:
+    """One block per autoscaler or pattern: `name: paper`, where the defaults come from, one line per
+    parameter (`name  type = default unit  description`)."""
+    lines = [f"{kind} {item.name}" + (f": {item.reference}" if item.reference else "")]
+    if item.defaults_from:
+        lines.append(f"  defaults: {item.defaults_from}")
+    width = max((len(p.name) for p in item.parameters), default=0)
+    for p in item.parameters:
+        unit = f" {p.unit}" if p.unit else ""
+        note = f"  {p.description}" if p.description else ""
+        lines.append(f"  {p.name:<{width}}  {p.type} = {p.default}{unit}{note}")
+    if not item.parameters:
+        lines.append("  (no parameters)")
+    console.print("\n".join(lines) + "\n", highlight=False, markup=False)
 
 
 def _register_optional(module: str) -> None:
@@ -320,9 +603,60 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
+                "harness.backends.k8s.testcluster.commands"):
     _register_optional(_module)
 
 
+def crash_log_dir() -> Path:
+    """Where an unexpected error's traceback goes (`BENCH_LOG_DIR`, else the system temp dir)."""
+    return Path(os.environ.get("BENCH_LOG_DIR") or Path(tempfile.gettempdir()) / "bench-logs")
+
+
+def _log_crash(exc: BaseException) -> Path | None:
+    text = "".join(traceback.format_exception(exc))
+    stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+    try:
+        d = crash_log_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"bench-{stamp}-{os.getpid()}.log"
+        path.write_text(f"bench {' '.join(sys.argv[1:])}\n\n{text}")
+        return path
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `bench` entry point: no traceback reaches the user.
+
+    Bad flags exit 2 with one line naming the flag; an unexpected error prints one line and the file
+    holding its traceback, and exits 1; an interrupt exits 130."""
+    from harness import interrupts
+
+    try:
+        code = app(args=argv, standalone_mode=False, prog_name="bench")
+    except (KeyboardInterrupt, interrupts.Interrupted):
+        err.print("interrupted", highlight=False, markup=False)
+        sys.exit(interrupts.EXIT_INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 - the one place that turns a bug into one line and a log file
+        if type(exc).__name__ == "Abort":
+            err.print("interrupted", highlight=False, markup=False)
+            sys.exit(interrupts.EXIT_INTERRUPTED)
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "format_message") and isinstance(exit_code, int):
+            # a usage error (bad flag, bad value): Typer/Click name the flag; one line, exit 2
+            ctx = getattr(exc, "ctx", None)
+            path = getattr(ctx, "command_path", "") if ctx is not None else ""
+            where = f"{path}: " if path else ""
+            err.print(f"error: {where}{exc.format_message()}".replace("\n", " "), highlight=False, markup=False)
+            sys.exit(exit_code)
+        log = _log_crash(exc)
+        where = f"full traceback in {log}" if log else "could not write the traceback to a log file"
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        err.print(f"internal error: {type(exc).__name__}: {first} ({where})", highlight=False, markup=False)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":
-    app()
+    main()

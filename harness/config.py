@@ -9,14 +9,16 @@ valid choices; `ConfigError` carries that message and the CLI exits with 2.
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -28,16 +30,51 @@ from pydantic import (
 )
 
 import autoscalers
-from harness.backends.k8s.config import K8sConfig
-from harness.backends.local.config import LocalConfig
-from harness.backends.sim.config import SimConfig
 from harness.errors import nested_errors
+from harness.faults import FaultSpec
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
 
 
 class ConfigError(ValueError):
     """A configuration file is wrong; the message says where and how."""
+
+
+# Each backend registers the model of its settings block (`sim:`, `local:`, `k8s:`) here by name, as
+# module:class, imported when an experiment is validated: this module imports no backend module, so
+# the arrows run from the backends to the config, never back. A backend reads its block typed
+# (`cfg: LocalConfig = experiment.local`); to the rest of the harness the block is opaque.
+BACKEND_SETTINGS: dict[str, str] = {
+    "local": "harness.backends.local.config:LocalConfig",
+    "sim": "harness.backends.sim.config:SimConfig",
+    "k8s": "harness.backends.k8s.config:K8sConfig",
+}
+
+
+def backend_settings_model(backend: str) -> type[BaseModel]:
+    """The registered settings model of `backend` (KeyError for an unknown one)."""
+    module, cls = BACKEND_SETTINGS[backend].split(":")
+    model: type[BaseModel] = getattr(importlib.import_module(module), cls)
+    return model
+
+
+def _validated_by(backend: str) -> Any:
+    """Validation through `backend`'s registered settings model (a dict in, the model's instance out)."""
+
+    def validate(value: Any) -> Any:
+        model = backend_settings_model(backend)
+        return value if isinstance(value, model) else model.model_validate(value)
+
+    return BeforeValidator(validate)
+
+
+def _defaults_of(backend: str) -> Any:
+    return lambda: backend_settings_model(backend).model_validate({})
+
+
+SimSettings = Annotated[Any, _validated_by("sim")]
+LocalSettings = Annotated[Any, _validated_by("local")]
+K8sSettings = Annotated[Any, _validated_by("k8s")]
 
 
 class _Strict(BaseModel):
@@ -76,7 +113,7 @@ class AutoscalerSpec(_Strict):
 
     @model_validator(mode="after")
     def _params(self) -> AutoscalerSpec:
-        cfg_cls = autoscalers.autoscaler_class(self.name).Config
+        cfg_cls = autoscalers.config_class(self.name)
         try:
             cfg_cls(**self.params)
         except ValidationError as exc:
@@ -84,7 +121,7 @@ class AutoscalerSpec(_Strict):
         return self
 
     def typed_params(self) -> autoscalers.AutoscalerConfig:
-        return autoscalers.autoscaler_class(self.name).Config(**self.params)
+        return autoscalers.config_class(self.name)(**self.params)
 
 
 class SLOConfig(_Strict):
@@ -110,9 +147,10 @@ class Experiment(_Strict):
     repetitions: PositiveInt = 1
     rescale_method: Literal["in_place", "savepoint", "reactive"] = "in_place"
     slo: SLOConfig = Field(default_factory=SLOConfig)
-    sim: SimConfig = Field(default_factory=SimConfig)
-    local: LocalConfig = Field(default_factory=LocalConfig)
-    k8s: K8sConfig = Field(default_factory=K8sConfig)
+    sim: SimSettings = Field(default_factory=_defaults_of("sim"))
+    local: LocalSettings = Field(default_factory=_defaults_of("local"))
+    k8s: K8sSettings = Field(default_factory=_defaults_of("k8s"))
+    faults: list[FaultSpec] = Field(default_factory=list, description="faults injected during the run")
 
     @field_validator("name")
     @classmethod
@@ -128,6 +166,16 @@ class Experiment(_Strict):
         if query not in known:
             raise ValueError(f"unknown query {query!r}; valid choices: {', '.join(known)}")
         return query
+
+    @model_validator(mode="after")
+    def _faults(self) -> Experiment:
+        if self.faults and self.backend == "k8s":
+            raise ValueError("faults: fault injection runs on the local and sim backends only")
+        if self.duration_s is not None:
+            late = [f.kind.value for f in self.faults if f.at_s >= self.duration_s]
+            if late:
+                raise ValueError(f"faults: {', '.join(late)} at or after duration_s ({self.duration_s:g} s)")
+        return self
 
     @model_validator(mode="after")
     def _initial(self) -> Experiment:
@@ -161,13 +209,20 @@ class Override(_Strict):
 class Matrix(_Strict):
     """A cartesian product of experiments (Theodolite-style), with repetitions."""
 
-    name: str
+    name: str = Field(..., min_length=1)
     description: str = ""
     base: dict[str, Any]
     axes: dict[str, list[Any]] = Field(default_factory=dict)
     overrides: list[Override] = Field(default_factory=list)
     repetitions: PositiveInt = 1
     seeds: list[int] | None = Field(None, description="one per repetition; default seed, seed+1, ...")
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, name: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.=+-]*", name):
+            raise ValueError("use letters, digits and _ . = + - only (it names a directory)")
+        return name
 
     @field_validator("axes")
     @classmethod
@@ -255,7 +310,11 @@ def matrix_cells(matrix: Matrix, source: str = "<matrix>") -> list[Cell]:
         if any(c.cell_id == cell_id for c in cells):
             raise ConfigError(f"{source}: two cells are both {cell_id!r}; axis values must differ")
         raw["name"] = f"{matrix.name}_{cell_id}" if keys else matrix.name
-        base_seed = int(raw.get("seed", 1))
+        try:
+            base_seed = int(raw.get("seed", 1))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source}: cell {cell_id!r}: seed: expected an integer, "
+                              f"got {raw.get('seed')!r}") from None
         for rep in range(matrix.repetitions):
             seed = matrix.seeds[rep] if matrix.seeds else base_seed + rep
             exp_raw = {**raw, "seed": seed}
@@ -293,7 +352,7 @@ def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
         field = getattr(cur, "model_fields", {}).get(part)
         if field is None:
             return ""
-        cur = field.annotation
+        cur = backend_settings_model(part) if cur is Experiment and part in BACKEND_SETTINGS else field.annotation
     fields = getattr(cur, "model_fields", None)
     return ", ".join(fields) if fields else ""
 

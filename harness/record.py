@@ -9,6 +9,9 @@
 
 The record is assembled in a sibling temp directory and renamed into place,
 so a killed run never leaves a directory that looks finished.
+
+Writing and summarising a record needs pyarrow only: pandas is imported when a caller asks a
+`RunRecord` for a DataFrame (analysis, figures), so a `sim` run does not pay for it.
 """
 
 from __future__ import annotations
@@ -19,17 +22,22 @@ import platform
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from harness import arrow
 from harness.vocabulary import EventKind
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The timeseries' `metric` column holds `harness.vocabulary.Metric` names; operator "" and
 # subtask -1 mean job level. The events' `kind` column holds `harness.vocabulary.EventKind` names.
@@ -54,6 +62,12 @@ EVENTS_SCHEMA = pa.schema(
 
 STATUS_COMPLETED = "completed"
 
+# a table `timeseries_table` built is in order already: writing it does not sort it again
+_SORTED = {b"harness.sorted_by": b"metric,operator,subtask,ts"}
+# libyaml, when PyYAML has it, reads and writes a run.yaml several times faster
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 
 @dataclass
 class EventLog:
@@ -68,8 +82,13 @@ class EventLog:
         return [r for r in self.rows if r["kind"] == kind]
 
     def to_table(self) -> pa.Table:
-        return pa.Table.from_pylist(
-            [{**r, "data": json.dumps(r["data"], default=_json_default, sort_keys=True)} for r in self.rows],
+        return pa.Table.from_arrays(
+            [
+                arrow.floats([r["ts"] for r in self.rows]),
+                arrow.strings(str(r["kind"]) for r in self.rows),
+                arrow.strings(r["reason"] for r in self.rows),
+                arrow.strings(json.dumps(r["data"], default=_json_default, sort_keys=True) for r in self.rows),
+            ],
             schema=EVENTS_SCHEMA,
         )
 
@@ -82,8 +101,50 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def normalise_timeseries(df: pd.DataFrame) -> pa.Table:
-    """Coerce a long-format frame into the record's schema (fills job-level defaults)."""
+def empty_timeseries() -> pa.Table:
+    return timeseries_table([], [], [], [], [])
+
+
+Names = Sequence[str] | tuple[np.ndarray, Sequence[str]]
+
+
+def timeseries_table(ts: Any, metric: Names, operator: Names, subtask: Any, value: Any) -> pa.Table:
+    """Five equally long columns as a table in the record's schema, sorted by (metric, operator, subtask, ts).
+
+    Numbers come as sequences or numpy arrays; names as sequences of str or, for a long column of a few
+    names, as (codes, categories) with row i = categories[codes[i]]. Built from numpy buffers (see
+    harness.arrow: no pandas, no pyarrow.compute)."""
+    m_codes, m_cats = _coded(metric)
+    o_codes, o_cats = _coded(operator)
+    ts_a = np.asarray(ts, dtype=np.float64)
+    sub_a = np.asarray(subtask, dtype=np.int64)
+    val_a = np.asarray(value, dtype=np.float64)
+    m_rank, o_rank = _ranks(m_cats)[m_codes], _ranks(o_cats)[o_codes]
+    order = np.lexsort((ts_a, sub_a, o_rank, m_rank))
+    return pa.Table.from_arrays(
+        [arrow.floats(ts_a[order]), arrow.strings_from_codes(m_codes[order], m_cats),
+         arrow.strings_from_codes(o_codes[order], o_cats), arrow.int32s(sub_a[order]), arrow.floats(val_a[order])],
+        schema=TIMESERIES_SCHEMA.with_metadata(_SORTED),
+    )
+
+
+def _coded(names: Names) -> tuple[np.ndarray, list[str]]:
+    if isinstance(names, tuple) and len(names) == 2 and isinstance(names[0], np.ndarray):
+        return np.asarray(names[0], dtype=np.int64), [str(c) for c in names[1]]
+    return arrow.encode(names)  # type: ignore[arg-type]
+
+
+def _ranks(categories: list[str]) -> np.ndarray:
+    """Position of each category in sorted order (sorting by rank = sorting by the strings)."""
+    ranks = np.empty(len(categories), dtype=np.int64)
+    ranks[sorted(range(len(categories)), key=categories.__getitem__)] = np.arange(len(categories))
+    return ranks
+
+
+def normalise_timeseries(df: pa.Table | pd.DataFrame) -> pa.Table:
+    """Coerce a long-format table or frame into the record's schema (fills job-level defaults), sorted."""
+    if isinstance(df, pa.Table):
+        return _normalise_table(df)
     df = df.copy()
     if "operator" not in df:
         df["operator"] = ""
@@ -95,6 +156,22 @@ def normalise_timeseries(df: pd.DataFrame) -> pa.Table:
     df["value"] = df["value"].astype("float64")
     df = df[["ts", "metric", "operator", "subtask", "value"]].sort_values(["metric", "operator", "subtask", "ts"])
     return pa.Table.from_pandas(df, schema=TIMESERIES_SCHEMA, preserve_index=False)
+
+
+def _normalise_table(table: pa.Table) -> pa.Table:
+    """The table's columns in the record's schema, sorted (without pandas: see harness.arrow)."""
+    if table.schema.equals(TIMESERIES_SCHEMA) and (table.schema.metadata or {}).get(b"harness.sorted_by") == \
+            _SORTED[b"harness.sorted_by"]:
+        return table
+    n = table.num_rows
+    missing = [c for c in ("ts", "metric", "value") if c not in table.column_names]
+    if missing:
+        raise KeyError(f"timeseries table has no {', '.join(missing)} column(s)")
+    operator = (arrow.codes(table.column("operator")) if "operator" in table.column_names
+                else (np.zeros(n, dtype=np.int64), [""]))
+    subtask = (arrow.numbers(table.column("subtask")) if "subtask" in table.column_names else np.full(n, -1.0))
+    return timeseries_table(arrow.numbers(table.column("ts")), arrow.codes(table.column("metric")), operator,
+                            np.where(np.isnan(subtask), -1, subtask), arrow.numbers(table.column("value")))
 
 
 def host_facts() -> dict[str, Any]:
@@ -114,7 +191,7 @@ def is_complete(run_dir: Path) -> bool:
 def write_run_record(
     run_dir: Path,
     run_yaml: dict[str, Any],
-    timeseries: pd.DataFrame,
+    timeseries: pa.Table | pd.DataFrame,
     events: EventLog,
     status: str,
     artifacts: Callable[[Path], dict[str, Any]] | None = None,
@@ -134,13 +211,17 @@ def write_run_record(
         if artifacts is not None:
             run_yaml = {**run_yaml, "artifacts": artifacts(tmp)}
         with (tmp / "run.yaml").open("w") as fh:
-            yaml.safe_dump(_plain(run_yaml), fh, sort_keys=False)
+            yaml.dump(_plain(run_yaml), fh, Dumper=_YAML_DUMPER, sort_keys=False)
         pq.write_table(normalise_timeseries(timeseries), tmp / "timeseries.parquet")
         pq.write_table(events.to_table(), tmp / "events.parquet")
         (tmp / "status").write_text(status + "\n")
+        # a record being replaced is moved aside first: a kill between the two renames leaves no
+        # record (the run is redone), never a mix of two
+        old = run_dir.parent / f".{run_dir.name}.old-{os.getpid()}"
         if run_dir.exists():
-            shutil.rmtree(run_dir)
+            os.replace(run_dir, old)
         os.replace(tmp, run_dir)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -162,38 +243,79 @@ def _plain(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A run record read back from disk."""
+    """A run record read back from disk (as pyarrow tables; pandas views on first use)."""
 
     path: Path
     meta: dict[str, Any]
-    timeseries: pd.DataFrame
-    events: pd.DataFrame
+    table: pa.Table  # timeseries.parquet
+    events_table: pa.Table  # events.parquet
     status: str
 
     @property
     def completed(self) -> bool:
         return self.status == STATUS_COMPLETED
 
+    @cached_property
+    def timeseries(self) -> pd.DataFrame:
+        return self.table.to_pandas()
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        return self.events_table.to_pandas()
+
+    @cached_property
+    def _columns(self) -> dict[str, Any]:
+        t = self.table
+        metric, metrics = arrow.codes(t.column("metric"))
+        operator, operators = arrow.codes(t.column("operator"))
+        return {"metric": metric, "metrics": {m: i for i, m in enumerate(metrics)},
+                "operator": operator, "operators": {o: i for i, o in enumerate(operators)},
+                "subtask": arrow.numbers(t.column("subtask"), np.int64),
+                "ts": arrow.numbers(t.column("ts")), "value": arrow.numbers(t.column("value"))}
+
+    def _mask(self, metric: str, operator: str | None, subtask: int) -> np.ndarray:
+        c = self._columns
+        m = c["metrics"].get(str(metric), -1)
+        mask = (c["metric"] == m) & (c["subtask"] == subtask)
+        if operator is None:  # every operator, the job level ("") left out
+            return mask & (c["operator"] != c["operators"].get("", -1))
+        return mask & (c["operator"] == c["operators"].get(operator, -1))
+
+    def arrays(self, metric: str, operator: str = "", subtask: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """(ts, value) of one series, as float arrays in time order (no pandas)."""
+        c = self._columns
+        mask = self._mask(metric, operator, subtask)
+        ts, values = c["ts"][mask], c["value"][mask]
+        order = np.argsort(ts, kind="stable")
+        return ts[order], values[order]
+
+    def operator_values(self, metric: str) -> np.ndarray:
+        """Every operator-level value of `metric` (job level and per-subtask rows left out)."""
+        return self._columns["value"][self._mask(metric, None, -1)]
+
     def series(self, metric: str, operator: str = "", subtask: int = -1) -> pd.Series:
-        ts = self.timeseries
-        sel = ts[(ts.metric == metric) & (ts.operator == operator) & (ts.subtask == subtask)]
-        return pd.Series(sel["value"].to_numpy(), index=sel["ts"].to_numpy(), name=metric)
+        import pandas as pd
+
+        ts, values = self.arrays(metric, operator, subtask)
+        return pd.Series(values, index=ts, name=metric)
 
     def events_of(self, kind: str) -> list[dict[str, Any]]:
-        ev = self.events[self.events.kind == kind]
-        return [{"ts": r.ts, "reason": r.reason, **json.loads(r.data)} for r in ev.itertuples()]
+        ev = self.events_table.to_pydict()
+        return [{"ts": ts, "reason": reason, **json.loads(data)}
+                for ts, k, reason, data in zip(ev["ts"], ev["kind"], ev["reason"], ev["data"], strict=True)
+                if k == kind]
 
 
 def read_run_record(run_dir: Path) -> RunRecord:
     run_dir = Path(run_dir)
     status = (run_dir / "status").read_text().strip() if (run_dir / "status").exists() else "missing"
     with (run_dir / "run.yaml").open() as fh:
-        meta = yaml.safe_load(fh)
+        meta = yaml.load(fh, Loader=_YAML_LOADER)
     return RunRecord(
         path=run_dir,
         meta=meta,
-        timeseries=pq.read_table(run_dir / "timeseries.parquet").to_pandas(),
-        events=pq.read_table(run_dir / "events.parquet").to_pandas(),
+        table=arrow.read_parquet(run_dir / "timeseries.parquet"),
+        events_table=arrow.read_parquet(run_dir / "events.parquet"),
         status=status,
     )
 

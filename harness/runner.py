@@ -1,8 +1,11 @@
 """One experiment's lifecycle: build pattern and backend, run the loop, write the record.
 
-Whatever happens (crash, Ctrl-C) the backend is stopped and a run record is
-written with a `failed: ...` status, so a broken run is data, never a
-half-written directory that looks finished.
+Whatever happens the backend is stopped and a run record is written: a crash
+gives `failed: ...`, a Ctrl-C/SIGTERM `interrupted` (start-up and the loop are
+the interruptible part; writing the record is not), so a broken run is data,
+never a half-written directory that looks finished. The record carries the
+cell's config identity (`harness.identity`); scheduled faults
+(`experiment.faults`) are injected through `harness.faults`.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 import autoscalers
 from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
+from harness.faults import FaultInjector
+from harness.identity import identity_block
+from harness.interrupts import Interrupted, interruptible
 from harness.mape import MapeLoop
-from harness.record import STATUS_COMPLETED, EventLog, host_facts, write_run_record
+from harness.record import STATUS_COMPLETED, EventLog, empty_timeseries, host_facts, write_run_record
+from harness.run_status import RunStatus, status_line
 from harness.scaling import ScaleManager
 from harness.topology import load_topology
 from harness.vocabulary import EventKind
@@ -71,35 +76,49 @@ def run_experiment(
     pattern = build_pattern(experiment.pattern, experiment.seed, experiment.query)
     duration = run_duration(experiment, pattern)
     backend = backend or make_backend(experiment)
-    scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params)
+    context = autoscalers.RunContext(
+        slo_latency_s=experiment.slo.latency_s,
+        slo_throughput_ratio=experiment.slo.throughput_ratio,
+        period_s=experiment.loop.period_s,
+        cooldown_s=experiment.loop.cooldown_s,
+    )
+    scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params, context)
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
     status = "failed: did not start"
-    timeseries = pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
+    timeseries: Any = empty_timeseries()
     backend_facts: dict[str, Any] = {}
     saved = False
+    interrupted = False
     phase = on_phase or (lambda _: None)
     try:
-        phase(f"starting {experiment.backend}")
-        backend.start(experiment, pattern, topology)
-        phase("running")
-        events.add(0.0, EventKind.PHASE, "start", duration_s=duration)
-        for stage in pattern.stages:
-            events.add(stage.start_s, EventKind.PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
-                       end=stage.end_s)
-        loop = MapeLoop(
-            backend,
-            scaler,
-            ScaleManager(experiment.scale_manager),
-            experiment.loop,
-            events,
-            on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
-        )
-        loop.run(duration)
-        events.add(backend.now(), EventKind.PHASE, "end")
-        status = STATUS_COMPLETED
-    except KeyboardInterrupt:
-        status = "failed: interrupted"
+        with interruptible():
+            phase(f"starting {experiment.backend}")
+            backend.start(experiment, pattern, topology)
+            phase("running")
+            events.add(0.0, EventKind.PHASE, "start", duration_s=duration)
+            for stage in pattern.stages:
+                events.add(stage.start_s, EventKind.PHASE, f"{stage.name} start", stage=stage.name, start=stage.start_s,
+                           end=stage.end_s)
+            injector = FaultInjector(backend, experiment.faults)
+            loop = MapeLoop(
+                injector,
+                scaler,
+                ScaleManager(experiment.scale_manager),
+                experiment.loop,
+                events,
+                on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
+            )
+            loop.run(duration)
+            injector.finish()
+            for ev in injector.drain_events():
+                events.add(ev.t, ev.kind, ev.reason, **ev.data)
+            events.add(backend.now(), EventKind.PHASE, "end")
+            status = STATUS_COMPLETED
+    except (Interrupted, KeyboardInterrupt) as exc:
+        interrupted = True
+        status = status_line(RunStatus.INTERRUPTED, f"{str(exc) or type(exc).__name__} at t={_safe_now(backend):.0f} s")
+        events.add(_safe_now(backend), EventKind.PHASE, "interrupted", signal=str(exc))
         raise
     except Exception as exc:  # a failed run is data: record it
         status = f"failed: {type(exc).__name__}: {exc}"
@@ -114,16 +133,21 @@ def run_experiment(
             if status == STATUS_COMPLETED:
                 status = f"failed: timeseries export: {exc}"
         faults = len(events.of_kind(EventKind.FAULT))
+        # scheduled injections (the crash a backend then detects is marked injected too, but is no extra fault)
+        injected = sum(1 for e in events.of_kind(EventKind.FAULT)
+                       if e["data"].get("injected") and "fault_id" in e["data"])
         run_yaml = {
             "run_id": run_dir.name,
             "experiment": experiment.name,
             "status": status.split(":")[0],
             "flagged": faults > 0,
             "faults": faults,
+            "injected_faults": injected,
             "started_at": started.isoformat(),
             "finished_at": dt.datetime.now(dt.UTC).isoformat(),
             "duration_s": duration,
             "seed": experiment.seed,
+            "identity": identity_block(experiment),
             "config": experiment.model_dump(mode="json"),
             "autoscaler_params": experiment.autoscaler.typed_params().model_dump(mode="json"),
             "topology": {
@@ -142,8 +166,10 @@ def run_experiment(
             "host": host_facts(),
         }
         try:
+            # an interrupted run is torn down quickly: no TSDB snapshot (its series are in the record)
             write_run_record(
-                run_dir, run_yaml, timeseries, events, status, artifacts=lambda d: _artifacts(backend, d, events)
+                run_dir, run_yaml, timeseries, events, status,
+                artifacts=None if interrupted else (lambda d: _artifacts(backend, d, events)),
             )
             saved = True
         finally:
@@ -163,7 +189,8 @@ def _artifacts(backend: Backend, tmp_dir: Path, events: EventLog) -> dict[str, A
 
 
 def _safe_now(backend: Backend) -> float:
+    """The backend's time, or 0 (the start) when it never started (sim raises RuntimeError then)."""
     try:
         return backend.now()
-    except Exception:
+    except RuntimeError:
         return 0.0

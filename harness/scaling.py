@@ -1,10 +1,12 @@
 """The scale manager: the limits every autoscaler's request passes through.
 
-Thesis ch. 6.6.4: an over-provisioning factor multiplies each operator's
-request; no operator grows by more than `max_increase_per_action` in one
-action; when the total exceeds `max_taskmanagers` the available task managers
-are divided in proportion to the request (10/30/20 with 30 available ->
-5/15/10). Under operator-based scaling one task manager runs one subtask, so
+Thesis ch. 6.6.4: an over-provisioning factor multiplies every scale-up target
+(a request above the current parallelism; a scale-down or a kept size is taken
+as asked - multiplying a scale-down would shrink it or cancel it); no operator
+grows by more than `max_increase_per_action` in one action; when the total
+exceeds `max_taskmanagers` the available task managers are divided in
+proportion to the request (10/30/20 with 30 available -> 5/15/10). Under
+operator-based scaling one task manager runs one subtask, so
 #task managers = sum of parallelism.
 """
 
@@ -69,11 +71,11 @@ class ScaleManager:
         target = {op: decision.parallelism.get(op, p) for op, p in current.items()}
 
         if cfg.overprovisioning != 1.0:
-            target = {
-                op: math.ceil(p * cfg.overprovisioning) if op in decision.parallelism else p
-                for op, p in target.items()
-            }
-            limits.append(f"overprovisioning x{cfg.overprovisioning}")
+            scaled_up = {op for op, p in target.items() if op in decision.parallelism and p > current[op]}
+            if scaled_up:
+                target = {op: math.ceil(p * cfg.overprovisioning - 1e-9) if op in scaled_up else p
+                          for op, p in target.items()}  # fmt: skip
+                limits.append(f"overprovisioning x{cfg.overprovisioning} on {', '.join(sorted(scaled_up))}")
 
         capped = {op: min(p, current[op] + cfg.max_increase_per_action) for op, p in target.items()}
         if capped != target:

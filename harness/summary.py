@@ -94,10 +94,7 @@ def _nanmax(v: np.ndarray) -> float:
 def summarise(record: RunRecord) -> RunSummary:
     end = float(record.meta.get("duration_s") or 0) or None
 
-    def series(metric: str) -> tuple[np.ndarray, np.ndarray]:
-        s = record.series(metric)
-        return s.index.to_numpy(dtype=float), s.to_numpy(dtype=float)
-
+    series = record.arrays
     tm_t, tm_v = series(Metric.TASKMANAGERS)
     lat_t, lat_v = series(Metric.LATENCY_KAFKA)
     e2e_t, e2e_v = series(Metric.LATENCY_E2E_MEAN)
@@ -109,8 +106,7 @@ def summarise(record: RunRecord) -> RunSummary:
     cpu_t, cpu_v = series(Metric.CPU)
     _, skipped = series(Metric.SKIPPED_TOTAL)
     _, expired = series(Metric.EXPIRED_TOTAL)
-    ts = record.timeseries
-    shares = ts[(ts.metric == Metric.CPU_SHARE) & (ts.operator != "") & (ts.subtask == -1)]
+    shares = record.operator_values(Metric.CPU_SHARE)
     records = (record.meta.get("pattern") or {}).get("records")
     return RunSummary(
         avg_tm=time_weighted_mean(tm_t, tm_v, end),
@@ -127,7 +123,8 @@ def summarise(record: RunRecord) -> RunSummary:
         pattern_records=float(records) if records is not None else math.nan,
         decisions_skipped=len(record.events_of(EventKind.DECISION_SKIPPED)),
         cpu=time_weighted_mean(cpu_t, cpu_v, end),
-        cpu_share=float(shares.value.mean()) if len(shares) else float("nan"),
+        cpu_share=float(shares.mean()) if len(shares) else float("nan"),
         status=record.status,
         flagged=bool(record.meta.get("flagged")),
     )
+

@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import Stage, StageConvergence, amplitude, convergence
+from harness.run_status import RunStatus
 from harness.vocabulary import EventKind
 
 
@@ -23,6 +24,7 @@ class EventFacts:
     action_ts: tuple[float, ...]
     changes: tuple[tuple[dict[str, float], dict[str, float]], ...]
     faults: int
+    injected: int  # faults the experiment asked for (data.injected), and what the backend saw of them
     crashes: int
     failed_rescales: int
     recoveries: int
@@ -83,6 +85,7 @@ def event_facts(events: pd.DataFrame, run_end: float) -> EventFacts:
             for a in actions
         ),
         faults=len(faults),
+        injected=sum(1 for f in faults if f["data"].get("injected")),
         crashes=sum(1 for f in faults if "crash" in f["reason"].lower() or f["data"].get("crash")),
         failed_rescales=sum(1 for f in faults if "rescale" in f["reason"].lower()),
         recoveries=len(_rows(events, EventKind.RECOVERY)),
@@ -104,11 +107,14 @@ def event_metrics(meta: RunMeta, events: pd.DataFrame, run_end: float) -> tuple[
         "scale_count": n_actions,
         "decisions_skipped": facts.decisions_skipped,
         "faults": facts.faults,
+        "injected_faults": facts.injected,
         "crashes": facts.crashes,
         "failed_rescales": facts.failed_rescales,
         "recoveries": facts.recoveries,
-        "failed": not meta.completed,
-        "flagged": (not meta.completed) or facts.faults > 0 or meta.yaml_faults > 0,
+        "failed": meta.run_status == RunStatus.FAILED,
+        "flagged": meta.run_status == RunStatus.FAILED or facts.faults > 0 or meta.yaml_faults > 0,
+        # a crash: the run failed, or something broke that no one injected
+        "crashed": meta.run_status == RunStatus.FAILED or facts.faults > facts.injected,
         "spec_reconfigurations": n_actions,
         "saso_reconfigurations": n_actions,
         "saso_amplitude": amplitude(facts.changes) if facts.changes else math.nan,

@@ -1,7 +1,12 @@
-"""Find run records under a results directory and read their small parts (run.yaml, events)."""
+"""Find run records under a results directory and read their small parts (run.yaml, events).
+
+A record that cannot be read (a garbled run.yaml, a truncated Parquet file) is skipped with a
+one-line reason, never allowed to stop the analysis of the others; the caller reports the count.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.analysis.meta import RunMeta, load_meta
-from harness.record import EVENTS_SCHEMA, find_run_dirs
+from harness.record import EVENTS_SCHEMA, TIMESERIES_SCHEMA, find_run_dirs
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,15 @@ class RunRef:
     events: pd.DataFrame
 
 
+@dataclass(frozen=True)
+class SkippedRecord:
+    path: Path
+    why: str
+
+    def line(self) -> str:
+        return f"skipped corrupt run record {self.path}: {self.why}"
+
+
 def read_events(run_dir: Path) -> pd.DataFrame:
     path = Path(run_dir) / "events.parquet"
     if not path.exists():
@@ -26,11 +40,47 @@ def read_events(run_dir: Path) -> pd.DataFrame:
     return pq.read_table(path).to_pandas()
 
 
-def discover(results_dir: Path) -> list[RunRef]:
-    """Every run record under `results_dir`, completed or not (failures are data)."""
-    refs = []
+def _check_timeseries(path: Path) -> None:
+    """The footer and schema are readable (a truncated file fails here, before any engine reads it)."""
+    schema = pq.read_schema(path)
+    missing = [n for n in TIMESERIES_SCHEMA.names if n not in schema.names]
+    if missing:
+        raise ValueError(f"timeseries.parquet lacks columns {missing}")
+
+
+def _one(run_dir: Path, results_dir: Path) -> RunRef:
+    meta = load_meta(run_dir, results_dir)
+    ts = run_dir / "timeseries.parquet"
+    if ts.exists():
+        _check_timeseries(ts)
+    events = read_events(run_dir)
+    missing = [n for n in EVENTS_SCHEMA.names if n not in events.columns]
+    if missing:
+        raise ValueError(f"events.parquet lacks columns {missing}")
+    return RunRef(meta, ts if ts.exists() else None, events)
+
+
+def _why(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def discover_checked(results_dir: Path,
+                     warn: Callable[[SkippedRecord], None] | None = None) -> tuple[list[RunRef], list[SkippedRecord]]:
+    """Every readable run record under `results_dir` (completed or not: failures are data) and the skipped ones."""
+    refs: list[RunRef] = []
+    skipped: list[SkippedRecord] = []
     for run_dir in find_run_dirs(Path(results_dir)):
-        meta = load_meta(run_dir, results_dir)
-        ts = run_dir / "timeseries.parquet"
-        refs.append(RunRef(meta, ts if ts.exists() else None, read_events(run_dir)))
-    return refs
+        try:
+            refs.append(_one(run_dir, Path(results_dir)))
+        except Exception as exc:  # noqa: BLE001 - one unreadable record must not stop the rest
+            s = SkippedRecord(run_dir, _why(exc))
+            skipped.append(s)
+            if warn is not None:
+                warn(s)
+    return refs, skipped
+
+
+def discover(results_dir: Path) -> list[RunRef]:
+    """The readable run records (see `discover_checked` for the skipped ones)."""
+    return discover_checked(results_dir)[0]

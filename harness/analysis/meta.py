@@ -19,13 +19,14 @@ import yaml
 
 from harness.analysis.metrics import Stage
 from harness.analysis.profile import OperatorProfile, demand_coefficients
-from harness.record import STATUS_COMPLETED
+from harness.identity import recorded_hash
+from harness.run_status import RunStatus
 
 _REP_SUFFIX = re.compile(r"^(?P<cell>.+)-r(?P<rep>\d+)$")
 
 # identity columns of the per-run summary, in table order
 IDENTITY_COLUMNS = [
-    "run_id", "matrix", "cell_id", "repetition", "experiment", "backend", "query", "pattern",
+    "run_id", "matrix", "cell_id", "config_hash", "repetition", "experiment", "backend", "query", "pattern",
     "autoscaler", "params", "seed", "status",
 ]
 
@@ -44,7 +45,7 @@ class RunMeta:
     autoscaler: str
     params: dict[str, Any]
     seed: int
-    status: str
+    status: str  # a RunStatus value: completed | failed | interrupted
     duration_s: float | None
     time_scale: float
     period_s: float
@@ -57,11 +58,21 @@ class RunMeta:
     stages: tuple[Stage, ...] = ()
     yaml_faults: int = 0
     pattern_records: float | None = None  # records the pattern asks for over the run (None: not recorded)
+    config_hash: str = ""  # the cell's configuration identity (harness.identity); "" when unknown
+    status_reason: str = ""  # the rest of the status line ("failed: <why>")
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def run_status(self) -> RunStatus:
+        return RunStatus(self.status)
+
+    @property
     def completed(self) -> bool:
-        return self.status == STATUS_COMPLETED
+        return self.status == RunStatus.COMPLETED
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == RunStatus.INTERRUPTED
 
     @property
     def params_json(self) -> str:
@@ -78,7 +89,7 @@ class RunMeta:
 
     def identity(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "matrix": self.matrix, "cell_id": self.cell_id,
+            "run_id": self.run_id, "matrix": self.matrix, "cell_id": self.cell_id, "config_hash": self.config_hash,
             "repetition": self.repetition, "experiment": self.experiment, "backend": self.backend,
             "query": self.query, "pattern": self.pattern, "autoscaler": self.autoscaler,
             "params": self.params_json, "seed": self.seed, "status": self.status,
@@ -191,7 +202,9 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         autoscaler=str(autoscaler.get("name", "")),
         params=dict(autoscaler.get("params") or {}),
         seed=int(raw.get("seed", config.get("seed", 0)) or 0),
-        status=status,
+        status=RunStatus.parse(status).value,
+        status_reason=status.split(":", 1)[1].strip() if ":" in status else "",
+        config_hash=recorded_hash(raw) or "",
         duration_s=float(duration) if duration is not None else None,
         time_scale=float(pattern.get("time_scale", 1.0) or 1.0),
         period_s=float(_get(config, "loop", "period_s", default=15.0)),
@@ -215,4 +228,6 @@ def read_status(run_dir: Path) -> str:
 def load_meta(run_dir: Path, results_dir: Path | None = None) -> RunMeta:
     with (Path(run_dir) / "run.yaml").open() as fh:
         raw = yaml.safe_load(fh) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"run.yaml holds a {type(raw).__name__}, not a mapping")
     return parse_meta(raw, Path(run_dir), results_dir, read_status(run_dir))

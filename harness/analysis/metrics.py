@@ -29,7 +29,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 # ceil() of a demand that is an exact multiple of a capacity must not round up on float noise
 CEIL_EPS = 1e-9
@@ -326,6 +325,8 @@ def t_factor(n: int, level: float = 0.95) -> float:
     """Student-t quantile for a two-sided `level` interval with n - 1 degrees of freedom."""
     if n < 2:
         return math.nan
+    from scipy import stats  # here, not at the top: `bench run` summarises with this module, without scipy
+
     return float(stats.t.ppf(0.5 + level / 2.0, n - 1))
 
 

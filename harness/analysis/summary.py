@@ -52,7 +52,8 @@ SASO_COLUMNS = ["saso_reconfigurations", "saso_qos_violations", "saso_control_st
                 "saso_amplitude", "saso_overshoot", "saso_overshoot_vs_ideal"]
 MEAD_COLUMNS = ["mead_rt_mean", "mead_rt_p95", "mead_rt_target", "mead_rt_mean_ratio", "mead_target_met",
                 "mead_cpu_share"]
-FAILURE_COLUMNS = ["faults", "crashes", "failed_rescales", "recoveries", "failed", "flagged"]
+FAILURE_COLUMNS = ["faults", "injected_faults", "crashes", "failed_rescales", "recoveries", "failed", "flagged",
+                   "crashed"]
 METRIC_COLUMNS = THESIS_COLUMNS + SPEC_COLUMNS + SASO_COLUMNS + MEAD_COLUMNS + FAILURE_COLUMNS
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.profile import OperatorProfile, demand_coefficients
+from harness.identity import config_hash
 from harness.record import STATUS_COMPLETED, EventLog, write_run_record
 from harness.topology import load_topology
 from harness.vocabulary import EventKind, Metric
@@ -123,7 +124,8 @@ def synthetic_run(
         frames.append(pd.DataFrame({"ts": t, "metric": Metric.BUSY, "operator": o.name, "value": busy}))
     ts_df = pd.concat(frames, ignore_index=True)
     config = {
-        "name": f"{matrix or 'synthetic'}_{run_dir.name}", "backend": "sim", "query": query,
+        # the cell's name (no repetition suffix): repetitions of a cell share its config identity
+        "name": f"{matrix or 'synthetic'}_{run_dir.name.rsplit('-r', 1)[0]}", "backend": "sim", "query": query,
         "pattern": {"name": pattern, "params": {}, "scale": 1.0, "time_scale": 1.0},
         "autoscaler": {"name": autoscaler, "params": params or {}},
         "loop": {"period_s": period, "metrics_window_s": 15.0, "cooldown_s": cooldown_s, "warmup_s": 0.0},
@@ -133,6 +135,7 @@ def synthetic_run(
     run_yaml = {
         "run_id": run_dir.name, "experiment": config["name"], "status": "completed", "duration_s": duration_s,
         "seed": seed, "repetition": repetition, "config": config,
+        "identity": {"config_hash": config_hash(config)},
         "topology": {"query": query, "operators": [
             {"name": o.name, "upstream": list(o.upstream), "topic": o.topic, "capacity": o.capacity,
              "selectivity": o.selectivity} for o in ops]},

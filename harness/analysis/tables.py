@@ -124,6 +124,8 @@ def row_labels(cells: pd.DataFrame) -> list[str]:
         labels.append(f"{name} ({extra})" if extra else name)
     if len(set(labels)) < len(labels):
         labels = [f"{lab} [{cid}]" for lab, cid in zip(labels, cells["cell_id"], strict=True)]
+    if len(set(labels)) < len(labels) and "config_hash" in cells:  # one cell, two configurations: never merged
+        labels = [f"{lab} #{h}" for lab, h in zip(labels, cells["config_hash"].astype(str), strict=True)]
     return labels
 
 
@@ -154,8 +156,13 @@ def _convergence_table(cells: pd.DataFrame, labels: list[str],
         t_raw: list[float] = []
         a_raw: list[float] = []
         frac: list[float] = []
-        for cell_id in cells["cell_id"]:
+        hashes = cells["config_hash"].astype(str) if "config_hash" in cells else [None] * len(cells)
+        for cell_id, chash in zip(cells["cell_id"], hashes, strict=True):
             sel = conv[(conv["cell_id"] == cell_id) & (conv["stage"] == stage)]
+            if chash is not None and "config_hash" in sel:
+                sel = sel[sel["config_hash"].fillna("").astype(str) == chash]
+            if "status" in sel:
+                sel = sel[sel["status"].astype(str) != "interrupted"]
             if sel.empty:
                 times.append("-")
                 acts.append("-")

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pandas as pd
-
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
 from harness.vocabulary import EventKind
 
 if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
     from harness.config import Experiment
     from workloads.patterns import LoadPattern
 
@@ -65,8 +66,10 @@ class Backend(Protocol):
     def drain_events(self) -> list[BackendEvent]:
         """Events noticed since the last call (faults, recoveries, warnings)."""
 
-    def timeseries(self) -> pd.DataFrame:
-        """The run's series in the run record's long format (see harness.record)."""
+    def timeseries(self) -> pa.Table | pd.DataFrame:
+        """The run's series in the run record's long format (see harness.record): a pyarrow Table
+        (`record.timeseries_table`; what `sim` returns, so a sim run never imports pandas) or a
+        pandas DataFrame."""
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:
         """Write backend-specific artifacts (e.g. Prometheus snapshot); return facts for run.yaml."""

@@ -1,8 +1,9 @@
 """Small helpers that keep the notebooks in `notebooks/` short: load analysis outputs, plot with CIs.
 
 Notebooks read `BENCH_RESULTS` (a results directory) and analyse it with the
-pandas engine if `bench analyze` has not been run yet (`BENCH_ENGINE=spark`
-to use Spark instead).
+pandas engine if `bench analyze` has not been run yet or its outputs are stale
+(run records added, removed or rewritten since; `BENCH_ENGINE=spark` to use
+Spark instead). Bad input raises `NotebookInputError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -16,30 +17,57 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from harness.analysis.pipeline import analyze, default_out, load_outputs
+from harness.analysis import freshness
+from harness.analysis.pipeline import NoRunRecords, analyze, default_out, load_outputs
 from harness.analysis.tables import build_tables, row_labels
+
+ENGINES = ("pandas", "spark")
+
+
+class NotebookInputError(ValueError):
+    """A results directory, engine or matrix name the notebooks cannot use (one-line message)."""
 
 
 def load_analysis(results_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(runs, cells, convergence, operators); analyses the results first if needed."""
+    """(runs, cells, convergence, operators); (re-)analyses the results first when needed."""
     results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise NotebookInputError(f"BENCH_RESULTS {results_dir}: no such directory")
+    engine = os.environ.get("BENCH_ENGINE", "pandas")
+    if engine not in ENGINES:
+        raise NotebookInputError(f"BENCH_ENGINE {engine!r}: valid choices: {', '.join(ENGINES)}")
     out = default_out(results_dir)
-    if not (out / "cells.csv").exists():
-        analyze(results_dir, out, engine=os.environ.get("BENCH_ENGINE", "pandas"))  # type: ignore[arg-type]
+    state = freshness.check(results_dir, out)
+    if not state.fresh:
+        if state.why != "no analysis yet":
+            print(f"analysis in {out} is stale: {state.why}; re-analysing with {engine}")
+        try:
+            analyze(results_dir, out, engine=engine,  # type: ignore[arg-type]
+                    warn=lambda s: print(f"warning: {s.line()}"))
+        except NoRunRecords as exc:
+            raise NotebookInputError(str(exc)) from None
     frames = load_outputs(out)
     for frame in frames:
-        for col in ("matrix", "cell_id", "query", "pattern", "params", "autoscaler"):
+        for col in ("matrix", "cell_id", "query", "pattern", "params", "autoscaler", "config_hash"):
             if col in frame:
                 frame[col] = frame[col].fillna("").astype(str)
     return frames
 
 
-def select_matrix(df: pd.DataFrame, prefix: str) -> pd.DataFrame:
-    """Rows of matrices whose name starts with `prefix`; all rows when none does (e.g. a smoke matrix)."""
+def select_matrix(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Rows of the matrix `name` (or of matrices whose name starts with it, e.g. `thesis-2`).
+
+    An unknown name is an error listing the matrices there are - never a silent fall-back to all."""
     if df.empty or "matrix" not in df:
         return df
-    sel = df[df["matrix"].str.startswith(prefix)]
-    return sel if not sel.empty else df
+    known = sorted(set(df["matrix"].astype(str)))
+    sel = df[df["matrix"].astype(str) == name]
+    if sel.empty:
+        sel = df[df["matrix"].astype(str).str.startswith(name)]
+    if sel.empty:
+        raise NotebookInputError(f"BENCH_MATRIX {name!r}: no such matrix in these results; "
+                                 f"known: {', '.join(known)}")
+    return sel
 
 
 def with_labels(cells: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +162,12 @@ def convergence_summary(convergence: pd.DataFrame) -> pd.DataFrame:
     """Per cell and stage: fraction converged, mean time (pattern minutes) and mean actions."""
     if convergence.empty:
         return pd.DataFrame()
-    g = convergence.groupby(["matrix", "query", "autoscaler", "params", "cell_id", "stage"])
+    keys = ["matrix", "query", "autoscaler", "params", "cell_id"]
+    if "config_hash" in convergence:
+        keys.append("config_hash")
+    if "status" in convergence:
+        convergence = convergence[convergence["status"].astype(str) != "interrupted"]
+    g = convergence.groupby([*keys, "stage"])
     out = pd.DataFrame({
         "converged": g["converged"].mean(),
         "time_min": g["time_min_pattern"].mean(),

@@ -92,7 +92,7 @@ def test_failed_run_is_kept(hand_results: Path):
 def _summary(values: list[float], autoscaler: str = "ds2") -> pd.DataFrame:
     return pd.DataFrame({
         "run_id": [f"{autoscaler}{i}" for i in range(len(values))], "matrix": "m", "query": "q1",
-        "pattern": "cosine", "autoscaler": autoscaler, "params": "{}", "cell_id": autoscaler,
+        "pattern": "cosine", "autoscaler": autoscaler, "params": "{}", "cell_id": autoscaler, "config_hash": "h",
         "repetition": list(range(len(values))), "tm_avg": values, "flagged": [False] * len(values),
     })
 

@@ -37,6 +37,7 @@ def test_notebook_executes_and_plots(path: Path, sim_results: Path, monkeypatch:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("BENCH_RESULTS", str(sim_results))
+    monkeypatch.setenv("BENCH_MATRIX", "tiny")  # an unknown matrix name is an error, no silent fall-back
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     nb = nbformat.read(path, as_version=4)
     assert "parameters" in nb.cells[1].metadata.get("tags", [])

@@ -90,4 +90,4 @@ def test_bad_engine_and_missing_dir_exit_2(tmp_path: Path):
     runner = CliRunner()
     assert runner.invoke(app, ["analyze", str(tmp_path), "--engine", "dask"]).exit_code == 2
     assert runner.invoke(app, ["analyze", str(tmp_path / "nope")]).exit_code == 2
-    assert runner.invoke(app, ["analyze", str(tmp_path), "--engine", "pandas"]).exit_code == 1
+    assert runner.invoke(app, ["analyze", str(tmp_path), "--engine", "pandas"]).exit_code == 2  # nothing to analyse

@@ -37,6 +37,34 @@ def test_saturated_middle_operator_gets_one_more_subtask():
     assert d.details["cut_flow"] == pytest.approx(4000)
 
 
+def test_every_operator_behind_a_partition_meeting_eq_11_is_enlarged():
+    """Alg. 2: "enlarge the parallelism of each operator that meets the criterion of equation (11)"."""
+    snap = snapshot(TOPO, t=0.0, latency_s=40.0)(
+        src=op(2, rin=4000, busy=300, lag=LAGGING, lag_rate=0.0, input_rate=4000.0),
+        map=op(2, rin=4000, busy=1000, buffer=0.9),  # capacity 4,000: f = c
+        sink=op(1, rin=4000, rout=0, busy=900),  # capacity 4,444: f = 0.9 c >= 0.85 c
+    )
+    d = er(latency_feedback=False).decide(snap, NONE)
+    assert d is not None and d.parallelism == {"map": 3, "sink": 2}
+    assert d.details["bottlenecks"]["sink"]["capacity"] == pytest.approx(4000 / 0.9)
+    assert d.details["bottlenecks"]["map"]["flow"] == pytest.approx(4000)
+    # `enlarge: first` keeps the old reading: only the operator after the minimum cut
+    first = er(latency_feedback=False, enlarge="first").decide(snap, NONE)
+    assert first is not None and first.parallelism == {"map": 3}
+    # the source at 30 % busy (capacity 13,333 for 4,000) is not a bottleneck either way
+    assert "src" not in d.parallelism
+
+
+def test_latency_constraint_is_the_experiments_slo():
+    from autoscalers.config import RunContext
+
+    loose = FlinkER(FlinkERConfig(period_s=0), RunContext(slo_latency_s=100.0))
+    loose.decide(pipeline(map_busy=1000, latency=40.0), NONE)  # 40 s < 0.5 x 100 s: raise capacities
+    tight = FlinkER(FlinkERConfig(period_s=0), RunContext(slo_latency_s=5.0))
+    tight.decide(pipeline(map_busy=1000, latency=40.0), NONE)  # 40 s > 5 s: lower where tuples wait
+    assert loose.capacity_factor.get("map", 1.0) > 1.0 > tight.capacity_factor.get("map", 1.0)
+
+
 def test_saturated_source_is_the_bottleneck_itself():
     d = er(latency_feedback=False).decide(pipeline(map_busy=300, src_busy=1000), NONE)
     assert d is not None and d.parallelism == {"src": 3}

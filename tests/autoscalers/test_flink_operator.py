@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
@@ -74,6 +75,27 @@ def test_legacy_preset_changes_only_unset_options_and_is_recorded():
     d = FlinkOperator(FlinkOperatorConfig(preset="legacy", **IMMEDIATE)).decide(steady(busy=1000, lag_rate=2000), NONE)
     assert d is not None
     assert d.details["config"]["preset"] == "legacy" and d.details["config"]["restart.time"] == 180
+    assert d.details["config"]["release"] == "1.6.1"
+    assert FlinkOperatorConfig().effective()["release"] == "1.16-SNAPSHOT"
+
+
+def test_legacy_preset_follows_release_1_6_behaviour():
+    """Release 1.6.1: no lazy scale-down, a 1 h grace period after a scale-up, no observed TPR, 1.6 alignment."""
+    legacy = FlinkOperatorConfig(preset="legacy")
+    assert legacy.scale_down_interval == 0 and legacy.scale_up_grace_period == 3600
+    assert legacy.observed_true_processing_rate is False and legacy.alignment() == "DIVISORS_UP_TO_HALF"
+    assert FlinkOperatorConfig().scale_up_grace_period == 0 and FlinkOperatorConfig().scale_down_interval == 3600
+    a = FlinkOperator(FlinkOperatorConfig(preset="legacy", **{"metrics.window": 0, "stabilization.interval": 0}))
+    up = a.decide(steady(0, busy=1000, lag_rate=2000, p=2), NONE)
+    assert up is not None and up.parallelism["map"] > 2
+    after = {"src": 2, "map": 2, "sink": 2} | up.parallelism
+    a.on_applied(AppliedAction(t=0, before={"src": 2, "map": 2, "sink": 2}, after=after))
+    quiet = snapshot(TOPO, t=100)(src=op(after["src"], rin=1000, busy=10, lag=0.0, lag_rate=0.0),
+                                  map=op(after["map"], rin=1000, busy=10), sink=op(after["sink"], rin=1000, busy=10))
+    d = a.decide(quiet, NONE)
+    assert d is None or "map" not in d.parallelism  # within the grace period: no scale-down of map
+    late = a.decide(replace(quiet, t=3700.0), NONE)
+    assert late is not None and late.parallelism["map"] < after["map"]
 
 
 # ---------------------------------------------------------------- evaluation
@@ -171,14 +193,41 @@ def test_min_and_max_parallelism_bound_the_result():
     assert d is not None and d.parallelism["map"] == 6
 
 
-def test_key_group_alignment_rounds_up_to_a_divisor_of_max_parallelism():
-    assert align_parallelism(4, 5, 128, 200) == 8
-    assert align_parallelism(10, 5, 128, 200) == 8  # scale-down: within [target, current]
-    assert align_parallelism(10, 5, 128, 200, "BALANCED") == 6  # 128 // 6 < 128 // 5
+def test_current_release_alignment_modes():
+    """ParallelismAligner / BuiltInAlignmentMode of operator 1.16-SNAPSHOT; BALANCED is the default."""
+    assert FlinkOperatorConfig().alignment() == "BALANCED"
+    assert align_parallelism(4, 5, 128, 200) == 6  # BALANCED: 128 // 6 = 21 < 128 // 5 = 25
+    assert align_parallelism(4, 5, 128, 200, "EVENLY_SPREAD") == 8  # first divisor of 128 from 5 up
+    assert align_parallelism(10, 5, 128, 200, "EVENLY_SPREAD") == 8  # scale-down: within [target, current]
+    assert align_parallelism(10, 5, 128, 200, "BALANCED") == 6
+    assert align_parallelism(6, 5, 128, 200, "EVENLY_SPREAD") == 5  # [5, 6] has no divisor: keep the target
     assert align_parallelism(4, 5, 128, 200, "OFF") == 5
-    assert align_parallelism(4, 5, 24, 24) == 6  # 24 source partitions
-    assert align_parallelism(30, 70, 128, 100) == 70  # no divisor within reach: keep the target
-    # End to end: a keyed (stateful) window operator wanting 5 of 128 key groups gets 8.
+    assert align_parallelism(4, 5, 24, 24, "BALANCED") == 6  # 24 partitions: 24 // 5 = 4, 24 // 6 = 4, 6 divides
+    assert align_parallelism(30, 70, 128, 100, "EVENLY_SPREAD") == 70  # no divisor in [70, 100]: keep, never block
+    assert align_parallelism(30, 70, 128, 100, "BALANCED") == 70  # 128 // p = 1 all the way to 100
+
+
+def test_deprecated_adjust_mode_falls_back_below_or_blocks():
+    """`scaling.key-group.partitions.adjust.mode` keeps its old behaviour when the alignment mode is unset."""
+    cfg = FlinkOperatorConfig(**{"scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD"})
+    assert cfg.alignment() == "LEGACY_EVENLY_SPREAD"
+    both = {"scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD", "scaling.parallelism-alignment.mode": "OFF"}
+    assert FlinkOperatorConfig(**both).alignment() == "OFF"  # the new key wins
+    mode = "LEGACY_EVENLY_SPREAD"
+    assert align_parallelism(30, 70, 128, 100, mode) == 8 * 8  # nothing in [70, 100]: down to 64 (128 // 64 = 2 > 1)
+    assert align_parallelism(65, 70, 128, 100, mode) == 65  # 64 would be a scale-down: blocked at the current 65
+    assert align_parallelism(12, 11, 100, 200, mode) == 10  # scale-down: [11, 12] has none; 100 // 10 > 100 // 11
+    assert align_parallelism(4, 5, 128, 200, "LEGACY_MAXIMIZE_UTILISATION") == 6  # found in the region: as BALANCED
+
+
+def test_release_1_6_alignment_scans_divisors_up_to_half_the_key_groups():
+    assert align_parallelism(4, 5, 128, 200, "DIVISORS_UP_TO_HALF") == 8
+    assert align_parallelism(30, 70, 128, 200, "DIVISORS_UP_TO_HALF") == 70  # above 128 / 2: no scan
+    assert align_parallelism(4, 5, 128, 6, "DIVISORS_UP_TO_HALF") == 5  # 8 is above the upper limit 6
+
+
+def test_keyed_vertex_is_aligned_end_to_end():
+    # A keyed (stateful) window operator wanting 5 of 128 key groups gets 6 (BALANCED), 8 (EVENLY_SPREAD).
     topo = topology_from_ops("t", [
         OperatorSpec("src", topic="bids"),
         OperatorSpec("window", upstream=("src",), state_bytes_per_record=100.0),
@@ -191,7 +240,10 @@ def test_key_group_alignment_rounds_up_to_a_divisor_of_max_parallelism():
     ev = a.evaluate([snap])[0]["window"]
     assert math.ceil(round(ev.target_capacity / ev.tpr * 3, 9)) == 5
     d = a.decide(snap, NONE)
+    assert d is not None and d.parallelism["window"] == 6
+    d = scaler(**{"scaling.parallelism-alignment.mode": "EVENLY_SPREAD"}).decide(snap, NONE)
     assert d is not None and d.parallelism["window"] == 8
+    assert d.parallelism.get("src") == scaler().decide(snap, NONE).parallelism.get("src")
 
 
 def test_sources_align_to_partitions_and_never_exceed_them():

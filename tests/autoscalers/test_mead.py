@@ -7,15 +7,20 @@ import math
 import numpy as np
 import pytest
 
-from autoscalers import maps
 from autoscalers.base import History
-from autoscalers.mapph1 import convolve, erlang, exponential, solve_map_ph_1
-from autoscalers.mead import MEAD, MEADConfig
+from autoscalers.config import RunContext
+from autoscalers.mead import MEAD, MEADConfig, maps
+from autoscalers.mead.mapph1 import convolve, erlang, exponential, solve_map_ph_1
 from tests.builders import chain, op, snapshot
 
 TOPO = chain("src", "map", "sink")
 NONE = History()
 BURSTY = maps.mmpp2(0.3, 3.0, 0.05, 0.2)  # SCV ~ 3.1, lag-1 autocorrelation ~ 0.27
+
+
+def slo(latency_s: float) -> RunContext:
+    """MEAD plans for the experiment's latency SLO (R_max), handed in by the runner."""
+    return RunContext(slo_latency_s=latency_s)
 
 
 def lindley_sojourn(ia: np.ndarray, service: np.ndarray) -> np.ndarray:
@@ -143,7 +148,7 @@ def bursty_ia(n: int = 20_000, seed: int = 2) -> np.ndarray:
 
 
 def test_loose_target_puts_every_operator_at_the_cheapest_level():
-    d = MEAD(MEADConfig(max_response_s=1.0)).decide(job(), NONE)
+    d = MEAD(MEADConfig(), slo(1.0)).decide(job(), NONE)
     assert d is not None
     assert d.cpu_share == {"src": 0.4, "map": 0.4, "sink": 0.4}
     assert d.parallelism == {}
@@ -151,8 +156,8 @@ def test_loose_target_puts_every_operator_at_the_cheapest_level():
 
 
 def test_greedy_raises_only_the_slowest_operator_of_a_violating_path():
-    cfg = MEADConfig(max_response_s=0.0025)
-    d = MEAD(cfg).decide(job(), NONE)
+    cfg, ctx = MEADConfig(), slo(0.0025)
+    d = MEAD(cfg, ctx).decide(job(), NONE)
     assert d is not None
     # At 0.4 the map queue has rho = 0.75 and dominates the path; raising it alone meets 2.5 ms.
     assert d.cpu_share["src"] == 0.4 and d.cpu_share["sink"] == 0.4
@@ -161,10 +166,10 @@ def test_greedy_raises_only_the_slowest_operator_of_a_violating_path():
 
 
 def test_bursty_input_needs_more_cpu_than_poisson_for_the_same_target():
-    cfg = MEADConfig(max_response_s=0.0025)
+    cfg, ctx = MEADConfig(), slo(0.0025)
     cheapest = (0.4, 0.4, 0.4)
-    poisson_d = MEAD(cfg).decide(job(shares=cheapest), NONE)
-    bursty_d = MEAD(cfg).decide(job(shares=cheapest, ia=bursty_ia()), NONE)
+    poisson_d = MEAD(cfg, ctx).decide(job(shares=cheapest), NONE)
+    bursty_d = MEAD(cfg, ctx).decide(job(shares=cheapest, ia=bursty_ia()), NONE)
     assert poisson_d is not None and bursty_d is not None
     assert sum(bursty_d.cpu_share.values()) > sum(poisson_d.cpu_share.values())
     assert bursty_d.details["scv"] > 2.0
@@ -172,8 +177,8 @@ def test_bursty_input_needs_more_cpu_than_poisson_for_the_same_target():
 
 def test_p95_target_needs_at_least_the_cpu_of_the_mean_target():
     def decide(target: str):
-        cfg = MEADConfig(target=target, max_response_s=0.0025, fits_per_window=2)
-        return MEAD(cfg).decide(job(shares=(0.4, 0.4, 0.4), ia=bursty_ia()), NONE)
+        cfg, ctx = MEADConfig(target=target, fits_per_window=2), slo(0.0025)
+        return MEAD(cfg, ctx).decide(job(shares=(0.4, 0.4, 0.4), ia=bursty_ia()), NONE)
 
     mean_d, p95_d = decide("mean"), decide("p95")
     assert mean_d is not None and p95_d is not None
@@ -182,7 +187,7 @@ def test_p95_target_needs_at_least_the_cpu_of_the_mean_target():
 
 
 def test_unreachable_target_raises_the_bottleneck_to_the_top_and_reports_the_violation():
-    d = MEAD(MEADConfig(max_response_s=1e-4)).decide(job(shares=(0.4, 0.4, 0.4)), NONE)
+    d = MEAD(MEADConfig(), slo(1e-4)).decide(job(shares=(0.4, 0.4, 0.4)), NONE)
     assert d is not None
     assert d.cpu_share["map"] == 1.0
     assert d.details["violated_paths"] == ["src->map->sink"]
@@ -196,20 +201,20 @@ def test_acts_at_most_once_per_period():
 
 
 def test_no_change_gives_no_decision():
-    d = MEAD(MEADConfig(max_response_s=1.0)).decide(job(shares=(0.4, 0.4, 0.4)), NONE)
+    d = MEAD(MEADConfig(), slo(1.0)).decide(job(shares=(0.4, 0.4, 0.4)), NONE)
     assert d is None
 
 
 def test_service_demand_accounts_for_the_current_share():
     # map measured at share 0.4 with 750 ms busy is the same 0.3 ms per record at share 1.
-    throttled = MEAD(MEADConfig(max_response_s=0.0025)).decide(job(shares=(1.0, 0.4, 1.0)), NONE)
-    full = MEAD(MEADConfig(max_response_s=0.0025)).decide(job(), NONE)
+    throttled = MEAD(MEADConfig(), slo(0.0025)).decide(job(shares=(1.0, 0.4, 1.0)), NONE)
+    full = MEAD(MEADConfig(), slo(0.0025)).decide(job(), NONE)
     assert throttled is not None and full is not None
     assert throttled.cpu_share == full.cpu_share
 
 
 def test_scale_down_limit_of_one_level_per_decision():
-    d = MEAD(MEADConfig(max_response_s=1.0, max_scale_down_levels=1)).decide(job(), NONE)
+    d = MEAD(MEADConfig(max_scale_down_levels=1), slo(1.0)).decide(job(), NONE)
     assert d is not None
     assert d.cpu_share == {"src": 0.85, "map": 0.85, "sink": 0.85}
 
@@ -218,8 +223,8 @@ def test_without_interarrival_times_mead_waits_unless_told_to_assume_poisson():
     snap = snapshot(TOPO, t=100.0, input_rate=1000.0)(
         src=op(1, rin=1000, busy=100), map=op(1, rin=1000, busy=300), sink=op(1, rin=1000, busy=50)
     )
-    assert MEAD(MEADConfig(max_response_s=1.0)).decide(snap, NONE) is None  # the paper fits measured arrivals
-    d = MEAD(MEADConfig(max_response_s=1.0, poisson_without_arrivals=True)).decide(snap, NONE)
+    assert MEAD(MEADConfig(), slo(1.0)).decide(snap, NONE) is None  # the paper fits measured arrivals
+    d = MEAD(MEADConfig(poisson_without_arrivals=True), slo(1.0)).decide(snap, NONE)
     assert d is not None and "Poisson" in d.reason
 
 
@@ -267,13 +272,13 @@ def test_mmpp_fit_of_a_thinned_sample_recovers_the_burst_time_scale():
 def test_mead_on_a_thinned_bursty_sample_needs_more_cpu_than_on_poisson():
     rng = np.random.default_rng(9)
     thinned = maps.sample(maps.mmpp_at_rate(SLOW_BURSTS, 100.0), 6000, rng)
-    cfg = MEADConfig(max_response_s=0.5, fits_per_window=2)
+    cfg, ctx = MEADConfig(fits_per_window=2), slo(0.5)
 
     def decide(ia):
         snap = snapshot(TOPO, t=100.0, input_rate=1000.0, interarrival_s=ia)(
             src=op(1, rin=1000, busy=100), map=op(1, rin=1000, busy=300), sink=op(1, rin=1000, busy=50)
         )
-        return MEAD(cfg).decide(snap, NONE)
+        return MEAD(cfg, ctx).decide(snap, NONE)
 
     bursty_d = decide(thinned)
     poisson_d = decide(np.random.default_rng(1).exponential(1e-2, size=6000))
@@ -282,3 +287,14 @@ def test_mead_on_a_thinned_bursty_sample_needs_more_cpu_than_on_poisson():
     assert poisson_d.cpu_share == {"src": 0.4, "map": 0.4, "sink": 0.4}
     # bursts of 2.5x the mean for ~10 s overload the map at 0.4 (rho 0.75 on average): MEAD raises it
     assert bursty_d.cpu_share["map"] > 0.4
+
+
+def test_mead_plans_for_the_experiments_slo():
+    """R_max is the SLO the run is judged by (RunContext), not a MEAD parameter of its own."""
+    assert "max_response_s" not in MEADConfig.model_fields
+    tight = MEAD(MEADConfig(), slo(0.0025)).decide(job(), NONE)
+    loose = MEAD(MEADConfig(), slo(5.0)).decide(job(), NONE)
+    assert tight is not None and loose is not None
+    assert tight.details["max_response_s"] == 0.0025 and loose.details["max_response_s"] == 5.0
+    assert sum(tight.cpu_share.values()) > sum(loose.cpu_share.values())
+    assert MEAD(MEADConfig()).context.slo_latency_s == 5.0  # harness.config's default SLO

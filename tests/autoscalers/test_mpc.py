@@ -6,17 +6,24 @@ import numpy as np
 import pytest
 
 from autoscalers.base import History
+from autoscalers.config import RunContext
 from autoscalers.mpc import MPC, MPCConfig, OperatorModel, holt_winters_forecast, kingman_wait
-from autoscalers.mpc_search import branch_and_bound, exhaustive, tree_size
+from autoscalers.mpc.search import branch_and_bound, exhaustive, tree_size
+from harness.vocabulary import Metric
 from tests.builders import chain, op, snapshot
 
 TOPO = chain("src", "map", "sink")
 NONE = History()
 
 
-def job(input_rate: float = 10_000.0, latency_s: float = 0.0, **kw):
+def mpc(cfg: MPCConfig, **context) -> MPC:
+    """The paper's setting: MPC may reconfigure at every control step (no cool-down)."""
+    return MPC(cfg, RunContext(**({"cooldown_s": 0.0, "period_s": 15.0} | context)))
+
+
+def job(input_rate: float = 10_000.0, latency_s: float = 0.0, kafka_lag: float = 0.0, **kw):
     """src reads 4,000 rec/s (2 subtasks at 20 % busy); map 2 subtasks at 80 % busy -> 4e-4 s per record."""
-    return snapshot(TOPO, t=100.0, input_rate=input_rate, latency_s=latency_s, **kw)(
+    return snapshot(TOPO, t=100.0, input_rate=input_rate, latency_s=latency_s, kafka_lag=kafka_lag, **kw)(
         src=op(2, rin=4000, busy=200, input_rate=input_rate),
         map=op(2, rin=4000, busy=800),
         sink=op(1, rin=4000, busy=100),
@@ -33,7 +40,7 @@ def model(rates, demand=4e-4, current=(2, 1.0), max_p=12, delta=1.0) -> Operator
 @pytest.mark.parametrize("h", [1, 2, 3])
 @pytest.mark.parametrize("objective", ["throughput", "latency"])
 def test_bnb_finds_the_exhaustive_optimum_and_explores_fewer_states(h, objective):
-    scaler = MPC(MPCConfig(objective=objective, horizon=h, latency_threshold_s=0.01))
+    scaler = mpc(MPCConfig(objective=objective, horizon=h), slo_latency_s=0.01)
     m = model([9000.0, 12000.0, 7000.0][:h])
     stage = scaler.stage_costs(m, ca2=1.0, r=1.0)
     switch, start = scaler.switch_costs(m)
@@ -67,7 +74,7 @@ def test_bnb_matches_exhaustive_on_random_cost_tables(seed, lookahead):
 
 
 def test_lookahead_bound_prunes_at_least_as_much_as_the_paper_rule():
-    scaler = MPC(MPCConfig(horizon=3))
+    scaler = mpc(MPCConfig(horizon=3))
     m = model([9000.0, 12000.0, 7000.0], max_p=24)
     stage = scaler.stage_costs(m, 1.0, 1.0)
     switch, start = scaler.switch_costs(m)
@@ -88,7 +95,7 @@ def test_kingman_formula_numbers():
 
 
 def test_operator_response_time_uses_replicas_share_and_correction():
-    scaler = MPC(MPCConfig(service_scv=1.0))
+    scaler = mpc(MPCConfig(service_scv=1.0))
     m = model([1500.0], demand=1e-3)
     # n=2, s=1: T = 1 ms, rho = 1500 * 1e-3 / 2 = 0.75, W = 3 * 1 * 0.5 ms = 1.5 ms, R = 2.5 ms
     assert scaler.response_s(m, 1500.0, 2, 1.0, 1.0, 1.0) == pytest.approx(0.0025)
@@ -99,7 +106,7 @@ def test_operator_response_time_uses_replicas_share_and_correction():
 
 
 def test_throughput_cost_is_alpha_max_one_rho_plus_beta_n():
-    scaler = MPC(MPCConfig(alpha=200.0, beta=0.5))
+    scaler = mpc(MPCConfig(alpha=200.0, beta=0.5))
     m = model([10_000.0], max_p=5)  # rho(n) = 4 / n
     stage = scaler.stage_costs(m, 1.0, 1.0)[0]
     expected = [200 * max(1.0, 4.0 / n) + 0.5 * n for n in range(1, 6)]
@@ -110,7 +117,7 @@ def test_throughput_cost_is_alpha_max_one_rho_plus_beta_n():
 
 
 def test_throughput_variant_picks_the_smallest_sustainable_parallelism():
-    d = MPC(MPCConfig(objective="throughput")).decide(job(), NONE)
+    d = mpc(MPCConfig(objective="throughput")).decide(job(), NONE)
     assert d is not None
     # 10,000 rec/s arrive; map needs 4e-4 s per record -> rho = 4 / n -> 4 replicas
     assert d.parallelism["map"] == 4
@@ -120,20 +127,20 @@ def test_throughput_variant_picks_the_smallest_sustainable_parallelism():
 
 
 def test_cost_weights_change_the_choice():
-    base = MPC(MPCConfig()).decide(job(), NONE)
+    base = mpc(MPCConfig()).decide(job(), NONE)
     assert base is not None and base.parallelism["map"] == 4
     # A high price per replica makes running overloaded cheaper than adding replicas.
-    pricey = MPC(MPCConfig(beta=200.0)).decide(job(), NONE)
+    pricey = mpc(MPCConfig(beta=200.0)).decide(job(), NONE)
     assert pricey is None or pricey.parallelism["map"] < 4
     # A high switching cost keeps the current configuration (2 replicas).
-    sticky = MPC(MPCConfig(gamma=500.0)).decide(job(), NONE)
+    sticky = mpc(MPCConfig(gamma=500.0)).decide(job(), NONE)
     assert sticky is None or sticky.parallelism["map"] == 2
 
 
 def test_latency_variant_needs_more_replicas_for_a_tighter_threshold():
     def decide(threshold: float):
-        cfg = MPCConfig(objective="latency", latency_threshold_s=threshold, correction=False, gamma=0.0)
-        return MPC(cfg).decide(job(), NONE)
+        cfg = MPCConfig(objective="latency", correction=False, gamma=0.0)
+        return mpc(cfg, slo_latency_s=threshold).decide(job(), NONE)
 
     loose, tight = decide(10.0), decide(0.0015)
     assert loose is not None and tight is not None
@@ -145,9 +152,9 @@ def test_latency_variant_needs_more_replicas_for_a_tighter_threshold():
 
 
 def test_measured_latency_above_the_prediction_raises_the_correction_and_the_parallelism():
-    cfg = MPCConfig(objective="latency", latency_threshold_s=5.0, alpha=2.0)
-    calm = MPC(cfg).decide(job(input_rate=4000.0, latency_s=0.0), NONE)
-    lagging = MPC(cfg).decide(job(input_rate=4000.0, latency_s=3.0), NONE)
+    cfg = MPCConfig(objective="latency", alpha=2.0)
+    calm = mpc(cfg).decide(job(input_rate=4000.0, latency_s=0.0), NONE)
+    lagging = mpc(cfg).decide(job(input_rate=4000.0, latency_s=3.0), NONE)
     assert lagging is not None
     assert lagging.details["correction"] > 1.0
     calm_map = calm.parallelism["map"] if calm is not None else 2
@@ -156,7 +163,7 @@ def test_measured_latency_above_the_prediction_raises_the_correction_and_the_par
 
 def test_vertical_dimension_lowers_the_cpu_share_of_a_lightly_loaded_operator():
     cfg = MPCConfig(cpu_levels=(0.4, 0.7, 1.0), gamma=0.0)
-    d = MPC(cfg).decide(job(input_rate=4000.0), NONE)
+    d = mpc(cfg).decide(job(input_rate=4000.0), NONE)
     assert d is not None
     # sink: 2.5e-5 s per record at share 1 -> at 0.4 rho = 4000 * 6.25e-5 = 0.25: one replica at 0.4 is cheapest
     assert d.cpu_share["sink"] == 0.4
@@ -165,12 +172,12 @@ def test_vertical_dimension_lowers_the_cpu_share_of_a_lightly_loaded_operator():
 
 
 def test_without_vertical_dimension_no_cpu_share_is_decided():
-    d = MPC(MPCConfig()).decide(job(), NONE)
+    d = mpc(MPCConfig()).decide(job(), NONE)
     assert d is not None and d.cpu_share == {}
 
 
 def test_decision_reports_states_and_horizon_trajectory():
-    d = MPC(MPCConfig(horizon=2)).decide(job(), NONE)
+    d = mpc(MPCConfig(horizon=2)).decide(job(), NONE)
     assert d is not None
     assert d.details["states_total"] == 3 * tree_size(32, 2)
     assert 0 < d.details["states_explored"] < d.details["states_total"]
@@ -209,8 +216,8 @@ def test_mpc_uses_the_history_to_scale_ahead_of_a_ramp():
             )
         )
     current, history = snaps[-1], History(snapshots=tuple(snaps[:-1]))
-    last_value = MPC(MPCConfig(min_history=100, horizon=1)).decide(current, history)
-    ahead = MPC(MPCConfig(horizon=1)).decide(current, history)
+    last_value = mpc(MPCConfig(min_history=100, horizon=1)).decide(current, history)
+    ahead = mpc(MPCConfig(horizon=1)).decide(current, history)
     assert ahead is not None
     # 7,500 rec/s now -> rho = 3 / n, 3 replicas suffice; Holt predicts 8,000 -> rho = 3.2 / n -> 4
     assert ahead.details["forecast"][0] == pytest.approx(8000.0, rel=0.01)
@@ -226,3 +233,49 @@ def test_reused_smoothing_parameters_still_follow_the_ramp():
     fc, again = holt_winters_forecast(longer, 2, MPCConfig(), reuse=used)
     assert again == used
     assert fc == pytest.approx([2200.0, 2250.0], rel=0.01)
+
+
+# ---------------------------------------------------------------- cool-down and backlog
+
+
+def test_a_change_is_held_for_the_cooldown_in_the_search():
+    """Stage costs: option 1 is cheap for two steps, then dear. Free to switch back (gamma 0) the best is
+    1, 1, 0 (cost 2); when a change holds for the next two steps, staying at 0 (cost 10) wins."""
+    stage = np.array([[5.0, 1.0], [5.0, 1.0], [0.0, 10.0]])
+    switch, start = np.zeros((2, 2)), np.zeros(2)
+    free = branch_and_bound(stage, switch, start, current=0)
+    assert free.optimum.options == (1, 1, 0) and free.optimum.cost == 2.0
+    held = branch_and_bound(stage, switch, start, hold=2, current=0)
+    assert held.optimum.options == (0, 0, 0) and held.optimum.cost == 10.0
+    # trajectories 000, 001, 011, 111: 2 + 3 + 4 nodes
+    assert tree_size(2, 3, hold=2, current=0) == 9
+    full = exhaustive(stage, switch, start, hold=2, current=0)
+    assert full.optimum == held.optimum and full.states_total == 9
+
+
+def test_planning_steps_cover_the_cooldown():
+    cfg = MPCConfig(horizon=1)
+    assert mpc(cfg).planning_steps == 1  # no cool-down: the paper's horizon
+    held = mpc(cfg, period_s=60.0, cooldown_s=300.0)
+    assert (held.steps_in_force, held.planning_steps) == (5, 5)
+    d = held.decide(job(), NONE)
+    assert d is not None and d.details["planning_steps"] == 5 and len(d.details["forecast"]) == 5
+    assert mpc(MPCConfig(horizon=3), period_s=60.0, cooldown_s=60.0).planning_steps == 3
+
+
+def test_backlog_in_kafka_is_served_within_the_horizon():
+    """map: 4e-4 s per record. 10,000 rec/s alone -> rho = 4 / n -> 4 replicas. With 1.2 M records waiting and
+    one 60 s step, the step's load is 10,000 + 20,000 -> rho = 12 / n -> 12 replicas
+    (cost 200 + 6 + 0.4 x 10^2 = 246 beats 11: 218 + 5.5 + 32.4, and 13: 200 + 6.5 + 48.4)."""
+    snap = job(kafka_lag=1_200_000.0)
+    d = mpc(MPCConfig(), period_s=60.0).decide(snap, NONE)
+    assert d is not None and d.parallelism["map"] == 12
+    assert d.details["forecast"][0] == pytest.approx(30_000.0)
+    ignored = mpc(MPCConfig(backlog="ignore"), period_s=60.0).decide(snap, NONE)
+    assert ignored is not None and ignored.parallelism["map"] == 4
+    assert MPC(MPCConfig()).needs().job >= {Metric.LAG}
+
+
+def test_latency_threshold_is_the_experiments_slo():
+    d = mpc(MPCConfig(objective="latency"), slo_latency_s=2.5).decide(job(), NONE)
+    assert d is not None and d.details["latency_threshold_s"] == 2.5

@@ -51,11 +51,21 @@ def test_matrix_runs_in_parallel_and_resumes(tmp_path):
     assert seeds == [1, 1, 2, 2]
     mtimes = {r: (r / "status").stat().st_mtime_ns for r in runs}
 
-    # a killed run: its directory has no 'completed' status; only that one runs again
+    # an interrupted run runs again; the others are left alone
     victim = Path(runs[0])
-    (victim / "status").write_text("failed: killed\n")
+    (victim / "status").write_text("interrupted: SIGINT\n")
     res = runner.invoke(app, ["matrix", str(m), "--results", str(results), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert "1 ran, 3 already complete" in res.output
     assert is_complete(victim)
     assert all((r / "status").stat().st_mtime_ns == mtimes[r] for r in runs if r != victim)
+
+    # a failed run is data: kept, counted, and rerun only with --retry-failed
+    (victim / "status").write_text("failed: boom\n")
+    res = runner.invoke(app, ["matrix", str(m), "--results", str(results), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert "0 ran, 3 already complete" in res.output and "1 failed earlier" in res.output
+    assert not is_complete(victim)
+    res = runner.invoke(app, ["matrix", str(m), "--results", str(results), "--workers", "1", "--retry-failed"])
+    assert res.exit_code == 0, res.output
+    assert "1 ran, 3 already complete" in res.output and is_complete(victim)

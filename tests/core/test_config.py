@@ -97,3 +97,26 @@ def test_matrix_cell_error_names_the_cell(tmp_path):
 def test_experiment_repetitions_become_cells(tmp_path):
     _, cells = load_any(write(tmp_path, GOOD + "repetitions: 3\nseed: 7\n"))
     assert [c.experiment.seed for c in cells] == [7, 8, 9]
+
+
+def test_backend_settings_are_registered_by_name_and_validated_by_their_model():
+    """harness.config imports no backend module: each `backend:` name has its settings model registered."""
+    from typing import get_args
+
+    from harness.backends import BACKENDS
+    from harness.backends.k8s.config import K8sConfig
+    from harness.backends.local.config import LocalConfig
+    from harness.backends.sim.config import SimConfig
+    from harness.config import BACKEND_SETTINGS, ConfigError, Experiment, backend_settings_model, validate_model
+
+    assert set(get_args(Experiment.model_fields["backend"].annotation)) == set(BACKEND_SETTINGS) == set(BACKENDS)
+    assert [backend_settings_model(b) for b in ("local", "sim", "k8s")] == [LocalConfig, SimConfig, K8sConfig]
+    raw = {"name": "x", "query": "q1", "pattern": {"name": "cosine"}, "autoscaler": {"name": "static"},
+           "local": {"port_offset": 7}}
+    exp = validate_model(Experiment, raw, "f.yaml")
+    assert isinstance(exp.local, LocalConfig) and exp.local.port_offset == 7
+    assert isinstance(exp.sim, SimConfig) and isinstance(exp.k8s, K8sConfig)
+    assert exp.model_dump(mode="json")["local"]["port_offset"] == 7
+    with pytest.raises(ConfigError) as err:
+        validate_model(Experiment, {**raw, "local": {"bogus": 1}}, "f.yaml")
+    assert "f.yaml: local.bogus: unknown field; valid fields: workdir," in str(err.value)

@@ -114,7 +114,7 @@ def test_interrupted_run_leaves_no_complete_record(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run_experiment(experiment(duration_s=60), tmp_path / "run3", backend=Interrupted())
-    assert (tmp_path / "run3" / "status").read_text().startswith("failed: interrupted")
+    assert (tmp_path / "run3" / "status").read_text().startswith("interrupted: KeyboardInterrupt")
 
 
 def test_missed_ticks_after_a_long_step_are_skipped():

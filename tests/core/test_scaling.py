@@ -44,6 +44,16 @@ def test_overprovisioning_only_on_requested_operators():
     assert plan.parallelism == {"a": 5, "b": 2}
 
 
+def test_overprovisioning_multiplies_scale_ups_only():
+    """ch. 6.6.4: "every scale-up target"; a scale-down (8 -> 4) or a kept size is taken as asked."""
+    sm = ScaleManager(ScaleManagerConfig(overprovisioning=1.2, max_increase_per_action=100))
+    plan = sm.plan(ScalingDecision(parallelism={"up": 5, "down": 4, "same": 6}), {"up": 2, "down": 8, "same": 6})
+    assert plan.parallelism == {"up": 6, "down": 4, "same": 6}  # ceil(5 * 1.2) = 6, not 6.000000000000001 -> 7
+    assert plan.limits == ["overprovisioning x1.2 on up"]
+    only_down = sm.plan(ScalingDecision(parallelism={"down": 4}), {"down": 8})
+    assert only_down.parallelism == {"down": 4} and only_down.limits == []
+
+
 def test_no_change_is_reported():
     sm = ScaleManager(ScaleManagerConfig())
     plan = sm.plan(ScalingDecision(parallelism={"a": 2}), {"a": 2})

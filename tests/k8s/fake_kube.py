@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
-from harness.backends.local.flink_rest import JobDetails, TaskManagerInfo, Vertex
+from harness.backends.flink_rest import JobDetails, TaskManagerInfo, Vertex
 
 SUFFIX_KIND = {
     "namespace": "Namespace",

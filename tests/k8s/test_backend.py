@@ -137,9 +137,13 @@ def test_start_brings_up_infrastructure_then_flink_then_the_generator():
     assert names[0] == "run1"
     assert names.index(mf.TOPICS_JOB) < names.index(mf.JOBMANAGER) < names.index(mf.GENERATOR)
     assert names[-1] == mf.GENERATOR
-    # readiness of Kafka, Prometheus and the topics was checked before Flink was created
+    # Flink is created together with the infrastructure (its JVMs start while Kafka comes up), and the
+    # job is only waited for once Kafka, Prometheus and the topics are ready
     reads = [i for i, c in enumerate(cluster.calls) if c == ("read_namespaced_stateful_set", mf.KAFKA)]
-    assert reads and reads[0] < cluster.calls.index(("create_namespaced_config_map", mf.FLINK_CONFIG))
+    topics_ready = max(i for i, c in enumerate(cluster.calls) if c == ("read_namespaced_job", mf.TOPICS_JOB))
+    assert cluster.calls.index(("create_namespaced_config_map", mf.FLINK_CONFIG)) < reads[0]
+    jm_ready = [i for i, c in enumerate(cluster.calls) if c == ("read_namespaced_deployment", mf.JOBMANAGER)]
+    assert jm_ready and topics_ready < jm_ready[0]
     assert flink.url == "http://flink-jobmanager.run1.svc:8081"
     assert backend.now() == 0.0
     assert backend.state.parallelism == {"bids_source": 1, "map": 1, "sink": 1}

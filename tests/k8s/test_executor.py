@@ -260,3 +260,43 @@ def test_a_rescale_that_never_settles_is_a_failed_result_not_an_exception():
     _, res = r.rescale("in_place", state, {"map": 2}, None)
     assert not res.ok and "TimeoutError" in res.error
     assert res.parallelism["map"] == 1  # resynced from the REST API
+
+
+def test_savepoint_rescale_redeploys_the_job_manager_from_the_savepoint():
+    """Grow, stop-with-savepoint, replace the JM Deployment with --fromSavepoint at the new parallelism."""
+    from harness.backends.flink_rest import SavepointStatus
+
+    cfg = K8sConfig(namespace="t", checkpoint_host_path="/var/lib/bench")
+    r, cluster, flink, ex = rescaler(cfg)
+    r.job = spec("q1")
+    order: list[str] = []
+
+    def stop_with_savepoint(jid, target_dir=None, drain=False):
+        order.append("savepoint")
+        flink.state = "FINISHED"
+        return "trigger-1"
+
+    flink.stop_with_savepoint = stop_with_savepoint
+    flink.savepoint_status = lambda jid, trig: SavepointStatus(done=True, location="file:///flink-state/sp-1")
+    flink.active_job_ids = lambda: [] if flink.state == "FINISHED" else [flink.job_id]
+    real_apply = ex.apply
+
+    def apply(manifest):
+        if manifest["metadata"]["name"] == mf.JOBMANAGER:  # the new JM runs the job from the savepoint
+            args = manifest["spec"]["template"]["spec"]["containers"][0]["args"]
+            order.append(f"jm {args[args.index('--fromSavepoint') + 1]}")
+            par = dict(kv.split("=") for kv in args[args.index("--parallelism") + 1].split(","))
+            flink.par = {op: int(p) for op, p in par.items()}
+            flink.job_id, flink.state = "j2", "RUNNING"
+        return real_apply(manifest)
+
+    ex.apply = apply
+    state = r.current()
+    new, result = r.rescale("savepoint", state, {"map": 3}, None)
+    assert result.ok, result.error
+    assert result.method == "k8s:savepoint" and new.job_id == "j2"
+    assert new.parallelism == {"bids_source": 1, "map": 3, "sink": 1}
+    assert order == ["savepoint", "jm file:///flink-state/sp-1"]
+    assert ex.taskmanager_replicas() == 5
+    vols = {v["name"]: v for v in mf.jobmanager_deployment(cfg, r.job)["spec"]["template"]["spec"]["volumes"]}
+    assert vols["flink-state"]["hostPath"]["path"] == "/var/lib/bench/t"

@@ -35,3 +35,52 @@ def test_export_queries_cover_the_record_metrics_and_all_vertex_ids() -> None:
         assert {(m, op) for m in (Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BUSY, Metric.BACKPRESSURED)} <= set(q)
     assert 'task_id=~"w1|w2"' in q[(Metric.BUSY, "session_window")]
     assert 'task_id=~"s1"' in q[(Metric.THROUGHPUT, "")]
+
+
+def test_fault_injection_wiring_on_fakes(tmp_path: Path) -> None:
+    """inject_fault/end_fault call the stack's public API; the generator is really paused and resumed."""
+    import signal
+    import subprocess
+    import time
+    from types import SimpleNamespace
+
+    from harness.backends.local.rescale import JobState
+    from harness.faults import FaultSpec
+    from harness.vocabulary import EventKind
+
+    calls: list[str] = []
+    stack = SimpleNamespace(
+        taskmanager_ids=lambda: ["tm-1", "tm-2"], kill=lambda name: calls.append(f"kill {name}") or 4242,
+        stop_kafka=lambda: calls.append("stop kafka"), start_kafka=lambda: calls.append("start kafka") or 1.5,
+        stop_prometheus=lambda: calls.append("stop prometheus"),
+        start_prometheus=lambda: calls.append("start prometheus") or 2.0)
+    b = LocalBackend()
+    b.stack = stack  # type: ignore[assignment]
+    b.rescaler = SimpleNamespace(busy_taskmanagers=lambda state: {"map": ["tm-1"], "sink": ["tm-2"]})  # type: ignore[assignment]
+    b.rest = SimpleNamespace(job=lambda jid: SimpleNamespace(running=True))  # type: ignore[assignment]
+    b.state = JobState("j1", {"map": "v1"}, {"map": 2}, {"map": 1.0})
+    b._t0 = time.monotonic()
+    gen = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    b._generator = SimpleNamespace(pid=gen.pid)
+    try:
+        assert b.inject_fault(FaultSpec(kind="kill-taskmanager", at_s=1))["process"] == "tm-2"
+        assert b._injected_tms == {"tm-2"}
+        assert b.inject_fault(FaultSpec(kind="kill-jobmanager", at_s=1))["pid"] == 4242 and b._injected_jm
+        b.inject_fault(FaultSpec(kind="stop-prometheus", at_s=1, for_s=5))
+        assert b.end_fault(FaultSpec(kind="stop-prometheus", at_s=1, for_s=5)) == {"restart_s": 2.0}
+        b.inject_fault(FaultSpec(kind="restart-kafka", at_s=1, for_s=5))
+        b.end_fault(FaultSpec(kind="restart-kafka", at_s=1, for_s=5))
+        b._check_job_back()
+        assert calls == ["kill tm-2", "kill jobmanager", "stop prometheus", "start prometheus", "stop kafka",
+                         "start kafka"]
+        recs = [e for e in b._events if e.kind == EventKind.RECOVERY]
+        assert [e.data["fault_kind"] for e in recs] == ["stop-prometheus", "restart-kafka"]
+        b.inject_fault(FaultSpec(kind="pause-generator", at_s=1, for_s=5))
+        time.sleep(0.2)
+        assert Path(f"/proc/{gen.pid}/stat").read_text().split(") ")[1][0] == "T"  # stopped
+        b.end_fault(FaultSpec(kind="pause-generator", at_s=1, for_s=5))
+        time.sleep(0.2)
+        assert Path(f"/proc/{gen.pid}/stat").read_text().split(") ")[1][0] in "SR"  # running again
+    finally:
+        os.killpg(gen.pid, signal.SIGKILL)
+        gen.wait(5)

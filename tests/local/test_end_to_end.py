@@ -22,10 +22,12 @@ from harness.config import Experiment
 from harness.record import read_run_record
 from harness.runner import run_experiment
 from harness.vocabulary import Metric
+from tests.stacks import purged_after_module
 
 pytestmark = pytest.mark.integration
 
 WORKDIR = Path(os.environ.get("BENCH_E2E_WORKDIR", "/tmp/bench-e2e-it"))
+_purge_stack_dir = purged_after_module(WORKDIR, 6000)  # the test cleans its own stack directory
 
 
 def _backend_class() -> Any:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import flink_rest
-from harness.backends.local.flink_rest import (
+from harness.backends import flink_rest
+from harness.backends.flink_rest import (
     Bounds,
     FlinkRest,
     FlinkRestError,

@@ -17,11 +17,13 @@ import pytest
 
 from harness.config import Experiment
 from harness.topology import load_topology
+from tests.stacks import purged_after_module
 from workloads.patterns import build_pattern
 
 pytestmark = pytest.mark.integration
 
 WORKDIR = Path(os.environ.get("BENCH_REACTIVE_WORKDIR", "/tmp/bench-reactive-it"))
+_purge_stack_dir = purged_after_module(WORKDIR, 5200)  # the test cleans its own stack directory
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.backends.local.flink_rest import Bounds, JobDetails, SavepointStatus, Vertex
+from harness.backends.flink_rest import Bounds, JobDetails, SavepointStatus, Vertex
 from harness.backends.local.rescale import JobState, Rescaler, Timing, idle_taskmanagers, tm_delta
 from harness.topology import load_topology
 
@@ -189,6 +189,23 @@ def test_failure_is_reported_not_raised() -> None:
     r.timeout_s = 5.0
     _, res = r.rescale("in_place", state(), {"bids_source": 1, "map": 2, "sink": 1}, None)
     assert not res.ok and "TimeoutError" in res.error
+
+
+def test_a_failed_resync_after_a_failed_rescale_is_in_the_error() -> None:
+    from harness.backends.flink_rest import FlinkRestError
+
+    r, rest, tms, clock = make(deploy_s=10_000.0)
+    r.timeout_s = 5.0
+
+    def unreachable() -> list[str]:
+        raise FlinkRestError("GET /jobs/overview: connection refused")
+
+    rest.active_job_ids = unreachable  # type: ignore[method-assign]
+    before = state()
+    after, res = r.rescale("in_place", before, {"bids_source": 1, "map": 2, "sink": 1}, None)
+    assert not res.ok and "TimeoutError" in res.error
+    assert "re-reading the job's state failed too (FlinkRestError: GET /jobs/overview" in res.error
+    assert after.parallelism == before.parallelism
 
 
 def test_cpu_share_is_a_fraction_of_the_stack_quota() -> None:

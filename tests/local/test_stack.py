@@ -42,7 +42,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     try:
         yield s
     finally:
-        s.down()
+        s.down(purge=True)
 
 
 def prom(stack: LocalStack, query: str) -> list[dict]:

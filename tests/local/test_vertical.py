@@ -24,11 +24,14 @@ from harness.config import Experiment
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.record import read_run_record
 from harness.vocabulary import Metric
+from tests.stacks import purged_after_module
 
 pytestmark = pytest.mark.integration
 
 WORKDIR = Path(os.environ.get("BENCH_IT_VERTICAL_WORKDIR", "/tmp/bench-vertical-it"))
 PORT_OFFSET = int(os.environ.get("BENCH_TEST_PORT_OFFSET", "4000"))
+_purge_stack_dir = purged_after_module(WORKDIR, PORT_OFFSET)  # the test cleans its own stack directory
+
 LOWER_TO = 0.4  # the map's CPU share: 0.4 of the stack's task-manager quota (MEAD's lowest level)
 
 

@@ -41,7 +41,7 @@ def kafka() -> Iterator[str]:
             wait_for_leaders(stack.kafka_bootstrap, topic)
         yield stack.kafka_bootstrap
     finally:
-        stack.kafka.stop()
+        stack.down(purge=True)  # the broker, its topics and its directory: the tests leave no trace
 
 
 @pytest.fixture(scope="session")

@@ -73,7 +73,9 @@ def test_query_consumes_everything_produced(query: str, kafka: str, jar: Path, t
     log_path = tmp_path / f"{query}.log"
     log = log_path.open("w")
     job = subprocess.Popen(
-        ["java", "-Xmx768m", "-cp", f"{jar}:{lib}/*", "bench.nexmark.QueryJob", "--query", query,
+        # the mini cluster's scratch (and the 21 MB RPC jar Flink extracts) in the test's own directory, not /tmp
+        ["java", "-Xmx768m", f"-Djava.io.tmpdir={tmp_path}", "-cp", f"{jar}:{lib}/*", "bench.nexmark.QueryJob",
+         "--query", query,
          "--bootstrap", kafka, "--group-id", group, "--local",
          "--checkpoint-interval-ms", "1000", *QUERY_ARGS[query]],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -25,7 +25,7 @@ def job_series(ts: pd.DataFrame, metric: str) -> pd.Series:
 def test_a_pipeline_that_keeps_up_has_end_to_end_latency_below_one_step() -> None:
     b = start(pipeline(), constant(4_000, 120), 1)  # source 10k/s, mid 5k/s: everything keeps up
     b.advance_to(120)
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     assert job_series(ts, Metric.LATENCY_E2E_MAX).max() == 0.0  # flow-through within a step
     snap = b.snapshot(15)
     assert snap.latency_e2e_s == 0.0 and snap.latency_e2e_p95_s == 0.0
@@ -43,7 +43,7 @@ def test_queueing_in_a_slow_operator_adds_to_the_time_in_kafka() -> None:
     # ahead of it) and carries its time in Kafka plus the 2 s it queued in that buffer
     k = np.arange(100, 190)
     np.testing.assert_allclose(per_step[k + 4], rows[k, J_LATENCY] + 2.0, atol=1e-9)
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     late = job_series(ts, Metric.LATENCY_E2E_MAX).index > 100
     assert (job_series(ts, Metric.LATENCY_E2E_P95)[late] <= job_series(ts, Metric.LATENCY_E2E_MAX)[late]).all()
     assert job_series(ts, Metric.LATENCY_E2E_MAX)[late].iloc[-1] > 50  # the backlog keeps growing
@@ -55,7 +55,7 @@ def test_records_that_waited_through_a_downtime_carry_the_wait() -> None:
     res = b.rescale({"mid": 2}, None)
     assert res.downtime_s == 5.0
     b.advance_to(100)
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     e2e_max, e2e_mean = job_series(ts, Metric.LATENCY_E2E_MAX), job_series(ts, Metric.LATENCY_E2E_MEAN)
     # the interval of the outage has no record at the sink: a gap, not the 0 s held from before
     assert math.isnan(e2e_mean.loc[55.0]) and math.isnan(e2e_max.loc[55.0])
@@ -82,7 +82,7 @@ def test_every_record_reaching_the_sink_is_counted_once() -> None:
 def test_the_sim_offers_all_its_load_and_says_so() -> None:
     b = start(pipeline(), constant(20_000, 60), 1)  # far over capacity: Kafka queues, nothing is dropped
     b.advance_to(60)
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     for metric in (Metric.SKIPPED_TOTAL, Metric.EXPIRED_TOTAL):
         s = job_series(ts, metric)
         assert len(s) == 12 and (s == 0.0).all()  # measured zeros at every interval, not absent

@@ -26,7 +26,7 @@ def test_records_are_conserved_through_rescales_and_downtime() -> None:
         assert snap.kafka_lag == pytest.approx(m.lag, rel=1e-9, abs=1e-6)
         if t in plan:
             b.rescale({"session_window": plan[t], "bids_source": plan[t]}, None)
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
 
     def series(metric: str) -> np.ndarray:
         return ts[(ts.metric == metric) & (ts.operator == "")].sort_values("ts")["value"].to_numpy()
@@ -81,7 +81,7 @@ def test_downtime_stops_processing_and_lag_piles_up() -> None:
     assert m.lag == pytest.approx(lag_before + 4_000 * res.downtime_s)
     b.advance_to(50 + res.downtime_s + 1)
     assert m.processed > before
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     proc = ts[ts.metric == Metric.PROCESSING].set_index("ts")["value"]
     assert proc.loc[55.0] == 0.0 and proc.loc[50.0] == 1.0
 
@@ -119,7 +119,7 @@ def test_same_seed_same_run_other_seed_other_run() -> None:
             snap = b.snapshot(15)
             if t == 300:
                 b.rescale({"session_window": 40}, {"sink": 0.5})
-        return b.timeseries(), snap.interarrival_s  # type: ignore[return-value]
+        return b.timeseries().to_pandas(), snap.interarrival_s  # type: ignore[return-value]
 
     (a, ia), (b2, ib), (c, _) = run(7), run(7), run(8)
     assert a.equals(b2)  # type: ignore[attr-defined]
@@ -208,7 +208,7 @@ def test_snapshot_and_timeseries_shape() -> None:
     for m in snap.operators.values():
         assert len(m.subtasks) == m.parallelism
         assert m.busy_ms_per_s + m.backpressured_ms_per_s + m.idle_ms_per_s == pytest.approx(1000.0)
-    ts = b.timeseries()
+    ts = b.timeseries().to_pandas()
     assert list(ts.columns) == ["ts", "metric", "operator", "subtask", "value"]
     lat = ts[(ts.metric == Metric.LATENCY_KAFKA) & (ts.operator == "")]
     assert np.diff(lat.ts.to_numpy()).tolist() == [5.0] * (len(lat) - 1)

@@ -1,8 +1,9 @@
 """`K8sBackend`: the Backend protocol on a Kubernetes cluster (Kafka + Flink + Prometheus in one namespace).
 
 Lifecycle of `start` (fails fast, before creating anything, when no cluster is reachable):
-connect (kubeconfig/context or in-cluster) -> namespace, RBAC, Kafka, Prometheus, topic Job -> Flink
-(standalone Deployments or a FlinkDeployment) -> wait until the job runs at its initial parallelism
+connect (kubeconfig/context or in-cluster) -> namespace, RBAC, Kafka, Prometheus, topic Job and Flink
+(standalone Deployments or a FlinkDeployment) applied together, so the JVMs start in parallel -> Kafka,
+Prometheus, topics ready -> wait until the job runs at its initial parallelism
 (Flink REST through `K8sConfig.rest_url`, e.g. a `kubectl port-forward`, or the service DNS in-cluster)
 -> generator Job; its start is t = 0. Wall-clock time from then on.
 
@@ -11,12 +12,13 @@ Monitoring reuses `harness.metrics.prometheus` (same MetricsSnapshot as local an
 With `observe_only` (operator path) the operator's autoscaler rescales: `rescale` refuses and the
 parallelism changes the harness observes are recorded as `action` events.
 
-Exercised here only with fakes (tests/k8s): no cluster, Docker or kind was available. The fail-fast
-path without a kubeconfig and against an unreachable API server is tested for real.
+Exercised on fakes (tests/k8s/test_backend.py) and end to end on the project's own one-node cluster
+(tests/k8s/test_e2e_cluster.py, docs/k8s.md).
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,13 +28,14 @@ import pandas as pd
 import requests
 import yaml
 
-from harness.backends.base import BackendEvent, RescaleResult
+from harness.backends.base import BackendEvent
 from harness.backends.k8s import manifests as mf
 from harness.backends.k8s import series
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sError, K8sExecutor, KubeApis, connect
 from harness.backends.k8s.portforward import PortForward, port_forward_command
 from harness.backends.k8s.rescale import JobRest, JobState, K8sRescaler
+from harness.backends.wallclock import WallClockBackend
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -46,13 +49,14 @@ SUPERVISE_EVERY_S = 5.0
 
 
 def _default_rest(url: str) -> JobRest:
-    from harness.backends.local.flink_rest import FlinkRest
+    from harness.backends.flink_rest import FlinkRest
 
     return FlinkRest(url)
 
 
-class K8sBackend:
+class K8sBackend(WallClockBackend):
     name = "k8s"
+    supervise_every_s = SUPERVISE_EVERY_S
 
     def __init__(
         self,
@@ -63,6 +67,7 @@ class K8sBackend:
         sleep: Callable[[float], None] = time.sleep,
         forward_factory: Callable[[list[str]], PortForward] = PortForward,
     ) -> None:
+        super().__init__()
         self._connector = connector
         self._forward_factory = forward_factory
         self.forwards: list[PortForward] = []
@@ -72,16 +77,13 @@ class K8sBackend:
         self.sleep = sleep
         self.cfg = K8sConfig.model_validate({})
         self.ex: K8sExecutor | None = None
-        self._t0: float | None = None
         self._wall0 = 0.0
         self._events: list[BackendEvent] = []
         self._samples: list[series.Sample] = []
         self._vertex_ids_seen: dict[str, set[str]] = {}
         self._job_ids: list[str] = []
-        self._rescales: list[dict[str, Any]] = []
         self._manifests: list[dict[str, Any]] = []
         self._exported: list[dict[str, Any]] | None = None
-        self._last_supervise = 0.0
         self._down_since: float | None = None
         self._stopped = False
         self.startup_s: float | None = None
@@ -97,9 +99,10 @@ class K8sBackend:
         if job.taskmanagers > cfg.max_taskmanagers:
             raise ValueError(f"initial parallelism needs {job.taskmanagers} task managers > "
                              f"k8s.max_taskmanagers={cfg.max_taskmanagers}")
-        if self.method == "savepoint" and not cfg.use_operator:
-            raise ValueError("rescale_method savepoint on k8s needs k8s.use_operator: true "
-                             "(the standalone application-mode job manager cannot resubmit the job)")
+        if self.method == "savepoint" and not cfg.use_operator and not cfg.durable_state_dir:
+            raise ValueError("rescale_method savepoint on k8s needs savepoints that outlive the job manager pod: "
+                             "k8s.checkpoint_dir (shared storage) or k8s.checkpoint_host_path (one node), "
+                             "or k8s.use_operator: true")
         apis = self._connector(cfg)  # K8sUnavailable names the kubeconfig/context it tried
         self.server_version = getattr(apis, "server_version", "")
         ex = self.ex = K8sExecutor(cfg, apis, self.clock, self.sleep)
@@ -107,12 +110,12 @@ class K8sBackend:
 
         infra = mf.infrastructure(cfg, job)
         ex.apply_all(infra)
+        flink = mf.flink(cfg, job)
+        # Flink's JVMs start while Kafka comes up (a job that finds no topic yet restarts until it does)
+        ex.apply_all(flink)
         ex.wait_ready("StatefulSet", mf.KAFKA)
         ex.wait_ready("Deployment", mf.PROMETHEUS)
         ex.wait_ready("Job", mf.TOPICS_JOB)
-
-        flink = mf.flink(cfg, job)
-        ex.apply_all(flink)
         if cfg.use_operator:
             ex.wait_until(ex.flinkdeployment_ready, cfg.ready_timeout_s,
                           f"FlinkDeployment {cfg.namespace}/{cfg.flink_name} to run its job", ex.describe_pods)
@@ -122,6 +125,9 @@ class K8sBackend:
 
         self.rest_url = cfg.resolved_rest_url(mf.in_cluster_rest_url(cfg))
         self.prometheus_url = cfg.resolved_prometheus_url(mf.in_cluster_prometheus_url(cfg))
+        if cfg.cluster_ip:  # on a node: kube-proxy routes the node's own traffic to Service ClusterIPs
+            self.rest_url = cfg.rest_url or f"http://{ex.cluster_ip(mf.rest_service_name(cfg))}:{mf.REST_PORT}"
+            self.prometheus_url = cfg.prometheus_url or f"http://{ex.cluster_ip(mf.PROMETHEUS)}:{mf.PROMETHEUS_PORT}"
         if cfg.port_forward:  # the services exist only now
             for svc, local, remote in ((mf.rest_service_name(cfg), cfg.rest_local_port, mf.REST_PORT),
                                        (mf.PROMETHEUS, cfg.prometheus_local_port, mf.PROMETHEUS_PORT)):
@@ -129,7 +135,7 @@ class K8sBackend:
                 fwd.start()
                 self.forwards.append(fwd)
         self.rest = self._rest_factory(self.rest_url)
-        self.rescaler = K8sRescaler(cfg, ex, self.rest, topology, self.clock, self.sleep)
+        self.rescaler = K8sRescaler(cfg, ex, self.rest, topology, self.clock, self.sleep, job=job)
         self.rescaler.wait_running(None, parallelism, since=self.clock())
         state = self.rescaler.current()
         state.cpu_share = {op: 1.0 for op in topology.names}
@@ -160,22 +166,9 @@ class K8sBackend:
             fwd.stop()
         if self.ex is not None and self.cfg.teardown:
             try:
-                self.ex.teardown()
+                self.ex.teardown(wait_s=self.cfg.teardown_wait_s)
             except K8sError as exc:
                 self._events.append(BackendEvent(self.now(), EventKind.WARNING, f"teardown failed: {exc}", {}))
-
-    # ---------------------------------------------------------------- clock
-    def now(self) -> float:
-        return 0.0 if self._t0 is None else self.clock() - self._t0
-
-    def advance_to(self, t: float) -> None:
-        while True:
-            left = t - self.now()
-            if left <= 0:
-                return
-            self.sleep(min(left, SUPERVISE_EVERY_S))
-            if self.clock() - self._last_supervise >= SUPERVISE_EVERY_S:
-                self._supervise()
 
     # ---------------------------------------------------------------- faults and observed actions
     def _supervise(self) -> None:
@@ -265,17 +258,12 @@ class K8sBackend:
         self._sample(processing=True, snap=snap, taskmanagers=view.taskmanagers)
         return snap
 
-    # ---------------------------------------------------------------- execute
-    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
-        t = self.now()
-        self._sample(processing=False)
-        before = dict(self.state.parallelism)
-        self.state, result = self.rescaler.rescale(self.method, self.state, parallelism, cpu_share)
+    # ---------------------------------------------------------------- execute (rescale: WallClockBackend)
+    def _mark_downtime(self, down: bool) -> None:
+        self._sample(processing=not down)
+
+    def _after_rescale(self) -> None:
         self._remember(self.state)
-        self._rescales.append({"t": t, "before": before, "after": result.parallelism, "method": result.method,
-                               "downtime_s": result.downtime_s, "ok": result.ok, "error": result.error})
-        self._sample(processing=True)
-        return result
 
     def _sample(self, processing: bool, snap: MetricsSnapshot | None = None, taskmanagers: int | None = None) -> None:
         state = getattr(self, "state", None)
@@ -329,6 +317,10 @@ class K8sBackend:
                 r = requests.post(f"{self.prometheus_url}/api/v1/admin/tsdb/snapshot", timeout=60)
                 r.raise_for_status()
                 name = r.json()["data"]["name"]
+                copied = self._copy_snapshot(name, run_dir / "prometheus-snapshot")
+                if copied is not None:
+                    out["prometheus_snapshot"] = {"dir": "prometheus-snapshot", "source": copied}
+                    return out
                 pod = f"{self.cfg.namespace}/deploy/{mf.PROMETHEUS}"
                 out["prometheus_snapshot"] = {
                     "in_pod": f"/prometheus/snapshots/{name}",
@@ -341,6 +333,20 @@ class K8sBackend:
             except Exception as exc:  # noqa: BLE001 - artifacts are a bonus
                 out["prometheus_snapshot"] = {"error": f"{type(exc).__name__}: {exc}"}
         return out
+
+    def _copy_snapshot(self, name: str, dest: Path) -> str | None:
+        """Copy the TSDB snapshot out of the Prometheus pod's emptyDir when the harness runs on its node
+        (`kubelet_root_dir`), so the record holds it like a local run's; None when that is not possible."""
+        root = self.cfg.kubelet_root_dir
+        if not root or self.ex is None:
+            return None
+        for pod in self.ex.pods(f"app=bench,component={mf.PROMETHEUS}"):
+            uid = pod.get("metadata", {}).get("uid")
+            src = Path(root) / "pods" / str(uid) / "volumes" / "kubernetes.io~empty-dir" / "data" / "snapshots" / name
+            if src.is_dir():
+                shutil.copytree(src, dest)
+                return str(src)
+        return None
 
     def facts(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -358,5 +364,4 @@ class K8sBackend:
             "rescales": list(self._rescales),
             "startup_s": self.startup_s,
             "applied": [f"{k}/{n}" for k, n in (self.ex.applied if self.ex else [])],
-            "untested_note": "k8s backend verified only against fakes in this repository's tests (docs/k8s.md)",
         }

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +18,8 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
     ) -> None:
         """Render the k8s backend's manifests for an experiment (in apply order, multi-document YAML)."""
+        import yaml
+
         from harness.backends.k8s import manifests as mf
         from harness.config import ConfigError, load_experiment
         from harness.topology import load_topology

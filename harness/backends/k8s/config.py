@@ -20,6 +20,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 
+def cell_namespace(base: str, run_id: str) -> str:
+    """A namespace per matrix cell (DNS label, <= 63 chars): `<base>-<digest of the run id>`."""
+    import hashlib
+
+    return f"{base[:50]}-{hashlib.sha256(run_id.encode()).hexdigest()[:8]}"
+
+
 class K8sImages(BaseModel):
     """Pinned container images (the versions match the local backend's)."""
 
@@ -28,6 +35,7 @@ class K8sImages(BaseModel):
     flink: str = "flink:2.2.1-java17"
     kafka: str = "apache/kafka:4.1.1"
     prometheus: str = "prom/prometheus:v2.53.0"
+    generator: str | None = Field(None, description="image with java and the job jar; default: the Flink image")
     fetch: str = Field("curlimages/curl:8.10.1", description="init container that downloads `jar_url`")
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
 
@@ -51,8 +59,18 @@ class K8sConfig(BaseModel):
     )
     rest_local_port: int = Field(18081, ge=1024, le=65535, description="local end of the REST port-forward")
     prometheus_local_port: int = Field(19090, ge=1024, le=65535, description="local end of the Prometheus forward")
+    cluster_ip: bool = Field(
+        False, description="harness on a cluster node: reach Flink REST and Prometheus at their Service ClusterIPs"
+    )
     kubectl: str = Field("kubectl", description="kubectl binary for port_forward")
     teardown: bool = Field(True, description="delete the namespace when the run stops")
+    teardown_wait_s: float = Field(180.0, ge=0, description="wait until the namespace is gone (0: do not wait)")
+    kubelet_root_dir: str | None = Field(
+        None, description="harness on the node: the kubelet's root dir, to copy the TSDB snapshot out of its pod"
+    )
+    pod_logs_dir: str | None = Field(
+        None, description="harness on the node: the kubelet's pod log dir, read when something fails to start"
+    )
 
     # ---- what runs
     images: K8sImages = Field(default_factory=lambda: K8sImages.model_validate({}))
@@ -70,6 +88,7 @@ class K8sConfig(BaseModel):
     taskmanager_cpu_limit: PositiveFloat = Field(1.0, description="CPU limit: the capacity one TM adds")
     taskmanager_memory_mb: PositiveInt = Field(1536, description="pod memory = taskmanager.memory.process.size")
     jobmanager_cpu: PositiveFloat = 1.0
+    jobmanager_cpu_limit: PositiveFloat | None = Field(None, description="default: the request")
     jobmanager_memory_mb: PositiveInt = 1600
     max_taskmanagers: PositiveInt = Field(80, description="hard cap on TM replicas (the thesis ran 80)")
 
@@ -79,6 +98,7 @@ class K8sConfig(BaseModel):
     kafka_memory_mb: PositiveInt = 2048
     kafka_cpu: PositiveFloat = 1.0
     generator_producers: PositiveInt = 2
+    prometheus_cpu: PositiveFloat = 0.5
     generator_cpu: PositiveFloat = 2.0
     generator_memory_mb: PositiveInt = 1024
     generator_metrics_port: int = Field(9400, ge=1024, le=65535)
@@ -88,6 +108,9 @@ class K8sConfig(BaseModel):
     checkpoint_dir: str | None = Field(
         None, description="durable URI (s3://, a PVC's file://) for checkpoints/savepoints; None: pod-local"
     )
+    checkpoint_host_path: str | None = Field(
+        None, description="one-node clusters: node directory mounted in every Flink pod for checkpoints and "
+        "savepoints (standalone savepoint rescaling needs storage that outlives the job manager pod)")
     adaptive_cooldown_s: float = Field(1.0, ge=0)
     adaptive_stabilization_s: float = Field(1.0, ge=0)
     adaptive_max_delay_s: float = Field(1.0, ge=0)
@@ -118,6 +141,10 @@ class K8sConfig(BaseModel):
             raise ValueError("observe_only benchmarks the operator's autoscaler: set use_operator: true")
         if self.taskmanager_cpu_limit < self.taskmanager_cpu:
             raise ValueError("taskmanager_cpu_limit must be >= taskmanager_cpu (the request)")
+        if self.jobmanager_cpu_limit is not None and self.jobmanager_cpu_limit < self.jobmanager_cpu:
+            raise ValueError("jobmanager_cpu_limit must be >= jobmanager_cpu (the request)")
+        if sum((self.port_forward, self.cluster_ip, self.in_cluster)) > 1:
+            raise ValueError("choose one of port_forward, cluster_ip and in_cluster")
         return self
 
     def resolved_rest_url(self, in_cluster_url: str) -> str:
@@ -130,6 +157,13 @@ class K8sConfig(BaseModel):
         if self.prometheus_url:
             return self.prometheus_url
         return f"http://127.0.0.1:{self.prometheus_local_port}" if self.port_forward else in_cluster_url
+
+    @property
+    def durable_state_dir(self) -> str | None:
+        """Base URI of checkpoints/savepoints that outlive a pod, if any."""
+        if self.checkpoint_dir:
+            return self.checkpoint_dir.rstrip("/")
+        return "file:///flink-state" if self.checkpoint_host_path else None
 
     @property
     def flink_name(self) -> str:

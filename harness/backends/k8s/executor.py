@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.backends.k8s import manifests as mf
@@ -321,7 +322,24 @@ class K8sExecutor:
                     reason = f" ({waiting.get('reason', '')})"
                     break
             parts.append(f"{dig(p, 'metadata.name')}={dig(p, 'status.phase', '?')}{reason}")
-        return ", ".join(parts) or "no pods"
+        return (", ".join(parts) or "no pods") + self.log_tails(
+            [str(dig(p, "metadata.name")) for p in pods if not _ready(p)])
+
+    def log_tails(self, pods: list[str], lines: int = 5) -> str:
+        """Harness on the node (`pod_logs_dir`): the last lines each container of `pods` wrote. Read from
+        the kubelet's log files, so it works when the apiserver cannot reach the kubelet."""
+        root = self.cfg.pod_logs_dir
+        if not root or not pods:
+            return ""
+        out = []
+        for pod in pods:
+            for log in sorted(Path(root).glob(f"{self.ns}_{pod}_*/*/*.log"))[-3:]:
+                try:
+                    tail = log.read_text(errors="replace").splitlines()[-lines:]
+                except OSError:
+                    continue
+                out.append(f"\n--- {pod}/{log.parent.name}:\n" + "\n".join(t[:300] for t in tail))
+        return "".join(out)
 
     def taskmanager_pods(self) -> list[str]:
         """Names of the running task-manager pods (standalone Deployment or the operator's native pods)."""
@@ -334,6 +352,13 @@ class K8sExecutor:
 
     def running(self, component: str) -> bool:
         return any(dig(p, "status.phase") == "Running" for p in self.pods(f"app=bench,component={component}"))
+
+    def cluster_ip(self, service: str) -> str:
+        """A Service's ClusterIP (K8sError if it has none: headless or missing)."""
+        ip = dig(self.read("Service", service) or {}, "spec.clusterIP")
+        if not ip or ip == "None":
+            raise K8sError(f"Service {self.ns}/{service} has no ClusterIP")
+        return str(ip)
 
     # ---- scaling --------------------------------------------------------------------------------
     def taskmanager_replicas(self) -> int:
@@ -404,6 +429,11 @@ class K8sExecutor:
         if wait_s > 0:
             self.wait_until(lambda: self.read("Namespace", self.ns) is None, wait_s,
                             f"namespace {self.ns} to be deleted")
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return dig(pod, "status.phase") == "Running" and all(
+        cs.get("ready") for cs in dig(pod, "status.containerStatuses", []) or [])
 
 
 def _brief(exc: BaseException) -> str:

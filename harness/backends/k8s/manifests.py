@@ -279,6 +279,11 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
     s: dict[str, Any] = {
         "taskmanager.numberOfTaskSlots": 1,
         "taskmanager.memory.process.size": f"{cfg.taskmanager_memory_mb}m",
+        # the local backend's fixed JVM parts, so a 768m task manager still has a useful task heap
+        "taskmanager.memory.jvm-metaspace.size": "160m",
+        "taskmanager.memory.jvm-overhead.min": "128m",
+        "taskmanager.memory.framework.off-heap.size": "64m",
+        "taskmanager.memory.managed.size": "32m",
         "jobmanager.memory.process.size": f"{cfg.jobmanager_memory_mb}m",
         "parallelism.default": 1,
         "jobmanager.scheduler": "adaptive",
@@ -298,8 +303,8 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
         "heartbeat.interval": 2000,
         "heartbeat.timeout": 15000,
     }
-    if cfg.checkpoint_dir:
-        base = cfg.checkpoint_dir.rstrip("/")
+    base = cfg.durable_state_dir
+    if base:
         s["execution.checkpointing.dir"] = f"{base}/checkpoints"
         s["execution.checkpointing.savepoint-dir"] = f"{base}/savepoints"
     if standalone:
@@ -313,6 +318,9 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
             "rest.bind-address": "0.0.0.0",
             "jobmanager.bind-host": "0.0.0.0",
             "taskmanager.bind-host": "0.0.0.0",
+            # after stop-with-savepoint the job manager waits to be replaced (with --fromSavepoint) instead
+            # of exiting, which would make Kubernetes restart it and rerun the job from scratch
+            "execution.shutdown-on-application-finish": False,
         })
     return s
 
@@ -392,6 +400,10 @@ def _flink_volumes(cfg: K8sConfig) -> tuple[list[Manifest], list[Manifest], list
         *volumes,
     ]
     mounts = [{"name": "flink-config", "mountPath": "/opt/flink/conf"}, *mounts]
+    if cfg.checkpoint_host_path and not cfg.checkpoint_dir:
+        path = posixpath.join(cfg.checkpoint_host_path, cfg.namespace)
+        volumes.append({"name": "flink-state", "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
+        mounts.append({"name": "flink-state", "mountPath": "/flink-state"})
     return init, volumes, mounts
 
 
@@ -406,10 +418,13 @@ def _pod_env() -> list[Manifest]:
     ]
 
 
-def jobmanager_deployment(cfg: K8sConfig, job: JobSpec) -> Manifest:
-    """Application mode: the JM runs the job from the jar on its classpath (`standalone-job`)."""
+def jobmanager_deployment(cfg: K8sConfig, job: JobSpec, from_savepoint: str | None = None) -> Manifest:
+    """Application mode: the JM runs the job from the jar on its classpath (`standalone-job`);
+    `from_savepoint` restores it (the standalone savepoint rescale replaces the JM this way)."""
     init, volumes, mounts = _flink_volumes(cfg)
     args = ["standalone-job", "--job-classname", cfg.job_class]
+    if from_savepoint:
+        args += ["--fromSavepoint", from_savepoint]
     if posixpath.dirname(cfg.jar_path) != USRLIB:
         args += ["--jars", f"file://{cfg.jar_path}"]
     args += job_args(cfg, job)
@@ -440,7 +455,8 @@ def jobmanager_deployment(cfg: K8sConfig, job: JobSpec) -> Manifest:
                         "readinessProbe": {"httpGet": {"path": "/overview", "port": REST_PORT}, "periodSeconds": 5},
                         "resources": {
                             "requests": {"cpu": cpu(cfg.jobmanager_cpu), "memory": mem(cfg.jobmanager_memory_mb)},
-                            "limits": {"cpu": cpu(cfg.jobmanager_cpu), "memory": mem(cfg.jobmanager_memory_mb)},
+                            "limits": {"cpu": cpu(cfg.jobmanager_cpu_limit or cfg.jobmanager_cpu),
+                                       "memory": mem(cfg.jobmanager_memory_mb)},
                         },
                         "volumeMounts": mounts,
                     }],
@@ -688,7 +704,8 @@ def prometheus_deployment(cfg: K8sConfig) -> Manifest:
                         "ports": [{"name": "web", "containerPort": PROMETHEUS_PORT}],
                         "readinessProbe": {"httpGet": {"path": "/-/ready", "port": PROMETHEUS_PORT},
                                            "periodSeconds": 5},
-                        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+                        "resources": {"requests": {"cpu": cpu(cfg.prometheus_cpu), "memory": "512Mi"},
+                                      "limits": {"memory": "4Gi"}},
                         "volumeMounts": [
                             {"name": "config", "mountPath": "/etc/prometheus"},
                             {"name": "data", "mountPath": "/prometheus"},
@@ -769,7 +786,7 @@ def generator_job(cfg: K8sConfig, job: JobSpec) -> Manifest:
                     "initContainers": init,
                     "containers": [{
                         "name": GENERATOR,
-                        "image": cfg.images.flink,
+                        "image": cfg.images.generator or cfg.images.flink,
                         "imagePullPolicy": cfg.images.pull_policy,
                         "command": ["java", f"-Xmx{heap}m", "-cp", cfg.jar_path, cfg.generator_class,
                                     *generator_args(cfg, job)],

@@ -12,29 +12,34 @@ Methods (experiment.rescale_method; the standalone path unless noted):
 - operator path (any method): merge-patch the FlinkDeployment's `pipeline.jobvertex-parallelism-overrides`
   (vertex ids from the REST API); the operator applies it (in place with the adaptive scheduler, or by
   its upgrade mode) and Flink's native resource manager starts/stops the task-manager pods;
-- `savepoint` on the standalone path is refused: the application-mode job manager cannot resubmit the
-  job; run with `use_operator: true` and `upgrade_mode: savepoint` for the thesis' method.
+- `savepoint` (the thesis' method, ch. 6.4.1): grow the task managers, stop the job with a savepoint
+  (REST), then replace the application-mode job manager with one that runs the job at the new
+  parallelism `--fromSavepoint` (its Deployment is replaced; the task managers stay and re-register),
+  then shrink. The savepoint must outlive the job manager pod: `checkpoint_dir` on shared storage or
+  `checkpoint_host_path` on a one-node cluster. Downtime runs from the savepoint trigger;
 
 Vertical scaling resizes the CPU limit of the pods hosting an operator in place (MEAD).
 Downtime = from the first poll that sees the job not fully running until every subtask runs again at
 the target (resolution POLL_S), sharpened by the job's RESTARTING -> RUNNING timestamps when polling
 missed the outage (same rule as the local backend).
 
-Exercised only against fakes (tests/k8s): no cluster was available when this was written.
+Exercised against fakes (tests/k8s/test_executor.py) and on the real test cluster
+(tests/k8s/test_e2e_cluster.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from harness.backends.base import RescaleResult
+from harness.backends.flink_rest import Bounds, JobDetails, SavepointStatus, TaskManagerInfo, map_vertices
 from harness.backends.k8s import manifests as mf
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor
-from harness.backends.local.flink_rest import Bounds, JobDetails, TaskManagerInfo, map_vertices
+from harness.backends.wallclock import wait_until_running
 from harness.topology import Topology
 
 POLL_S = 0.5
@@ -43,7 +48,7 @@ BUSY_COST = 1000
 
 
 class JobRest(Protocol):
-    """The slice of harness.backends.local.flink_rest.FlinkRest used here (a fake in unit tests)."""
+    """The slice of harness.backends.flink_rest.FlinkRest used here (a fake in unit tests)."""
 
     def active_job_ids(self) -> list[str]: ...
 
@@ -54,6 +59,10 @@ class JobRest(Protocol):
     def set_resource_requirements(self, jid: str, bounds: dict[str, Bounds]) -> None: ...
 
     def vertex_taskmanagers(self, jid: str, vertex_id: str) -> list[str]: ...
+
+    def stop_with_savepoint(self, jid: str, target_dir: str | None = None, drain: bool = False) -> str: ...
+
+    def savepoint_status(self, jid: str, trigger_id: str) -> SavepointStatus: ...
 
 
 @dataclass
@@ -75,8 +84,10 @@ class K8sRescaler:
         topology: Topology,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        job: mf.JobSpec | None = None,
     ) -> None:
         self.cfg = cfg
+        self.job = job  # what the job manager runs (the savepoint method redeploys it)
         self.ex = executor
         self.rest = rest
         self.topology = topology
@@ -107,26 +118,12 @@ class K8sRescaler:
     def wait_running(self, job_id: str | None, target: dict[str, int] | None, since: float,
                      total: int | None = None) -> float:
         """Poll until the job runs every subtask at `target` (or `total` subtasks); returns the downtime."""
-        down_from: float | None = None
-        last = "no answer"
-        while True:
-            now = self.clock()
-            fully_running = False
-            try:
-                jid = job_id or self.job_id()
-                job = self.rest.job(jid)
-                fully_running = job.running
-                if fully_running and self._matches(job, target, total):
-                    return self._downtime(job, since, down_from, now)
-                last = f"{job.state} {[(v.name, v.parallelism, v.status) for v in job.vertices]}"
-            except Exception as exc:  # noqa: BLE001 - JM restarting / unreachable: keep polling
-                last = f"{type(exc).__name__}: {exc}"
-                fully_running = False
-            if not fully_running and down_from is None:
-                down_from = now
-            if now - since > self.cfg.rescale_timeout_s:
-                raise TimeoutError(f"job not running as asked after {self.cfg.rescale_timeout_s:.0f} s: {last}")
-            self.sleep(POLL_S)
+        job, timing = wait_until_running(
+            lambda: self.rest.job(job_id or self.job_id()), lambda job: self._matches(job, target, total),
+            since=since, timeout_s=self.cfg.rescale_timeout_s, clock=self.clock, sleep=self.sleep, poll_s=POLL_S,
+            retry_on=(Exception,),  # JM restarting / unreachable: keep polling (the last error ends a timeout)
+        )
+        return self._downtime(job, since, timing.down_from, timing.running_at)
 
     def _matches(self, job: JobDetails, target: dict[str, int] | None, total: int | None) -> bool:
         vids = map_vertices(job.vertices, self.topology.names)
@@ -225,10 +222,12 @@ class K8sRescaler:
                     new, downtime = self._in_place(state, target)
                 elif method == "reactive":
                     new, downtime = self._reactive(state, target)
+                elif method == "savepoint" and self.cfg.durable_state_dir and self.job is not None:
+                    new, downtime = self._savepoint(state, target)
                 else:
                     raise ValueError(
-                        f"rescale_method {method!r} is not available on the standalone k8s path "
-                        "(in_place, reactive; savepoint needs use_operator: true with upgrade_mode: savepoint)"
+                        f"rescale_method {method!r} is not available here (in_place, reactive; savepoint needs "
+                        "checkpoint_dir or checkpoint_host_path, or use_operator: true with upgrade_mode: savepoint)"
                     )
                 # subtasks may have moved: every known share goes to its new hosts
                 shares = {**state.cpu_share, **(cpu_share or {})}
@@ -257,6 +256,32 @@ class K8sRescaler:
         downtime = self.wait_running(state.job_id, target, since=t0)
         self.shrink(total)
         return JobState(state.job_id, dict(state.vertex_ids), dict(target), dict(state.cpu_share)), downtime
+
+    def _savepoint(self, state: JobState, target: dict[str, int]) -> tuple[JobState, float]:
+        assert self.job is not None
+        total = sum(target.values())
+        self.grow(total)  # new pods start while the job still runs: downtime is savepoint + restore
+        t0 = self.clock()
+        trigger = self.rest.stop_with_savepoint(state.job_id, None, drain=False)
+        location = None
+        while location is None:
+            st = self.rest.savepoint_status(state.job_id, trigger)
+            if st.done:
+                if st.failure or not st.location:
+                    raise RuntimeError(f"stop-with-savepoint failed: {st.failure}")
+                location = st.location
+            elif self.clock() - t0 > self.cfg.rescale_timeout_s:
+                raise TimeoutError(f"savepoint of {state.job_id} not done after {self.cfg.rescale_timeout_s:.0f} s")
+            else:
+                self.sleep(POLL_S)
+        self.job = replace(self.job, parallelism=dict(target))
+        self.ex.apply(mf.jobmanager_deployment(self.cfg, self.job, from_savepoint=location))
+        self.wait_running(None, target, since=t0)
+        downtime = self.clock() - t0  # not processing from the trigger on
+        new = self.current()
+        new.cpu_share = dict(state.cpu_share)
+        self.shrink(total)
+        return new, downtime
 
     def _reactive(self, state: JobState, target: dict[str, int]) -> tuple[JobState, float]:
         total = sum(target.values())

@@ -7,13 +7,22 @@ restores from its latest checkpoint: Flink's restart strategy after a task manag
 resubmission from the newest retained checkpoint after a job manager loss) and a `recovery`
 event follows with the measured outage. Monitoring goes through `harness.metrics.prometheus`,
 joined to operators via the REST API; rescaling through `rescale.Rescaler`.
+
+Injected faults (`harness.faults`, `inject_fault`/`end_fault`) act on the real processes: a task
+manager hosting a subtask or the job manager is SIGKILLed (the supervision above then recovers
+it, its events marked `injected`), the broker is stopped and started again, Prometheus is stopped
+for a while (snapshots then report the missing metrics; the exported series have a gap), the
+generator is paused with SIGSTOP (its schedule skips what it could not send: load shortfall).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from harness.backends.base import BackendEvent, RescaleResult
-from harness.backends.local.flink_rest import FlinkRest, FlinkRestError, map_vertices
+from harness.backends.base import BackendEvent
+from harness.backends.flink_rest import FlinkRest, FlinkRestError, map_vertices
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
+from harness.backends.wallclock import WallClockBackend
 from harness.metrics.export import export_queries, fill_gaps
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
@@ -32,9 +42,12 @@ from harness.topology import Topology
 from harness.vocabulary import EventKind, Metric
 
 if TYPE_CHECKING:
+    from harness.backends.local.config import LocalConfig
     from harness.backends.local.stack import LocalStack
     from harness.config import Experiment
     from workloads.patterns import LoadPattern
+
+log = logging.getLogger(__name__)
 
 SUPERVISE_EVERY_S = 1.0
 INTERARRIVAL_SAMPLE = 5000  # gaps per snapshot at most, as the simulator's default
@@ -60,28 +73,31 @@ def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -
     return best[1] if best else None
 
 
-class LocalBackend:
+class LocalBackend(WallClockBackend):
     name = "local"
+    supervise_every_s = SUPERVISE_EVERY_S
 
     def __init__(self, stack: LocalStack | None = None, keep_stack_up: bool = False) -> None:
         """`stack`: run on this stack instead of one of the experiment's config; `keep_stack_up`: `stop()`
         ends the run's job and generator but leaves the stack running for its owner (tests share one)."""
+        super().__init__()
         self._stack = stack
         self._keep_stack_up = keep_stack_up
-        self._t0: float | None = None
         self._events: list[BackendEvent] = []
         self._samples: list[dict[str, Any]] = []  # what the backend itself knows (parallelism, TMs, downtime)
         self._vertex_ids_seen: dict[str, set[str]] = {}
         self._job_ids: list[str] = []
-        self._rescales: list[dict[str, Any]] = []
         self._raw: pd.DataFrame | None = None
         self._grid: tuple[float, float, float] = (0.0, 0.0, 0.0)  # export range (start, end, step), relative
         self._stopped = False
         self._generator: Any = None
         self._timestamps: Any = None  # interarrivals.TimestampTail over the generator's sampled send times
-        self._last_supervise = 0.0
         self._expected_tms: set[str] = set()
         self._recovering: dict[str, Any] | None = None
+        self._injected_tms: set[str] = set()  # task managers killed on purpose (their death is no crash)
+        self._injected_jm = False
+        self._prometheus_stopped = False
+        self._awaiting: list[dict[str, Any]] = []  # injected outages waiting for the job to run again
         self.experiment: Experiment | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -93,7 +109,7 @@ class LocalBackend:
         self.topology = topology
         self.pattern = pattern
         self.method = experiment.rescale_method
-        cfg = experiment.local
+        cfg: LocalConfig = experiment.local
         self.stack = self._stack or LocalStack(cfg)
         stack = self.stack
         self.rest = FlinkRest(stack.rest_url)
@@ -104,7 +120,7 @@ class LocalBackend:
         stack.up(taskmanagers=total)
         for jid in self.rest.active_job_ids():  # a leftover job would hold slots
             self.rest.cancel(jid)
-        stack.ensure_topics(list(topology.topics), topology.partitions)
+        stack.ensure_topics(list(topology.topics), topology.partitions, run_s=pattern.duration_s)
         self.jar = jobjar.ensure_jar()
         # a fresh consumer group per run: the job starts at the topics' end, not at a past run's offsets
         self._group_id = f"bench-{topology.query}-{int(time.time())}"
@@ -177,31 +193,24 @@ class LocalBackend:
         if self._stopped:
             return
         self._stopped = True
+        # the run record is written by now: what goes wrong here is logged, and teardown goes on
         try:
             if self._generator is not None:
+                if self._generator.pid is not None:  # a paused generator (injected fault) must hear SIGTERM
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self._generator.pid, signal.SIGCONT)
                 self._generator.stop()
-        except Exception:  # noqa: BLE001 - teardown goes on
-            pass
-        try:
-            for jid in self.rest.active_job_ids():
-                self.rest.cancel(jid)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001
+            log.warning("stopping the load generator failed: %s: %s (bench down stops it)", type(exc).__name__, exc)
+        rest: FlinkRest | None = getattr(self, "rest", None)  # None: start failed before it reached Flink
+        if rest is not None:
+            try:
+                for jid in rest.active_job_ids():
+                    rest.cancel(jid)
+            except FlinkRestError as exc:
+                log.warning("cancelling the job failed: %s (stopping the stack ends it)", exc)
         if getattr(self, "stack", None) is not None and not self._keep_stack_up:
             self.stack.down()
-
-    # ---------------------------------------------------------------- clock
-    def now(self) -> float:
-        return 0.0 if self._t0 is None else time.monotonic() - self._t0
-
-    def advance_to(self, t: float) -> None:
-        while True:
-            left = t - self.now()
-            if left <= 0:
-                return
-            time.sleep(min(left, SUPERVISE_EVERY_S))
-            if time.monotonic() - self._last_supervise >= SUPERVISE_EVERY_S:
-                self._supervise()
 
     # ---------------------------------------------------------------- faults
     def _supervise(self) -> None:
@@ -220,8 +229,10 @@ class LocalBackend:
         dead = sorted(self._expected_tms - alive)
         if dead:
             t_fault = self.now()
+            injected = bool(set(dead) & self._injected_tms)
             self._events.append(BackendEvent(t_fault, EventKind.FAULT, f"task manager died: {', '.join(dead)}",
-                                             {"process": dead, "job_id": self.state.job_id}))
+                                             {"process": dead, "job_id": self.state.job_id,
+                                              **({"injected": True} if injected else {})}))
             self._sample(downtime=True)  # the processing series shows the outage until the recovery
             try:
                 for tm in dead:
@@ -229,7 +240,7 @@ class LocalBackend:
                 need = sum(self.state.parallelism.values()) - len(self.stack.taskmanager_ids())
                 started = [self.stack.start_taskmanager(wait=False) for _ in range(max(0, need))]
                 if self._recovering is None:
-                    self._recovering = {"t_fault": t_fault, "dead": dead, "started": started}
+                    self._recovering = {"t_fault": t_fault, "dead": dead, "started": started, "injected": injected}
                 else:
                     self._recovering["started"] += started
             except Exception as exc:  # noqa: BLE001 - stays a fault; the run is flagged
@@ -237,6 +248,8 @@ class LocalBackend:
             self._expected_tms = set(self.stack.taskmanager_ids())
         if self._recovering is not None:
             self._check_recovered()
+        if self._awaiting:
+            self._check_job_back()
 
     def _check_recovered(self) -> None:
         rec = self._recovering
@@ -264,7 +277,8 @@ class LocalBackend:
             self._events.append(BackendEvent(
                 self.now(), EventKind.RECOVERY, "task manager replaced; job restored from its checkpoint",
                 {"outage_s": self.now() - rec["t_fault"], "restored_checkpoint": restored,
-                 "replaced": rec["dead"], "started": rec["started"]}))
+                 "replaced": rec["dead"], "started": rec["started"],
+                 **({"fault_kind": "kill-taskmanager"} if rec.get("injected") else {})}))
             self._recovering = None
             self._sample(downtime=False)
         elif self.now() - rec["t_fault"] > self.rescaler.timeout_s:
@@ -275,7 +289,9 @@ class LocalBackend:
     def _recover_jobmanager(self) -> None:
         t_fault = self.now()
         previous = self.state.job_id
-        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died", {"job_id": previous}))
+        injected, self._injected_jm = self._injected_jm, False
+        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died",
+                                         {"job_id": previous, **({"injected": True} if injected else {})}))
         self._sample(downtime=True)
         try:
             ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints", self._job_ids)
@@ -294,11 +310,97 @@ class LocalBackend:
                 self.now(), EventKind.RECOVERY, "job manager restarted; job resubmitted from its latest checkpoint",
                 {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt) if ckpt else None, "job_id": job_id,
                  "previous_job_id": previous, "restored_checkpoint": restored,
-                 "taskmanagers_registered_s": registered_s}))
+                 "taskmanagers_registered_s": registered_s,
+                 **({"fault_kind": "kill-jobmanager"} if injected else {})}))
             self._sample(downtime=False)
         except Exception as exc:  # noqa: BLE001
             self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"job manager recovery failed: {exc}", {}))
         self._expected_tms = set(self.stack.taskmanager_ids())
+
+    # ---------------------------------------------------------------- fault injection
+    def inject_fault(self, fault: Any) -> dict[str, Any]:
+        """Break something on purpose now (a `harness.faults.FaultSpec`); returns facts for the event."""
+        from harness.backends.local.flink import JOBMANAGER
+        from harness.faults import FaultKind
+
+        kind = fault.kind
+        if kind == FaultKind.KILL_TASKMANAGER:
+            hosts = sorted({tm for tms in self.rescaler.busy_taskmanagers(self.state).values() for tm in tms})
+            candidates = [tm for tm in hosts if tm in self.stack.taskmanager_ids()] or self.stack.taskmanager_ids()
+            if not candidates:
+                raise RuntimeError("no task manager is running")
+            tm = candidates[-1]
+            self._injected_tms.add(tm)
+            return {"process": tm, "pid": self.stack.kill(tm)}
+        if kind == FaultKind.KILL_JOBMANAGER:
+            self._injected_jm = True
+            return {"process": JOBMANAGER, "pid": self.stack.kill(JOBMANAGER)}
+        if kind == FaultKind.RESTART_KAFKA:
+            self._sample(downtime=True)
+            self.stack.stop_kafka()
+            if fault.for_s is None:  # a restart at once
+                return {"restart_s": self._kafka_back(fault)}
+            return {}
+        if kind == FaultKind.STOP_PROMETHEUS:
+            self.stack.stop_prometheus()
+            self._prometheus_down_at = self.now()
+            self._prometheus_stopped = True
+            return {}
+        if kind == FaultKind.PAUSE_GENERATOR:
+            pid = self._generator_pid()
+            os.killpg(pid, signal.SIGSTOP)
+            return {"pid": pid}
+        raise ValueError(f"unknown fault kind {kind}")
+
+    def end_fault(self, fault: Any) -> dict[str, Any]:
+        """End an outage that lasts `for_s` (restart-kafka, stop-prometheus, pause-generator)."""
+        from harness.faults import FaultKind
+
+        kind = fault.kind
+        if kind == FaultKind.RESTART_KAFKA:
+            return {"restart_s": self._kafka_back(fault)}
+        if kind == FaultKind.STOP_PROMETHEUS:
+            took = self.stack.start_prometheus()
+            self._prometheus_stopped = False
+            t_down = getattr(self, "_prometheus_down_at", self.now())
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, "prometheus restarted; monitoring again",
+                                             {"fault_kind": kind.value, "outage_s": self.now() - t_down,
+                                              "restart_s": took}))
+            return {"restart_s": took}
+        if kind == FaultKind.PAUSE_GENERATOR:
+            pid = self._generator_pid()
+            os.killpg(pid, signal.SIGCONT)
+            return {"pid": pid}
+        return {}
+
+    def _generator_pid(self) -> int:
+        pid = self._generator.pid if self._generator is not None else None
+        if pid is None:
+            raise RuntimeError("the load generator is not running")
+        return int(pid)
+
+    def _kafka_back(self, fault: Any) -> float:
+        """Start the broker again; the recovery event follows once the job runs at its parallelism."""
+        t0 = self.now()
+        took = self.stack.start_kafka()
+        self._awaiting.append({"t_fault": t0 - (fault.for_s or 0.0), "fault_kind": fault.kind.value,
+                               "kafka_restart_s": took})
+        return took
+
+    def _check_job_back(self) -> None:
+        """After a broker restart: recovered when the job runs at its parallelism again."""
+        try:
+            job = self.rest.job(self.state.job_id)
+            ok = job.running
+        except FlinkRestError:
+            ok = False
+        if not ok:
+            return
+        for item in self._awaiting:
+            self._events.append(BackendEvent(self.now(), EventKind.RECOVERY, f"{item['fault_kind']}: job running again",
+                                             {**item, "outage_s": self.now() - item["t_fault"]}))
+        self._awaiting = []
+        self._sample(downtime=False)
 
     def drain_events(self) -> list[BackendEvent]:
         if self._t0 is not None and not self._stopped:
@@ -335,22 +437,23 @@ class LocalBackend:
             self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
             return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
                                               self.state.cpu_share, reason)
+        if not self.stack.prometheus.healthy():  # one quick probe instead of every query timing out
+            reason = "prometheus not answering" + (" (injected fault stop-prometheus)" if self._prometheus_stopped
+                                                   else "")
+            self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
+            return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
+                                              self.state.cpu_share, reason)
         snap = self.monitor.snapshot(view, t, window_s, self._interarrivals())
         self._sample(downtime=False, snap=snap)
         return snap
 
-    # ---------------------------------------------------------------- execute
-    def rescale(self, parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
-        t = self.now()
-        self._sample(downtime=True)
-        before = dict(self.state.parallelism)
-        self.state, result = self.rescaler.rescale(self.method, self.state, parallelism, cpu_share)
+    # ---------------------------------------------------------------- execute (rescale: WallClockBackend)
+    def _mark_downtime(self, down: bool) -> None:
+        self._sample(downtime=down)
+
+    def _after_rescale(self) -> None:
         self._remember_vertices()
         self._expected_tms = set(self.stack.taskmanager_ids())
-        self._rescales.append({"t": t, "before": before, "after": result.parallelism, "method": result.method,
-                               "downtime_s": result.downtime_s, "ok": result.ok, "error": result.error})
-        self._sample(downtime=False)
-        return result
 
     def _sample(self, downtime: bool, snap: MetricsSnapshot | None = None) -> None:
         t = self.now()

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from harness.backends.local.config import LocalConfig
-from harness.backends.local.errors import StackError
-from harness.backends.local.stack import LocalStack
+if TYPE_CHECKING:  # the stack (requests, confluent-kafka, ...) is imported by the commands that use it
+    from rich.table import Table
+
+    from harness.backends.local.errors import StackError
+    from harness.backends.local.stack import LocalStack
 
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -26,7 +27,27 @@ OffsetOpt = Annotated[int, typer.Option(help="added to every default port (run s
 
 
 def _stack(workdir: Path, port_offset: int, **extra: object) -> LocalStack:
-    return LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, **extra))  # type: ignore[arg-type]
+    """The stack of these flags; a bad flag exits 2 naming it before anything starts."""
+    from pydantic import ValidationError
+
+    from harness.backends.local.config import LocalConfig
+    from harness.backends.local.stack import LocalStack
+    from harness.errors import nested_errors
+    from harness.paths import PathError, check_output_dir
+
+    flags = {"workdir": "--workdir", "port_offset": "--port-offset", "taskmanager_cpu_quota": "--cpu"}
+    try:
+        check_output_dir(workdir, "--workdir")
+        return LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, **extra))  # type: ignore[arg-type]
+    except PathError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        text = nested_errors(exc, "")
+        for field, flag in flags.items():
+            text = text.replace(f"{field}:", f"{flag}:")
+        err.print(f"error: {text}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
 
 
 def _die(exc: StackError) -> typer.Exit:
@@ -35,6 +56,8 @@ def _die(exc: StackError) -> typer.Exit:
 
 
 def status_table(stack: LocalStack) -> tuple[Table, bool]:
+    from rich.table import Table
+
     st = stack.status()
     table = Table(title=f"local stack ({stack.root})")
     for col in ("service", "state", "pid", "port", "healthy", "detail"):
@@ -44,6 +67,22 @@ def status_table(stack: LocalStack) -> tuple[Table, bool]:
         healthy = "[green]yes[/]" if s.healthy else "[red]no[/]"
         table.add_row(s.name, state, str(s.pid or "-"), str(s.port or "-"), healthy, s.detail)
     return table, st.healthy
+
+
+def disk_line(stack: LocalStack) -> str:
+    """`stack directory <path>: <size>; install cache <path>: <size>`."""
+    use = stack.disk_usage()
+    return (f"stack directory {stack.root}: {_size(use['stack'])}; "
+            f"install cache {stack.cfg.install_root}: {_size(use['cache'])}")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.2f} GB"
 
 
 def submit_query(stack: LocalStack, query: str) -> str | None:
@@ -67,12 +106,14 @@ def wait_running(stack: LocalStack, job: str) -> bool:
     """True once every subtask of `job` runs (False after the start-up timeout)."""
     import time
 
+    from harness.backends.flink_rest import FlinkRestError
+
     deadline = time.monotonic() + stack.cfg.startup_timeout_s
     while time.monotonic() < deadline:
         try:
             if stack.rest.job(job).running:
                 return True
-        except Exception:  # noqa: BLE001 - the job may not be listed yet
+        except FlinkRestError:  # the job is not listed yet
             pass
         time.sleep(0.5)
     return False
@@ -90,7 +131,16 @@ def register(app: typer.Typer) -> None:
         query: Annotated[str | None, typer.Option(help="also build the job jar and run this query")] = None,
     ) -> None:
         """Install what is missing, start Kafka, Flink, Prometheus (and a query job); wait until healthy."""
-        extra = {"taskmanager_cpu_quota": cpu} if cpu else {}
+        from harness.backends.local.errors import StackError
+
+        extra = {"taskmanager_cpu_quota": cpu} if cpu is not None else {}
+        if query is not None:
+            from harness.topology import available_queries
+
+            if query not in available_queries():
+                err.print(f"error: --query {query!r}: valid choices: {', '.join(available_queries())}",
+                          highlight=False, markup=False)
+                raise typer.Exit(2)
         stack = _stack(workdir, port_offset, **extra)
         needed = taskmanagers
         if query:
@@ -120,20 +170,28 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def status(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
-        """Show every service of the local stack: running, pid, port, healthy."""
-        table, healthy = status_table(_stack(workdir, port_offset))
+        """Show every service of the local stack: running, pid, port, healthy; and its disk use."""
+        stack = _stack(workdir, port_offset)
+        table, healthy = status_table(stack)
         console.print(table)
+        console.print(disk_line(stack), highlight=False)
         if not healthy:
             raise typer.Exit(3)
 
     @app.command()
-    def down(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
-        """Stop every process of the local stack; leaves none behind."""
+    def down(
+        workdir: WorkdirOpt = Path(".bench"),
+        port_offset: OffsetOpt = 0,
+        purge: Annotated[bool, typer.Option("--purge", help="also remove the work directory: data, logs, configs "
+                                                            "(the cached installs stay)")] = False,
+    ) -> None:
+        """Stop every process of the local stack; leaves none behind, and the work directory at its bounded size."""
         stack = _stack(workdir, port_offset)
         with console.status("stopping the local stack"):
-            stack.down()
+            stack.down(purge=purge)
         left = stack.status().running
         if left:
             err.print(f"[red]still running:[/] {', '.join(s.name for s in left)}")
             raise typer.Exit(1)
-        console.print("local stack stopped")
+        console.print("local stack stopped" + ("; work directory removed" if purge else ""))
+        console.print(disk_line(stack), highlight=False)

@@ -100,6 +100,17 @@ class LocalConfig(BaseModel):
         True, description="AppCDS archives for the JVMs: about half the start-up CPU (see cds.py)"
     )
 
+    # disk: what a stack keeps (a long matrix must not fill the disk; `bench status` shows the sizes)
+    kafka_retention_mb: int = Field(
+        1024, ge=16, description="most a benchmark topic keeps during a run, MB over all its partitions (unread "
+                                 "records beyond it are deleted); a run's topics are deleted when it ends"
+    )
+    kafka_segment_mb: int = Field(16, ge=1, description="Kafka log segment size, MB (retention deletes whole segments)")
+    prometheus_retention_mb: int = Field(
+        256, ge=16, description="Prometheus TSDB size bound, MB (each run's samples are also in its record)"
+    )
+    keep_logs: int = Field(16, ge=0, description="log directories of stopped task managers kept (the newest)")
+
     # supervision
     scrape_interval_s: float = Field(5.0, gt=0, description="Prometheus scrape interval")
     startup_timeout_s: float = Field(120.0, gt=0, description="how long `up` waits for a service to be healthy")

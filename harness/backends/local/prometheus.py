@@ -100,7 +100,8 @@ class PrometheusService:
              f"--web.listen-address=127.0.0.1:{self.ports.prometheus}",
              "--web.enable-admin-api",
              "--web.enable-lifecycle",
-             "--storage.tsdb.retention.time=15d"],
+             "--storage.tsdb.retention.time=15d",
+             f"--storage.tsdb.retention.size={self.cfg.prometheus_retention_mb}MB"],
             self.dir / "prometheus.log",
         )
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from harness.backends.base import RescaleResult
-from harness.backends.local.flink_rest import Bounds, FlinkRest, FlinkRestError, JobDetails, map_vertices
+from harness.backends.flink_rest import Bounds, FlinkRest, FlinkRestError, JobDetails, map_vertices
+from harness.backends.wallclock import Timing, wait_until_running
 from harness.topology import Topology
 
 POLL_S = 0.25
@@ -67,22 +68,6 @@ class JobState:
     vertex_ids: dict[str, str]  # operator -> job-vertex id
     parallelism: dict[str, int]
     cpu_share: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How long a rescale kept the job from processing."""
-
-    requested: float  # monotonic time of the request
-    down_from: float | None  # first moment seen not fully running (None: polling never saw it down)
-    running_at: float  # monotonic time every subtask ran again
-
-    @property
-    def downtime_s(self) -> float:
-        """The outage; when polling missed it (it fit between two polls of a slow job manager),
-        the whole time since the request: an upper bound rather than a made-up zero."""
-        start = self.down_from if self.down_from is not None else self.requested
-        return max(0.0, self.running_at - min(start, self.running_at))
 
 
 def tm_delta(current: int, target_total: int) -> int:
@@ -125,25 +110,11 @@ class Rescaler:
     def wait_running(self, job_id: str, parallelism: dict[str, int] | None, vertex_ids: dict[str, str] | None,
                      since: float, total: int | None = None) -> Timing:
         """Poll until the job runs every subtask (at `parallelism` if given, or `total` subtasks)."""
-        down_from: float | None = None
-        deadline = since + self.timeout_s
-        last = "no answer"
-        while True:
-            now = self.clock()
-            fully_running = False
-            try:
-                job = self.rest.job(job_id)
-                if self._matches(job, parallelism, vertex_ids, total):
-                    return Timing(since, down_from, now)
-                fully_running = job.running  # still at the old parallelism: records flow
-                last = f"{job.state} {[(v.name, v.parallelism, v.status) for v in job.vertices]}"
-            except FlinkRestError as exc:
-                last = str(exc)
-            if not fully_running and down_from is None:
-                down_from = now
-            if now > deadline:
-                raise TimeoutError(f"job {job_id} not running as asked after {self.timeout_s:.0f} s: {last}")
-            self.sleep(POLL_S)
+        _, timing = wait_until_running(
+            lambda: self.rest.job(job_id), lambda job: self._matches(job, parallelism, vertex_ids, total),
+            since=since, timeout_s=self.timeout_s, clock=self.clock, sleep=self.sleep, poll_s=POLL_S,
+            retry_on=(FlinkRestError,), what=f"job {job_id}")
+        return timing
 
     @staticmethod
     def _matches(job: JobDetails, parallelism: dict[str, int] | None, vertex_ids: dict[str, str] | None,
@@ -257,13 +228,15 @@ class Rescaler:
                 method=method,
             )
         except Exception as exc:  # noqa: BLE001 - a failed rescale is an event, not a crash
+            error = f"{type(exc).__name__}: {exc}"
             try:
                 state = self._resync(state)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as again:  # noqa: BLE001 - recorded with the rescale's own error
+                error += f"; re-reading the job's state failed too ({type(again).__name__}: {again}), " \
+                         "so the parallelism recorded is the one asked before"
             return state, RescaleResult(
                 parallelism=dict(state.parallelism), cpu_share=dict(state.cpu_share), method=method, ok=False,
-                error=f"{type(exc).__name__}: {exc}",
+                error=error,
             )
 
     def _resync(self, state: JobState) -> JobState:

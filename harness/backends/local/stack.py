@@ -8,6 +8,10 @@ processes (and a crashed harness can still clean up).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -16,17 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.backends.flink_rest import FlinkRest, JobSubmitError
 from harness.backends.local import kafka as kafka_mod
 from harness.backends.local import prometheus as prom_mod
 from harness.backends.local.cgroups import CpuCgroups
 from harness.backends.local.config import LocalConfig
 from harness.backends.local.errors import StackError
 from harness.backends.local.flink import JOBMANAGER, FlinkCluster
-from harness.backends.local.flink_rest import FlinkRest
 from harness.backends.local.install import Installation, Installer
-from harness.backends.local.kafka import KafkaService
+from harness.backends.local.kafka import KafkaService, TopicRetention
 from harness.backends.local.prometheus import FlinkTarget, PrometheusService
 from harness.backends.local.supervisor import Supervisor, check_ports_free
+
+log = logging.getLogger(__name__)
 
 GENERATOR = "generator"  # pidfile name of the load generator a run adopts: `bench down` stops it too
 
@@ -57,6 +63,37 @@ class StackStatus:
 
     def get(self, name: str) -> ServiceStatus | None:
         return next((s for s in self.services if s.name == name), None)
+
+
+def directory_bytes(root: Path) -> int:
+    """Disk use of a tree (allocated blocks, like `du`; each hard-linked file counted once)."""
+    total, seen = 0, set()
+    stack = [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:  # vanished or unreadable: nothing to count there
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+            if e.is_dir(follow_symlinks=False):
+                stack.append(Path(e.path))
+    return total
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _tail(path: Path, lines: int = 12) -> str:
@@ -239,10 +276,20 @@ class LocalStack:
                 raise StackError(n, f"process exited during start-up; log tail of {log}:\n"
                                     f"{_tail(self._log_file(log))}")
 
-    def down(self) -> None:
-        """Stop every process of this stack (pidfiles, process groups, then a sweep) and remove cgroups."""
-        # task managers first (the job fails over nowhere), then the rest together
-        self._stop_gently(self.sup.names("tm-"), 15.0)
+    def down(self, purge: bool = False) -> None:
+        """Stop every process of this stack (pidfiles, process groups, then a sweep) and remove cgroups.
+
+        What a stopped stack never reads again goes too: the benchmark topics (each run reads from a fresh
+        consumer group at the topics' end), Flink's scratch directories, checkpoints and savepoints (no HA:
+        a restarted session cluster restores nothing), and the logs of all but the newest `keep_logs` task
+        managers. The work directory is left at its configured size: configs, the uploaded job jar (one per
+        build), Prometheus' data (bounded by `prometheus_retention_mb`), Kafka's metadata and the kept logs.
+        `purge` removes the whole work directory (the installs and class-data archives, in the shared
+        cache, stay)."""
+        # task managers and the load generator first (the job fails over nowhere, nothing reads or writes
+        # the topics any more), then the topics go, then the rest together
+        self._stop_gently([*self.sup.names("tm-"), *self.sup.names(GENERATOR)], 15.0)
+        deleted = self.kafka.delete_topics() if self.sup.alive(kafka_mod.NAME) else []
         self._stop_gently(self.sup.names(), 20.0)
         self.flink.forget_reporters()
         self.sup.sweep()
@@ -252,6 +299,33 @@ class LocalStack:
             marker.unlink(missing_ok=True)
         if self.prometheus.targets_file.parent.exists():
             self.prometheus.set_flink_targets([])
+        if self.sup.names():  # something would not stop: leave its files alone
+            log.warning("not pruning %s: still running: %s", self.root, ", ".join(self.sup.names()))
+            return
+        self.kafka.remove_deleted_logs(deleted)
+        self.flink.prune(self.cfg.keep_logs)
+        if purge:
+            self._purge()
+
+    def _purge(self) -> None:
+        """Remove the work directory, but not the installs if they were configured to live inside it."""
+        keep = self.cfg.install_root
+        if not self.root.exists():
+            return
+        if keep == self.root or self.root in keep.parents:
+            for child in self.root.iterdir():
+                if child == keep or child in keep.parents:
+                    continue
+                if child.is_dir():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def disk_usage(self) -> dict[str, int]:
+        """Bytes under the work directory and under the shared install cache (what `bench status` shows)."""
+        return {"stack": directory_bytes(self.root), "cache": directory_bytes(self.cfg.install_root)}
 
     def _stop_gently(self, names: list[str], timeout: float) -> None:
         """Stop `names`; a JVM that writes a class-data archive at exit gets a CPU and time to write it."""
@@ -269,8 +343,10 @@ class LocalStack:
 
     def _promote_archives(self) -> None:
         """Move class-data-sharing archives written by stopped JVMs into place (never fails `down`)."""
-        with contextlib.suppress(Exception):
+        try:
             self.flink.cds.promote()
+        except Exception as exc:  # noqa: BLE001 - an archive is an optimisation; say why it was not kept
+            log.warning("class-data-sharing archives not promoted: %s: %s", type(exc).__name__, exc)
 
     def status(self) -> StackStatus:
         """Every service of this work directory; the generator too while a run drives load."""
@@ -303,31 +379,58 @@ class LocalStack:
             out.append(ServiceStatus(GENERATOR, True, g.pid, self.ports.generator_metrics, True, "load generator"))
         return StackStatus(out)
 
-    # ---- monitoring outage (tests, fault injection) ---------------------------------------------
+    # ---- services on demand (fault injection, tests) -------------------------------------------
     def stop_prometheus(self) -> None:
-        """Stop Prometheus, keeping its data: the monitor goes blind while the job runs on."""
+        """Stop Prometheus (its data stays): monitoring goes blind, the job runs on."""
         self.prometheus.stop()
 
     def start_prometheus(self, timeout_s: float | None = None) -> float:
-        """Start Prometheus again on its data and wait until it is ready; returns the seconds it took."""
+        """Start Prometheus again on its data directory and wait until it is ready; returns the seconds taken."""
+        return self._start_service(prom_mod.NAME, self.prometheus.start, self.prometheus.healthy,
+                                   {"prometheus": self.ports.prometheus}, self.prometheus.dir / "prometheus.log",
+                                   timeout_s)
+
+    def stop_kafka(self) -> None:
+        """Stop the broker (its logs stay): producers and the job's sources wait for it."""
+        self.kafka.stop()
+
+    def start_kafka(self, timeout_s: float | None = None) -> float:
+        """Start the broker again on its log directory and wait until it answers; returns the seconds taken."""
+        return self._start_service(kafka_mod.NAME, self.kafka.start, self.kafka.healthy,
+                                   {"kafka": self.ports.kafka, "kafka controller": self.ports.kafka_controller,
+                                    "kafka jmx exporter": self.ports.kafka_jmx}, self.kafka.dir / "logs", timeout_s)
+
+    def kill(self, name: str) -> int:
+        """SIGKILL one service of this stack (`jobmanager`, `tm-3`, ...): a crash, for fault injection."""
+        import os
+        import signal
+
+        info = self.sup.get(name)
+        if info is None:
+            raise StackError(name, "is not running")
+        os.kill(info.pid, signal.SIGKILL)
+        return info.pid
+
+    def _start_service(self, name: str, start: Callable[[Installation], None], healthy: Callable[[], bool],
+                       ports: dict[str, int], log: Path, timeout_s: float | None) -> float:
         t0 = time.monotonic()
-        deadline = t0 + (timeout_s or self.cfg.startup_timeout_s)
-        if not self.sup.alive(prom_mod.NAME):
-            while True:  # the stopped process's port may take a moment to be free
+        if not self.sup.alive(name):
+            deadline = t0 + 30.0  # a port the stopped process held may take a moment to be free
+            while True:
                 try:
-                    check_ports_free({"prometheus": self.ports.prometheus})
+                    check_ports_free(ports)
                     break
                 except StackError:
                     if time.monotonic() > deadline:
                         raise
-                    time.sleep(0.25)
-            self.prometheus.start(self.ensure_installed())
-        log = self.prometheus.dir / "prometheus.log"
-        while not self.prometheus.healthy():
-            self._fail_if_dead(prom_mod.NAME, log)
-            if time.monotonic() > deadline:
-                raise StackError(prom_mod.NAME, f"not ready {time.monotonic() - t0:.0f} s after a restart; "
-                                                f"log tail of {log}:\n{_tail(log)}")
+                    time.sleep(0.5)
+            start(self.ensure_installed())
+        limit = t0 + (timeout_s or self.cfg.startup_timeout_s)
+        while not healthy():
+            self._fail_if_dead(name, log)
+            if time.monotonic() > limit:
+                raise StackError(name, f"not healthy {limit - t0:.0f} s after a restart; log tail of {log}:\n"
+                                       f"{_tail(self._log_file(log))}")
             time.sleep(0.25)
         return time.monotonic() - t0
 
@@ -341,6 +444,7 @@ class LocalStack:
 
     def _spawn_taskmanager(self, inst: Installation) -> str:
         tm_id = self.flink.next_taskmanager_id()
+        self.flink.prune_logs(self.cfg.keep_logs)  # a long run replaces many task managers
         procs = None
         if self._cgroups_on():
             # a JVM starting under a 0.25-CPU quota takes many seconds; start with a boost and
@@ -444,13 +548,36 @@ class LocalStack:
         self.prometheus.set_flink_targets(targets)
 
     # ---- Kafka and jobs -----------------------------------------------------------------------
-    def ensure_topics(self, topics: list[str], partitions: int) -> None:
-        self.kafka.ensure_topics(topics, partitions)
+    def ensure_topics(self, topics: list[str], partitions: int, run_s: float | None = None) -> None:
+        """Create or grow the topics, with retention for a run of `run_s` seconds (see TopicRetention)."""
+        retention = TopicRetention.for_run(self.cfg, partitions, run_s) if run_s is not None else None
+        self.kafka.ensure_topics(topics, partitions, retention)
 
     def submit_job(self, jar: Path, main_class: str, args: list[str], savepoint: str | None = None) -> str:
-        """Upload `jar` and run it (optionally from a savepoint); returns the Flink job id."""
-        jar_id = self.rest.upload_jar(jar)
-        return self.rest.run_jar(jar_id, main_class, args, savepoint=savepoint)
+        """Upload `jar` (once per content) and run it (optionally from a savepoint); returns the Flink job id."""
+        try:
+            jar_id = self.uploaded_jar(jar)
+            return self.rest.run_jar(jar_id, main_class, args, savepoint=savepoint)
+        except JobSubmitError as exc:
+            raise StackError(exc.piece, exc.message) from exc
+
+    def uploaded_jar(self, jar: Path) -> str:
+        """The upload id of `jar`'s content, uploading it only if the job manager does not hold it yet.
+
+        The upload is named `<stem>-<sha256 prefix>.jar`: a job started again (a rescale by savepoint, a
+        job manager restart, the next run) reuses it, and uploads of other builds of the same jar are
+        deleted, so the upload directory holds one copy per jar (it held one per submission: 7 copies,
+        164 MB, after one test session)."""
+        if not jar.exists():
+            raise JobSubmitError("job jar", f"{jar} does not exist")
+        name = f"{jar.stem}-{_sha256(jar)[:16]}.jar"
+        keep: str | None = None
+        for uploaded in self.rest.jars():  # newest first
+            if uploaded.name == name and keep is None:
+                keep = uploaded.id
+            elif uploaded.name == name or uploaded.name.startswith(f"{jar.stem}-") or uploaded.name == jar.name:
+                self.rest.delete_jar(uploaded.id)  # an older build, a duplicate, or an unnamed upload
+        return keep if keep is not None else self.rest.upload_jar(jar, name)
 
     def tsdb_snapshot(self) -> Path:
         return self.prometheus.tsdb_snapshot()

@@ -4,6 +4,14 @@ Glue only: builds the per-source arrivals from the pattern (topic shares x
 arrival process), owns the model's clock, prices rescales with the query's
 downtime profile and hands out snapshots and the timeseries. The model and
 the readout are pure; this class does no I/O either (no artifacts to save).
+
+Injected faults (`harness.faults`) are modelled as the outage the real stack
+shows: a killed task or job manager stops processing for its recovery time
+(`rescale_downtime` profile keys `tm_recovery_s`, `jm_recovery_s`), a Kafka
+restart stops it for the broker's down time plus `kafka_restart_s` and the
+generator offers nothing meanwhile, a paused generator offers nothing, and a
+stopped Prometheus leaves the loop blind (snapshots with every metric missing)
+and a gap in the recorded series.
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
@@ -20,11 +27,17 @@ from harness.backends.sim.config import SimConfig
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
+from harness.vocabulary import EventKind
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from harness.config import Experiment
+    from harness.faults import FaultSpec
     from workloads.patterns import LoadPattern
+
+# series a stopped Prometheus cannot have recorded; the harness itself knows the rest
 
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
 
@@ -77,6 +90,8 @@ class SimBackend:
         self._rng = np.random.default_rng(0)
         self._unit_pool = np.zeros(0)
         self._seed = 0
+        self._blind: list[tuple[float, float]] = []  # Prometheus outages [start, end)
+        self._pending: list[BackendEvent] = []  # events due at a later model time (recoveries)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -135,6 +150,9 @@ class SimBackend:
 
     def snapshot(self, window_s: float) -> MetricsSnapshot:
         m = self._m()
+        if any(a <= m.now < b for a, b in self._blind):  # Prometheus is down: nothing measured
+            return MetricsSnapshot.unmeasured(m.now, window_s, m.topology, m.parallelism, m.cpu_share,
+                                              "prometheus stopped (injected fault stop-prometheus)")
         return readout.snapshot(m, window_s, self._interarrivals())
 
     def _interarrivals(self) -> np.ndarray | None:
@@ -175,12 +193,62 @@ class SimBackend:
         return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=method)
 
     def drain_events(self) -> list[BackendEvent]:
-        return []  # the model has no faults of its own
+        """Recoveries of injected faults once the model reaches them (the model has no faults of its own)."""
+        now = self.now() if self.model is not None else 0.0
+        due = [e for e in self._pending if e.t <= now + 1e-9]
+        self._pending = [e for e in self._pending if e.t > now + 1e-9]
+        return due
+
+    # ------------------------------------------------------------------ faults
+
+    def inject_fault(self, fault: FaultSpec) -> dict[str, Any]:
+        """Model the outage of `fault` from now (see the module docstring)."""
+        from harness.faults import FaultKind
+
+        m = self._m()
+        d = m.topology.rescale_downtime
+        kind, now = fault.kind, m.now
+        meta = {"fault_kind": kind.value, "fault_id": None}
+        if kind in (FaultKind.KILL_TASKMANAGER, FaultKind.KILL_JOBMANAGER):
+            key, default = ("tm_recovery_s", 30.0) if kind == FaultKind.KILL_TASKMANAGER else ("jm_recovery_s", 45.0)
+            outage = d.get(key, default)
+            m.stop_for(outage)
+            self._recovery(now + outage, f"{kind.value}: job restored from its checkpoint (modelled)", outage, meta)
+            return {"modelled_outage_s": outage}
+        if kind == FaultKind.RESTART_KAFKA:
+            outage = (fault.for_s or 0.0) + d.get("kafka_restart_s", 10.0)
+            m.stop_for(outage)
+            self._no_input(now, now + outage)
+            self._recovery(now + outage, "restart-kafka: broker back, job reading again (modelled)", outage, meta)
+            return {"modelled_outage_s": outage}
+        if kind == FaultKind.STOP_PROMETHEUS:
+            self._blind.append((now, now + (fault.for_s or 0.0)))
+            return {}
+        if kind == FaultKind.PAUSE_GENERATOR:
+            self._no_input(now, now + (fault.for_s or 0.0))
+            return {}
+        raise ValueError(f"unknown fault kind {kind}")
+
+    def end_fault(self, fault: FaultSpec) -> dict[str, Any]:
+        return {}  # every modelled outage was scheduled with its end when it began
+
+    def _recovery(self, t: float, reason: str, outage: float, meta: dict[str, Any]) -> None:
+        data = {**meta, "outage_s": outage, "modelled": True}
+        self._pending.append(BackendEvent(t, EventKind.RECOVERY, reason, data))
+
+    def _no_input(self, start: float, end: float) -> None:
+        """The generator offers nothing in [start, end): those records are never produced (load shortfall)."""
+        m = self._m()
+        k0, k1 = int(np.ceil(start / m.dt - 1e-9)), int(np.ceil(end / m.dt - 1e-9))
+        for _, arr in m.arrivals:
+            for k in range(max(0, k0), min(k1, len(arr))):
+                arr[k] = 0.0
+        self._job_arrivals[max(0, k0):max(0, min(k1, len(self._job_arrivals)))] = 0.0
 
     # ------------------------------------------------------------------ record
 
-    def timeseries(self) -> pd.DataFrame:
-        return readout.timeseries(self._m())
+    def timeseries(self) -> pa.Table:
+        return readout.timeseries(self._m(), self._blind)
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:
         return {}

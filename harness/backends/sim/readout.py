@@ -22,9 +22,10 @@ Pure functions over arrays; no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
 from harness.backends.sim.model import (
     J_ARRIVED,
@@ -56,8 +57,11 @@ from harness.backends.sim.model import (
 )
 from harness.metrics.latency import histogram_quantile, histogram_quantiles
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
+from harness.record import empty_timeseries, timeseries_table
 from harness.vocabulary import Metric
 
+# Series the harness knows itself (not scraped by Prometheus): kept through a Prometheus outage.
+HARNESS_SERIES = (Metric.PARALLELISM, Metric.CPU_SHARE, Metric.PROCESSING)
 # Load the pattern asked for that the simulator did not offer. Its generator never falls behind: every
 # record the arrival process draws enters Kafka (skipped = 0, measured). It has no Kafka retention yet,
 # so no record expires unread; when the model gains retention, its expired count replaces this 0.
@@ -209,7 +213,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     )
 
 
-def timeseries(model: SimModel) -> pd.DataFrame:
+def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa.Table:
     """The run's series in the run record's long format, one point per `record_every_s`.
 
     Rates, busy/backpressured time, CPU and latency are interval means (a scrape of
@@ -218,9 +222,8 @@ def timeseries(model: SimModel) -> pd.DataFrame:
     (a gap) in an interval without records to measure them on.
     """
     rows = model.rows_array()
-    cols = ["ts", "metric", "operator", "subtask", "value"]
     if len(rows) == 0:
-        return pd.DataFrame(columns=cols)
+        return empty_timeseries()
     dt = model.dt
     cfg = model.cfg
     g = max(1, int(round(cfg.record_every_s / dt)))
@@ -303,13 +306,19 @@ def timeseries(model: SimModel) -> pd.DataFrame:
         (Metric.CPU_JVM, "", mean(jvm_total / tm_total)),
     ]
     m = len(ts)
-    return pd.DataFrame(
-        {
-            "ts": np.tile(ts, len(parts)),
-            "metric": np.repeat([p[0] for p in parts], m),
-            "operator": np.repeat([p[1] for p in parts], m),
-            "subtask": np.full(m * len(parts), -1, dtype=np.int32),
-            "value": np.concatenate([p[2] for p in parts]).astype(float),
-        },
-        columns=cols,
+    metrics = list(dict.fromkeys(str(p[0]) for p in parts))
+    operators = list(dict.fromkeys(p[1] for p in parts))
+    all_ts = np.tile(ts, len(parts))
+    metric_codes = np.repeat([metrics.index(str(p[0])) for p in parts], m)
+    keep = np.ones(len(all_ts), dtype=bool)
+    if blind:  # what Prometheus did not scrape is absent, not zero (the harness' own series stay)
+        scraped = ~np.isin(metric_codes, [metrics.index(str(h)) for h in HARNESS_SERIES if str(h) in metrics])
+        for a, b in blind:
+            keep &= ~(scraped & (all_ts > a) & (all_ts <= b))
+    return timeseries_table(
+        ts=all_ts[keep],
+        metric=(metric_codes[keep], metrics),
+        operator=(np.repeat([operators.index(p[1]) for p in parts], m)[keep], operators),
+        subtask=np.full(int(keep.sum()), -1, dtype=np.int32),
+        value=np.concatenate([p[2] for p in parts]).astype(float)[keep],
     )

@@ -1,40 +1,12 @@
-"""Small rules the thesis' autoscalers share.
+"""The bottleneck walk of Dhalion and HPA-Varga (Kanis 2023, ch. 6.7.1 and 6.7.4).
 
-- The bottleneck walk of Dhalion and HPA-Varga (Kanis 2023, ch. 6.7.1 and
-  6.7.4): start at a backpressured operator and follow the graph downstream
-  until the first operator that is not backpressured; that one is too slow.
-- Rounding of parallelism that is robust to float noise: `5 * 1.2` is
-  `6.000000000000001` and a plain `ceil` would ask for 7.
+Start at a backpressured operator and follow the graph downstream until the
+first operator that is not backpressured; that one is too slow.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
-
-from harness.metrics.snapshot import MetricsSnapshot, measured
-
-_EPS = 1e-9
-
-
-def ceil_p(x: float) -> int:
-    """ceil(x) ignoring float noise, clamped to >= 1 (a job vertex needs one subtask)."""
-    return max(1, math.ceil(x - _EPS))
-
-
-def floor_p(x: float) -> int:
-    """floor(x) ignoring float noise, clamped to >= 1."""
-    return max(1, math.floor(x + _EPS))
-
-
-def mean_measured(values: Iterable[float | None]) -> float:
-    """Mean of the measured values (None and NaN left out); NaN when none was measured.
-
-    For averages over a window of snapshots: a snapshot taken while a metric was unreadable
-    is a missing sample, not a zero.
-    """
-    kept = [float(v) for v in values if v is not None and measured(v)]
-    return sum(kept) / len(kept) if kept else math.nan
+from harness.metrics.snapshot import MetricsSnapshot
 
 
 def walk_to_bottleneck(snapshot: MetricsSnapshot, start: str) -> str:

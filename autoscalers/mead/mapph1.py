@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoscalers.maps import MAP
+from autoscalers.mead.maps import MAP
 
 
 @dataclass(frozen=True)

@@ -45,31 +45,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import Field
 from scipy.optimize import least_squares
 
-from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
-from autoscalers.common import mean_measured
+from autoscalers.arithmetic import mean_measured
+from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, RunContext, ScalingDecision
+from autoscalers.gesscale.config import GesscaleConfig
 from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, measured, needs
 from harness.topology import Topology
 from harness.vocabulary import Metric
-
-
-class GesscaleConfig(AutoscalerConfig):
-    """Gesscale's parameters (Arkian et al. 2021, sec. IV)."""
-
-    period_s: float = Field(60.0, ge=0, description="act at most this often (paper: 1 min monitoring period)")
-    bp_threshold: float = Field(0.5, ge=0, le=1, description="high backpressure level (Alg. 1)")
-    headroom_threshold: float = Field(
-        20.0, description="TrshldDT: min 100 (MST - CT) / MST after a scale-down, percent (paper: no value)"
-    )
-    n_min: int = Field(1, ge=1, description="fewest replicas per operator (Alg. 4)")
-    n_max: int | None = Field(None, ge=1, description="most replicas (Alg. 3); None = key groups, sources: partitions")
-    nd_max_ms: float = Field(0.0, ge=0, description="largest network round-trip delay among replicas (ms)")
-    source_lag_growth: float = Field(
-        0.05, ge=0, description="a source is overloaded when its lag grows faster than this x its throughput"
-    )
 
 
 @dataclass(frozen=True)
@@ -149,8 +133,8 @@ class Gesscale(Autoscaler):
     NEEDS = needs(operators=(Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BACKPRESSURED),
                   sources=(Metric.LAG_RATE, Metric.INPUT_RATE))
 
-    def __init__(self, config: AutoscalerConfig | None = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:
+        super().__init__(config, context)
         self.samples: dict[str, dict[int, CalibrationSample]] = {}
         self._last_eval_t: float | None = None
         self._applied: AppliedAction | None = None

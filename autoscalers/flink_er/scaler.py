@@ -21,8 +21,11 @@ Every `period_s` (60 s):
    evenly over its links (records-in for the super-source edges).
 3. Max-flow / min-cut (networkx, preflow-push; equivalent to the paper's Ford-Fulkerson
    with BFS augmenting paths): the minimum partition D = (X, Y) is the bottleneck when
-   its measured flow f(X, Y) >= lambda c(X, Y) (eq. 11, lambda = 0.85). The first operator
-   of Y (topological order) gets one more subtask (Alg. 2). Flink cannot re-route
+   its measured flow f(X, Y) >= lambda c(X, Y) (eq. 11, lambda = 0.85). Alg. 2 enlarges
+   "each operator that meets the criterion of equation (11)": every partition meeting it is
+   a bottleneck (sec. 3.2), so the first operator of Y of the minimum cut and of every
+   operator's front cut that meets eq. (11) gets one more subtask (`enlarge: each`; `first`
+   keeps only the minimum cut's operator). Flink cannot re-route
    accumulated data along an augmenting path as Flink-ER's modified runtime does, so
    that branch of Alg. 2 is only reported (`max_flow` vs `flow` in the details).
 4. Latency feedback (Alg. 1, eq. 14): per operator a capacity factor. When the job's
@@ -39,6 +42,8 @@ Every `period_s` (60 s):
    or a fixed `eta`), since our capacities are measured rates, not 1000 / l. The job's
    latency is the snapshot's (event-time lag at the sources); the paper tracks
    per-vertex latency, which Flink does not expose cheaply.
+
+lc, the latency constraint, is the experiment's latency SLO (`slo.latency_s`, via `RunContext`).
 
 phi (the paper gives no value): `phi_s` = 30 s of the lagging subtask's input rate, so
 the threshold scales with the load (a fixed record count would mean very different
@@ -58,9 +63,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
-from pydantic import ConfigDict, Field
 
-from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, ScalingDecision
+from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, RunContext, ScalingDecision
+from autoscalers.flink_er.config import FlinkERConfig
 from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, Needs, OperatorMetrics, needs
 from harness.topology import Topology
@@ -68,27 +73,6 @@ from harness.vocabulary import Metric
 
 SUPER_SOURCE = "S"
 SUPER_SINK = "T"
-
-
-class FlinkERConfig(AutoscalerConfig):
-    """Flink-ER's parameters (see the module docstring for the defaults' sources)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True)
-
-    period_s: float = Field(60.0, ge=0, description="act at most this often")
-    lam: float = Field(0.85, alias="lambda", gt=0, le=1, description="bottleneck when f >= lambda c (eq. 11)")
-    phi_s: float = Field(30.0, ge=0, description="lag threshold phi in seconds of the subtask's input")
-    phi_records: float | None = Field(None, ge=0, description="absolute lag threshold phi (overrides phi_s)")
-    busy_floor: float = Field(0.05, gt=0, le=1, description="busy fraction below this counts as this")
-    latency_feedback: bool = Field(True, description="Alg. 1's capacity regulation")
-    latency_constraint_s: float = Field(5.0, gt=0, description="lc: the job's latency constraint (theta)")
-    latency_low: float = Field(0.5, gt=0, lt=1, description="'far below' lc means below this x lc")
-    queue_threshold: float = Field(
-        0.5, ge=0, le=1, description="input-buffer usage from which tuples count as waiting at a vertex"
-    )
-    eta: float | None = Field(None, gt=0, lt=1, description="fixed relative step instead of eq. 14")
-    eta_max: float = Field(0.5, gt=0, lt=1, description="cap on eq. 14's relative step")
-    n_max: int | None = Field(None, ge=1, description="most subtasks; None = key groups, sources: partitions")
 
 
 @dataclass(frozen=True)
@@ -146,8 +130,8 @@ class FlinkER(Autoscaler):
     Config = FlinkERConfig
     config: FlinkERConfig
 
-    def __init__(self, config: AutoscalerConfig | None = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:
+        super().__init__(config, context)
         self.capacity_factor: dict[str, float] = {}
         self._last_eval_t: float | None = None
         self._applied: AppliedAction | None = None
@@ -265,7 +249,7 @@ class FlinkER(Autoscaler):
         root_flow = snapshot.operators[ops[0]].records_in_per_s if ops else 0.0
         if not cfg.latency_feedback or root_flow <= 0:  # Alg. 1 regulates only under load (S.f > 0)
             return {}
-        latency, lc = snapshot.latency_s, cfg.latency_constraint_s
+        latency, lc = snapshot.latency_s, self.context.slo_latency_s
         step = cfg.eta if cfg.eta is not None else min(cfg.eta_max, abs(1.0 - latency / lc))
         changed: dict[str, float] = {}
         for name in ops:
@@ -322,33 +306,76 @@ class FlinkER(Autoscaler):
             return None
         net = self.build(snapshot, source.op)
         cut = self.min_cut(net)
-        if cut is None or cut.first_operator is None or cut.flow <= 0:
-            return None
-        if cut.flow < cfg.lam * cut.capacity:
-            return None
-        name = cut.first_operator
-        p = snapshot.operators[name].parallelism
-        if p + 1 > self.n_max(topo, name):
+        bottlenecks = self.bottlenecks(net, topo, cut)
+        grow = {n: snapshot.operators[n].parallelism + 1 for n in bottlenecks}
+        grow = {n: p for n, p in grow.items() if p <= self.n_max(topo, n)}
+        if not grow:
             return None
         details: dict[str, Any] = {
             "source_subtask": FlowNetwork.vertex(source),
             "source_lag": source.lag,
             "source_lag_s": lag_s,
-            "cut_capacity": cut.capacity,
-            "max_flow": cut.capacity,
-            "network_flow": sum(i.rin for i in instances(source.op, snapshot.operators[source.op])),
-            "cut_flow": cut.flow,
-            "utilisation": cut.flow / cut.capacity if cut.capacity > 0 else math.inf,
+            "bottlenecks": {n: {"flow": f, "capacity": c} for n, (f, c) in bottlenecks.items()},
             "lambda": cfg.lam,
+            "enlarge": cfg.enlarge,
+            "network_flow": sum(i.rin for i in instances(source.op, snapshot.operators[source.op])),
             "operator_capacity": net.capacity,
             "capacity_factor": dict(self.capacity_factor),
             "feedback_adjusted": adjusted,
+            "latency_constraint_s": self.context.slo_latency_s,
         }
-        reason = (
-            f"flink-er: {name} {p}->{p + 1} (min cut before it carries {cut.flow:,.0f} of "
-            f"{cut.capacity:,.0f} rec/s >= lambda {cfg.lam:g}; lag {lag_s:,.0f} s at {details['source_subtask']})"
-        )
-        return ScalingDecision(parallelism={name: p + 1}, reason=reason, details=details)
+        if cut is not None:
+            details |= {
+                "cut_capacity": cut.capacity,
+                "max_flow": cut.capacity,
+                "cut_flow": cut.flow,
+                "utilisation": cut.flow / cut.capacity if cut.capacity > 0 else math.inf,
+            }
+        parts = [
+            f"{n} {p - 1}->{p} (partition before it carries {bottlenecks[n][0]:,.0f} of "
+            f"{bottlenecks[n][1]:,.0f} rec/s >= lambda {cfg.lam:g})"
+            for n, p in grow.items()
+        ]
+        reason = f"flink-er: {'; '.join(parts)}; lag {lag_s:,.0f} s at {details['source_subtask']}"
+        return ScalingDecision(parallelism=grow, reason=reason, details=details)
+
+    def bottlenecks(self, net: FlowNetwork, topo: Topology, cut: Cut | None) -> dict[str, tuple[float, float]]:
+        """Operators first after a partition that meets eq. (11), f(X, Y) >= lambda c(X, Y): (flow, capacity).
+
+        Alg. 2 ends with "enlarge the parallelism of each operator that meets the criterion of
+        equation (11)", and sec. 3.2 says why: the minimum partition "might not be the only"
+        bottleneck, so every partition whose flow reaches lambda of its capacity is one, and the
+        first operator of its Y side gets one more subtask. The partitions considered are the
+        minimum cut (it may run through single subtasks) and, with `enlarge: each`, the cut in
+        front of every operator of the network (Y = the operator and all it feeds). With
+        `enlarge: first` only the minimum cut counts (one operator per period).
+        """
+        lam = self.config.lam
+        out: dict[str, tuple[float, float]] = {}
+        if cut is not None and cut.first_operator is not None and cut.flow > 0 and cut.flow >= lam * cut.capacity:
+            out[cut.first_operator] = (cut.flow, cut.capacity)
+        if self.config.enlarge == "each":
+            for name in net.operators:
+                capacity, flow = self.front_cut(net, topo, name)
+                if name not in out and math.isfinite(capacity) and flow > 0 and flow >= lam * capacity:
+                    out[name] = (flow, capacity)
+        order = {n: i for i, n in enumerate(net.operators)}
+        return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+    def front_cut(self, net: FlowNetwork, topo: Topology, name: str) -> tuple[float, float]:
+        """(capacity, measured flow) of the partition X | Y with Y = `name` and every operator it feeds."""
+        y_ops = set(self.reachable(topo, name)) & set(net.operators)
+        y_side = {v for v in net.graph if v == SUPER_SINK or v.split("#", 1)[0] in y_ops}
+        capacity = flow = 0.0
+        for u, v, data in net.graph.edges(data=True):
+            if (u in y_side) == (v in y_side):
+                continue
+            if v in y_side:
+                capacity += data.get("capacity", math.inf)
+                flow += data.get("flow", 0.0)
+            else:
+                flow -= data.get("flow", 0.0)
+        return capacity, flow
 
     def on_applied(self, action: AppliedAction) -> None:
         self._applied = action

@@ -8,9 +8,18 @@ With several metrics the largest desired value wins. Every desired value is
 kept with its timestamp (`snapshot.t`) and the operator is set to the
 largest one seen in the last `scale_down_window_s` (the stabilisation
 window), so scale-up is immediate and scale-down waits until the window has
-forgotten the higher values. Like Kubernetes (not mentioned in the thesis,
-but on by default there) a metric whose ratio is within `tolerance` of 1
-proposes the current parallelism.
+forgotten the higher values.
+
+Kubernetes' rules the harness follows (written from the Kubernetes source, `controller.py`):
+- tolerance: a metric whose ratio value/target lies in [1 - tolerance, 1 + tolerance] (both
+  ends included; per direction with `behavior`) proposes the current size. Default 0, the
+  thesis' (see `HPAConfig`); Kubernetes' default is 0.1.
+- a metric that could not be computed (NaN) proposes nothing; if any metric failed and the
+  best proposal of the others is below the current size, the size is kept (a scale-up is
+  still allowed) and nothing enters the window;
+- the first decision seeds the window with the current size;
+- `behavior` (scale-up/scale-down policies, per-direction windows, `selectPolicy`),
+  min/max replicas, as `autoscaling/v2` users configure them.
 
 - `HPACPU` (ch. 6.7.3): metric = mean CPU load of the operator's task
   managers, target 0.7. A task manager's CPU load tops out near 0.9, so a
@@ -30,63 +39,31 @@ Choices where the thesis is silent:
 - "Throughput" in the relative lag change is `snapshot.throughput` (records/s
   the sources take from Kafka). With zero throughput (a stopped job) the
   ratio is undefined and every operator gets -1.
-- An operator whose metric was not measured (NaN) gets no recommendation (and
-  keeps its parallelism) rather than one computed from a zero.
+- An operator whose metrics were all not measured (NaN) gets no recommendation (and
+  keeps its parallelism) rather than one computed from a zero. HPA-Varga's relative lag
+  change is a failed metric when the lag or the throughput was not measured, or the
+  throughput is 0 (the ratio is undefined); utilisation then decides a scale-up alone.
 - The window lives in the autoscaler (decisions are not asked for during the
   scale manager's cool-down, so it only holds decision-time values). An entry
   exactly `scale_down_window_s` old still counts, as in the thesis' code
-  (delftdata/espa-autoscaling); that code had no tolerance, so
-  `tolerance: 0` reproduces it exactly.
+  (delftdata/espa-autoscaling) and Kubernetes' legacy path.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import Field
-
-from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
-from autoscalers.common import ceil_p, find_bottleneck
+from autoscalers.arithmetic import ceil_p
+from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, RunContext, ScalingDecision
+from autoscalers.bottleneck import find_bottleneck
+from autoscalers.hpa.config import HPAConfig, HPACPUConfig, HPAVargaConfig
+from autoscalers.hpa.controller import HPAController
 from harness.metrics.snapshot import MetricsSnapshot, Needs, measured, needs
 from harness.vocabulary import Metric
 
 NOT_BOTTLENECK = -1.0  # HPA-Varga's relative lag change for operators it does not blame (ch. 6.7.4)
-
-
-class HPAConfig(AutoscalerConfig):
-    """HPA core (ch. 4.4, table 6.3/6.4): stabilisation window and Kubernetes' tolerance."""
-
-    scale_down_window_s: float = Field(300.0, ge=0.0, description="stabilisation window (s)")
-    tolerance: float = Field(0.1, ge=0.0, description="skip when |current/target - 1| <= tolerance")
-
-
-class HPACPUConfig(HPAConfig):
-    """HPA-CPU (Kanis 2023, ch. 6.7.3, table 6.3): CPU-utilisation target 0.7, window 300 s.
-
-    `cpu_signal` picks the CPU reading: `jvm` is Flink's `Status.JVM.CPU.Load`, the gauge the
-    thesis' HPA-CPU read from Prometheus (ch. 6.7.3). The JVM computes it against the CPUs it
-    may use - inside a CPU-limited container or cgroup that is the limit, so it reads like a
-    utilisation of the task manager's allotment and tops out near 0.9 under load. `quota` is
-    CPU time used divided by the task manager's CPU quota, computed by the harness.
-    """
-
-    cpu_target: float = Field(0.7, gt=0.0, description="target mean CPU load of an operator's TMs")
-    cpu_signal: Literal["jvm", "quota"] = Field(
-        "jvm", description="jvm: Status.JVM.CPU.Load (the thesis); quota: CPU time / task-manager CPU quota")
-
-
-class HPAVargaConfig(HPAConfig):
-    """HPA-Varga (Kanis 2023, ch. 4.5, 6.7.4, table 6.4; Varga et al. 2021).
-
-    Utilisation target 0.7, relative-lag-change target 1.0, lag counts as
-    growing (backpressure) above 1000 rec/s, window 300 s.
-    """
-
-    utilisation_target: float = Field(0.7, gt=0.0)
-    relative_lag_change_target: float = Field(1.0, gt=0.0)
-    lag_rate_backpressure_threshold: float = Field(1000.0, ge=0.0, description="records/s")
 
 
 @dataclass(frozen=True)
@@ -104,28 +81,22 @@ class HPA(Autoscaler):
     Config: ClassVar[type[AutoscalerConfig]] = HPAConfig
     config: HPAConfig
 
-    def __init__(self, config: AutoscalerConfig | None = None) -> None:
-        super().__init__(config)
-        self._window: dict[str, list[tuple[float, int]]] = {}
+    def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:
+        super().__init__(config, context)
+        self.controller = HPAController(self.config)
 
     @abstractmethod
     def readings(self, snapshot: MetricsSnapshot) -> tuple[dict[str, list[Reading]], dict[str, Any]]:
         """Readings per operator, plus job-level details for the decision record."""
 
     def propose(self, parallelism: int, reading: Reading) -> int:
-        """Eq. 4.3 with Kubernetes' tolerance; negative values propose the minimum."""
+        """Eq. 4.3 with Kubernetes' tolerance band (ends included); negative values propose the minimum."""
         assert reading.value is not None
         ratio = reading.value / reading.target
-        if abs(ratio - 1.0) <= self.config.tolerance:
+        down, up = self.config.tolerances()
+        if 1.0 - down <= ratio <= 1.0 + up:
             return parallelism
         return ceil_p(parallelism * ratio)
-
-    def _stabilise(self, name: str, t: float, desired: int) -> int:
-        oldest = t - self.config.scale_down_window_s
-        window = [(ts, d) for ts, d in self._window.get(name, []) if oldest <= ts <= t]
-        window.append((t, desired))
-        self._window[name] = window
-        return max(d for _, d in window)
 
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:
         readings, job_details = self.readings(snapshot)
@@ -134,29 +105,35 @@ class HPA(Autoscaler):
         why: list[str] = []
         for name in snapshot.topology.names:
             p = snapshot.operators[name].parallelism
+            self.controller.seed(name, snapshot.t, p)
             usable = [r for r in readings.get(name, []) if r.value is not None]
+            failed = [r.metric for r in readings.get(name, []) if r.value is None]
             if not usable:
-                per_op[name] = {"current": p, "skipped": "no metric"}
+                per_op[name] = {"current": p, "skipped": "no metric", "failed": failed}
                 continue
             proposals = {r.metric: self.propose(p, r) for r in usable}
             driver = max(usable, key=lambda r: proposals[r.metric])
             desired = proposals[driver.metric]
-            stable = self._stabilise(name, snapshot.t, desired)
-            per_op[name] = {
+            info: dict[str, Any] = {
                 "current": p,
                 "values": {r.metric: r.value for r in usable},
                 "targets": {r.metric: r.target for r in usable},
                 "proposals": proposals,
                 "desired": desired,
-                "stabilised": stable,
             }
-            if stable == p:
+            per_op[name] = info
+            if failed and desired < p:
+                info |= {"skipped": "a metric failed: no scale-down", "failed": failed}
                 continue
-            target[name] = stable
-            if stable == desired:
-                why.append(f"{name} {p}->{stable} ({driver.metric} {driver.value:.2f}/{driver.target:.2f})")
+            size, limited = self.controller.normalise(name, snapshot.t, p, desired)
+            info["stabilised"] = size
+            if size == p:
+                continue
+            target[name] = size
+            if not limited:
+                why.append(f"{name} {p}->{size} ({driver.metric} {driver.value:.2f}/{driver.target:.2f})")
             else:
-                why.append(f"{name} {p}->{stable} (max of last {self.config.scale_down_window_s:.0f} s)")
+                why.append(f"{name} {p}->{size} ({limited})")
         if not target:
             return None
         return ScalingDecision(
@@ -164,6 +141,12 @@ class HPA(Autoscaler):
             reason=f"{self.name}: " + "; ".join(why),
             details={**job_details, "operators": per_op},
         )
+
+    def on_applied(self, action: AppliedAction) -> None:
+        for name, after in action.after.items():
+            before = action.before.get(name, after)
+            if before != after:
+                self.controller.scaled(name, action.t, before, after)
 
 
 class HPACPU(HPA):
@@ -196,21 +179,21 @@ class HPAVarga(HPA):
     config: HPAVargaConfig
     NEEDS = needs(job=(Metric.LAG_RATE, Metric.THROUGHPUT), operators=(Metric.IDLE, Metric.IS_BACKPRESSURED))
 
-    def relative_lag_change(self, snapshot: MetricsSnapshot) -> tuple[dict[str, float], dict[str, Any]]:
-        """Per-operator relative lag change (eq. 4.5), -1 where the operator is not to blame."""
+    def relative_lag_change(self, snapshot: MetricsSnapshot) -> tuple[dict[str, float | None], dict[str, Any]]:
+        """Per-operator relative lag change (eq. 4.5), -1 where the operator is not to blame, None if undefined."""
         cfg = self.config
         names = snapshot.topology.names
         lag_rate = snapshot.kafka_lag_rate
         details: dict[str, Any] = {"kafka_lag_rate": lag_rate, "throughput": snapshot.throughput}
         if not (measured(lag_rate) and measured(snapshot.throughput)):
             details["lag"] = "not measured"
-            return dict.fromkeys(names, NOT_BOTTLENECK), details
+            return dict.fromkeys(names, None), details
         if lag_rate < cfg.lag_rate_backpressure_threshold:
             details["lag"] = f"growing slower than {cfg.lag_rate_backpressure_threshold:.0f} rec/s"
             return dict.fromkeys(names, NOT_BOTTLENECK), details
         if snapshot.throughput <= 0.0:
             details["lag"] = "no throughput: relative lag change undefined"
-            return dict.fromkeys(names, NOT_BOTTLENECK), details
+            return dict.fromkeys(names, None), details
         value = 1.0 + lag_rate / snapshot.throughput
         found = find_bottleneck(snapshot)
         if found is not None:

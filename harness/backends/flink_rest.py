@@ -1,8 +1,8 @@
-"""A typed client for the Flink REST API of the local session cluster.
+"""A typed client for the Flink REST API, shared by the `local` and `k8s` backends.
 
-Two users: the stack (health, task managers, jar upload and run) and the local backend's
-monitor and executor (job details, vertex id <-> operator name, per-vertex resource
-requirements for in-place rescaling, stop-with-savepoint, checkpoints, exceptions).
+Users: the local stack (health, task managers, jar upload and run), both backends' monitors and
+executors (job details, vertex id <-> operator name, per-vertex resource requirements for in-place
+rescaling, stop-with-savepoint, checkpoints, exceptions).
 Responses are parsed into small frozen dataclasses here so the rest of the harness never
 indexes raw JSON. Endpoints: https://nightlies.apache.org/flink/flink-docs-stable/docs/ops/rest_api/
 """
@@ -17,14 +17,30 @@ from typing import Any
 
 import requests
 
-from harness.backends.local.errors import StackError
-
 # Flink job states in which no record is processed (the job is being (re)deployed or is gone).
 TERMINAL_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
 
 
 class FlinkRestError(RuntimeError):
     """A REST call failed or returned something we cannot use."""
+
+
+class JobSubmitError(FlinkRestError):
+    """Uploading or running a job jar failed; `piece` names what ("job jar", "flink job")."""
+
+    def __init__(self, piece: str, message: str) -> None:
+        super().__init__(f"{piece}: {message}")
+        self.piece = piece
+        self.message = message
+
+
+@dataclass(frozen=True)
+class UploadedJar:
+    """A jar in the job manager's upload directory (`GET /jars`)."""
+
+    id: str  # Flink's stored file name: <uuid>_<name>
+    name: str  # the file name it was uploaded as
+    uploaded_ms: int
 
 
 @dataclass(frozen=True)
@@ -260,18 +276,29 @@ class FlinkRest:
         except (requests.RequestException, ValueError):
             return []
 
-    def upload_jar(self, jar: Path) -> str:
-        """Upload `jar`; returns the id Flink gives it (the stored file name)."""
+    def jars(self) -> list[UploadedJar]:
+        """The uploaded jars, newest first."""
+        data = self._call("GET", "/jars")
+        jars = [UploadedJar(str(f["id"]), str(f.get("name", "")), int(f.get("uploaded", 0)))
+                for f in data.get("files", [])]
+        return sorted(jars, key=lambda j: -j.uploaded_ms)
+
+    def delete_jar(self, jar_id: str) -> None:
+        """Remove an uploaded jar from the job manager's upload directory."""
+        self._call("DELETE", f"/jars/{jar_id}")
+
+    def upload_jar(self, jar: Path, name: str | None = None) -> str:
+        """Upload `jar` (as `name`, default its file name); returns the id Flink gives it (the stored file name)."""
         if not jar.exists():
-            raise StackError("job jar", f"{jar} does not exist")
+            raise JobSubmitError("job jar", f"{jar} does not exist")
         with open(jar, "rb") as f:
             r = requests.post(
                 self.url + "/jars/upload",
-                files={"jarfile": (jar.name, f, "application/x-java-archive")},
+                files={"jarfile": (name or jar.name, f, "application/x-java-archive")},
                 timeout=120,
             )
         if r.status_code != 200:
-            raise StackError("job jar", f"upload to {self.url} failed ({r.status_code}): {r.text[:500]}")
+            raise JobSubmitError("job jar", f"upload to {self.url} failed ({r.status_code}): {r.text[:500]}")
         return Path(r.json()["filename"]).name
 
     def run_jar(
@@ -287,7 +314,7 @@ class FlinkRest:
             body["parallelism"] = parallelism
         r = requests.post(f"{self.url}/jars/{jar_id}/run", json=body, timeout=180)
         if r.status_code != 200:
-            raise StackError("flink job", f"submission failed ({r.status_code}): {r.text[:2000]}")
+            raise JobSubmitError("flink job", f"submission failed ({r.status_code}): {r.text[:2000]}")
         return str(r.json()["jobid"])
 
     # ---- jobs -----------------------------------------------------------------------------------

@@ -23,14 +23,39 @@ Per control step (one MAPE-loop iteration) and per operator:
   alpha exp(R / delta) (latency; Expr. 12). u = (replicas, CPU level index)
   (the paper normalises frequencies to integers for the amplitude, 5.3.4).
 - Search (sec. 3.3.2): branch & bound over the evolution tree
-  (`autoscalers/mpc_search.py`); only the first step is applied (receding
+  (`autoscalers/mpc/search.py`); only the first step is applied (receding
   horizon).
+
+Two things the paper's setting does not have and ours does, handled so that the paper's
+intent holds:
+- Cool-down. The paper may reconfigure at every control step; our loop asks for no decision
+  for `loop.cooldown_s` after it applied one, so a configuration chosen now stays in force
+  for k = ceil(cooldown / period) steps. The controller plans over
+  H = max(h, k) steps of the loop's period and, in the evolution tree, a configuration that
+  changes at step i is held for the next k - 1 steps (no decision is possible then). With no
+  cool-down (k <= 1) this is exactly the paper's tree of height h. Period and cool-down come
+  from the run (`RunContext`), so a matrix that sets a cool-down is planned for it.
+- Backlog. In the paper every tuple reaches the operator's own queue as it arrives, so the
+  measured arrival rate is the load to serve and queued tuples are served as soon as
+  resources allow (sec. 5.3.3: "the enqueued tuples can be processed when more resources
+  are allocated", the ratio peaks above 1). Here records wait in Kafka, in front of the
+  sources, and the consumed rate hides them: a throughput cost on the forecast input alone
+  is minimised by the smallest configuration with utilisation <= 1 (Expr. 11 is flat below
+  1, and so is ours), which never drains a backlog. With `backlog: horizon` (default) the
+  records waiting in Kafka are part of the load over the planning horizon: each step's rate
+  is the forecast plus lag / (H x period). `backlog: ignore` plans for the forecast alone.
+- alpha. Expr. 11 costs alpha T_S; we divide by the predicted inter-arrival time T_A so the
+  term is dimensionless: alpha max(1, rho). Like Expr. 11 it is flat for rho <= 1, so alpha
+  does not set a utilisation target (no value of alpha would give headroom: that is the
+  backlog's job above); it sets how much overload is tolerated to save a replica or a
+  switch: an overload rho = 1 + e costs alpha e against beta + gamma for one more replica,
+  so alpha = 200 (Tab. 6) reacts from e = 0.45 %, the paper's priority of QoS over resources.
 
 Choices where the paper (one operator on one multicore) does not fit a job graph:
 - Decomposition: one controller per operator, as the paper controls one
   operator; every operator is forecast from the same input series. For the
-  latency variant each operator gets delta = latency_threshold_s / (number of
-  operators on the longest path), so a path's latencies add up to the target.
+  latency variant each operator gets delta = the experiment's latency SLO (`slo.latency_s`)
+  / (number of operators on the longest path), so a path's latencies add up to the SLO.
 - Correction r: the measured wait is the job's event-time lag at the sources
   (`snapshot.latency_s`: records waiting in Kafka are the entry queue of the
   job); the predicted wait is Kingman's along the slowest path at the measured
@@ -41,7 +66,8 @@ Choices where the paper (one operator on one multicore) does not fit a job graph
   `cpu_levels` is set; the resource cost is then beta x cores (n s), the
   per-core cost of Expr. 13 with fractional cores.
 - Overload in the latency variant (rho >= 1, R infinite) costs
-  alpha exp(cap + rho), so among overloaded options the larger one wins.
+  alpha exp(cap + ln(1 + rho)), so among overloaded options the larger one wins (and the cost
+  stays finite however large the overload, e.g. with a big backlog to drain).
 - Defaults: beta 0.5, gamma 0.4 (sec. 5.3); alpha 200 (throughput) or 2
   (latency), the random-walk values of Tab. 6.
 """
@@ -49,59 +75,18 @@ Choices where the paper (one operator on one multicore) does not fit a job graph
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
 
-from autoscalers.base import Autoscaler, AutoscalerConfig, History, ScalingDecision
-from autoscalers.mpc_search import SearchResult, branch_and_bound, exhaustive
+from autoscalers.base import Autoscaler, History, RunContext, ScalingDecision
+from autoscalers.mpc.config import MPCConfig
+from autoscalers.mpc.forecast import Smoothing, holt_winters_forecast
+from autoscalers.mpc.search import SearchResult, branch_and_bound, exhaustive
 from harness.metrics.snapshot import MetricsSnapshot, Needs, needs
 from harness.vocabulary import Metric
 
 EXP_CAP = 50.0
-
-
-class MPCConfig(AutoscalerConfig):
-    """De Matteis & Mencagli, sec. 5.3 and Tab. 6 (beta 0.5, gamma 0.4, h in {1, 2, 3})."""
-
-    objective: Literal["throughput", "latency"] = "throughput"
-    horizon: int = Field(1, ge=1, le=4, description="prediction horizon h (control steps)")
-    alpha: float | None = Field(None, gt=0.0, description="QoS weight; default 200 (throughput) / 2 (latency)")
-    beta: float = Field(0.5, ge=0.0, description="resource cost per core")
-    gamma: float = Field(0.4, ge=0.0, description="switching cost per squared change")
-    latency_threshold_s: float = Field(5.0, gt=0.0, description="delta of Expr. 12 for a whole path")
-    max_parallelism: int = Field(32, ge=1, description="largest replica count considered per operator")
-    cpu_levels: tuple[float, ...] = Field((), description="vertical dimension (CPU shares); empty = off")
-    arrival_scv: float | None = Field(None, ge=0.0, description="ca^2; None = measured, else 1")
-    service_scv: float = Field(1.0, ge=0.0, description="cs^2 (not measured by Flink)")
-    min_history: int = Field(4, ge=2, description="snapshots needed before Holt-Winters replaces the last value")
-    history_window: int = Field(60, ge=2, description="most recent snapshots used for the forecast")
-    seasonal_periods: int | None = Field(None, ge=2, description="Holt-Winters season in steps; None = Holt")
-    refit_every: int = Field(20, ge=1, description="re-optimise the smoothing parameters every this many steps")
-    correction: bool = True
-    correction_bounds: tuple[float, float] = (0.1, 1.0e5)
-    min_busy_fraction: float = Field(0.01, ge=0.0, lt=1.0)
-    backlog_catchup_s: float | None = Field(
-        None, gt=0.0, description="extension: add kafka lag / this to the first step's rate (None = paper)"
-    )
-    search: Literal["bnb", "exhaustive"] = "bnb"
-    bound: Literal["paper", "lookahead"] = Field("paper", description="B&B pruning rule")
-
-    @field_validator("cpu_levels")
-    @classmethod
-    def _levels(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not 0.0 < x <= 1.0 for x in v) or list(v) != sorted(set(v)):
-            raise ValueError("cpu_levels must be strictly increasing CPU shares in (0, 1]")
-        return v
-
-    @property
-    def qos_weight(self) -> float:
-        if self.alpha is not None:
-            return self.alpha
-        return 200.0 if self.objective == "throughput" else 2.0
 
 
 @dataclass(frozen=True)
@@ -126,55 +111,6 @@ class Plan:
     correction: float
 
 
-@dataclass(frozen=True)
-class Smoothing:
-    """Holt-Winters smoothing parameters from the last optimised fit (reused between refits)."""
-
-    params: dict[str, float]
-    seasonal: int | None
-
-
-def holt_winters_forecast(
-    series: np.ndarray, horizon: int, cfg: MPCConfig, reuse: Smoothing | None = None
-) -> tuple[np.ndarray, Smoothing | None]:
-    """Forecast `horizon` steps; the last value repeated when the history is short or the fit fails.
-
-    Optimising the smoothing parameters costs ~60-90 ms of CPU in statsmodels,
-    filtering with given ones ~2-4 ms; `reuse` skips the optimisation (the MPC
-    re-optimises every `refit_every` steps). Returns the forecast and the
-    parameters used.
-    """
-    y = np.asarray(series, dtype=float)[-cfg.history_window :]
-    last = float(y[-1]) if len(y) else 0.0
-    if len(y) < cfg.min_history or np.allclose(y, y[0]):
-        return np.full(horizon, max(0.0, last)), reuse
-    from statsmodels.tsa.holtwinters import ExponentialSmoothing  # heavy: import on first use
-
-    seasonal = cfg.seasonal_periods if cfg.seasonal_periods and len(y) >= 2 * cfg.seasonal_periods + 2 else None
-    if reuse is not None and reuse.seasonal != seasonal:
-        reuse = None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = ExponentialSmoothing(
-                y,
-                trend="add",
-                seasonal="add" if seasonal else None,
-                seasonal_periods=seasonal,
-                initialization_method="estimated",
-            )
-            fit = model.fit(**reuse.params, optimized=False) if reuse else model.fit()
-            fc = np.asarray(fit.forecast(horizon), dtype=float)
-            keys = ("smoothing_level", "smoothing_trend", "smoothing_seasonal")
-            values = {k: fit.params.get(k) for k in keys}
-            used = Smoothing({k: float(v) for k, v in values.items() if v is not None and np.isfinite(v)}, seasonal)
-    except (ValueError, np.linalg.LinAlgError):
-        return np.full(horizon, max(0.0, last)), None
-    if not np.all(np.isfinite(fc)):
-        return np.full(horizon, max(0.0, last)), None
-    return np.maximum(fc, 0.0), used
-
-
 def kingman_wait(rho: float, ca2: float, cs2: float, service_s: float) -> float:
     """Expr. 7: W ~ rho/(1-rho) (ca^2 + cs^2)/2 T_S^id; infinite at rho >= 1."""
     if rho >= 1.0:
@@ -187,14 +123,14 @@ class MPC(Autoscaler):
     Config = MPCConfig
     config: MPCConfig
 
-    def __init__(self, config: MPCConfig | None = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: MPCConfig | None = None, context: RunContext | None = None) -> None:
+        super().__init__(config, context)
         self._demand: dict[str, float] = {}
         self._smoothing: Smoothing | None = None
         self._since_refit = 0
 
     def needs(self) -> Needs:
-        job = [Metric.INPUT_RATE] + ([Metric.LAG] if self.config.backlog_catchup_s is not None else [])
+        job = [Metric.INPUT_RATE] + ([Metric.LAG] if self.config.backlog == "horizon" else [])
         if self.config.objective == "latency":
             job.append(Metric.LATENCY_KAFKA)
         return needs(job=tuple(job), operators=(Metric.BUSY, Metric.RECORDS_IN, Metric.RECORDS_OUT))
@@ -233,7 +169,7 @@ class MPC(Autoscaler):
                         r * rho / (1.0 - rho) * (ca2 + cfg.service_scv) / 2.0 * t / n,
                         np.inf,
                     )
-                expo = np.where(rho < 1.0, np.minimum((w + t) / m.delta_s, EXP_CAP), EXP_CAP + rho)
+                expo = np.where(rho < 1.0, np.minimum((w + t) / m.delta_s, EXP_CAP), EXP_CAP + np.log1p(rho))
                 q = cfg.qos_weight * np.exp(expo)
             out[i] = q + cfg.beta * n * s
         return out
@@ -250,12 +186,30 @@ class MPC(Autoscaler):
         start = g * ((n - m.current[0]) ** 2 + (lvl - cur_lvl) ** 2)
         return switch, start
 
+    @property
+    def steps_in_force(self) -> int:
+        """k: control steps a newly applied configuration stays in force (the loop's cool-down)."""
+        ctx = self.context
+        if ctx.period_s <= 0:
+            return 1
+        return max(1, math.ceil(ctx.cooldown_s / ctx.period_s - 1e-9))
+
+    @property
+    def planning_steps(self) -> int:
+        """H = max(h, k): the horizon covers at least the time a decision is committed for."""
+        return max(self.config.horizon, self.steps_in_force)
+
     def search(self, m: OperatorModel, ca2: float, r: float) -> SearchResult:
         stage = self.stage_costs(m, ca2, r)
         switch, start = self.switch_costs(m)
+        opts = self.options(m)
+        current = opts.index(m.current) if m.current in opts else None
+        hold = self.steps_in_force - 1
         if self.config.search == "exhaustive":
-            return exhaustive(stage, switch, start)
-        return branch_and_bound(stage, switch, start, lookahead=self.config.bound == "lookahead")
+            return exhaustive(stage, switch, start, hold=hold, current=current)
+        return branch_and_bound(
+            stage, switch, start, lookahead=self.config.bound == "lookahead", hold=hold, current=current
+        )
 
     # ------------------------------------------------------------ monitoring
 
@@ -301,13 +255,14 @@ class MPC(Autoscaler):
         series = np.array([s.input_rate for s in history.snapshots] + [snapshot.input_rate], dtype=float)
         series = series[np.isfinite(series)]  # a snapshot without a measured rate is a missing sample
         reuse = self._smoothing if self._since_refit < self.config.refit_every else None
-        fc, used = holt_winters_forecast(series, self.config.horizon, self.config, reuse)
+        steps = self.planning_steps
+        fc, used = holt_winters_forecast(series, steps, self.config, reuse)
         if used is not None and reuse is None:
             self._since_refit = 0
         self._smoothing = used
         self._since_refit += 1
-        if self.config.backlog_catchup_s is not None:
-            fc[0] += snapshot.kafka_lag / self.config.backlog_catchup_s
+        if self.config.backlog == "horizon" and snapshot.kafka_lag > 0 and self.context.period_s > 0:
+            fc = fc + snapshot.kafka_lag / (steps * self.context.period_s)  # drain within the horizon
         return fc
 
     def models(self, snapshot: MetricsSnapshot, history: History) -> tuple[list[OperatorModel], np.ndarray]:
@@ -325,7 +280,7 @@ class MPC(Autoscaler):
                     demand_s=self._demand_s(snapshot, spec.name),
                     current=(m.parallelism, m.cpu_share),
                     max_parallelism=max(1, min(self.config.max_parallelism, spec.max_parallelism)),
-                    delta_s=self.config.latency_threshold_s / longest,
+                    delta_s=self.context.slo_latency_s / longest,
                 )
             )
         return out, fc
@@ -380,6 +335,10 @@ class MPC(Autoscaler):
         details = {
             "objective": self.config.objective,
             "horizon": self.config.horizon,
+            "planning_steps": self.planning_steps,
+            "steps_in_force": self.steps_in_force,
+            "backlog": snapshot.kafka_lag if self.config.backlog == "horizon" else None,
+            "latency_threshold_s": self.context.slo_latency_s,
             "forecast": [float(x) for x in plan.forecast],
             "arrival_scv": plan.arrival_scv,
             "correction": plan.correction,

@@ -1,0 +1,115 @@
+"""Start-up cost of the `bench` CLI: whole-process wall times and where the imports go.
+
+Targets (issue 13): `bench --help` <= 0.25 s, `bench list` <= 0.4 s, and a whole
+`bench run --backend sim --scaler ds2 --query q11 --pattern cosine` process (the 140-minute
+q11 cosine experiment) <= 0.6 s. Each command runs once to warm the file cache, then `--repeat`
+times; the figures are min / median / max of the whole process (wall, and user+sys CPU from the
+kernel's accounting of the child). Then `python -X importtime` of each command names the heaviest
+top-level packages it imported (cumulative microseconds, as Python reports them) and whether one
+of the packages a start-up must not pay for (pandas, scipy, pyspark, ...) was among them.
+
+    .venv/bin/python benchmarks/bench_startup.py [--repeat 7] [--only help|list|sim-run]
+    .venv/bin/python benchmarks/bench_startup.py --checkout DIR   # another checkout's code, e.g. an older commit
+
+With `--checkout` the commands run as `python -m harness.cli ...` from that directory (so its
+`harness` package is the one imported); without it, as the installed `bench` script.
+
+The sim runs write their records into a temporary directory that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+HEAVY = ("pandas", "pyarrow", "scipy", "statsmodels", "matplotlib", "pyspark", "kubernetes", "confluent_kafka",
+         "networkx", "requests", "prometheus_api_client")
+TARGETS = {"help": 0.25, "list": 0.4, "sim-run": 0.6}
+
+
+def commands(results: Path) -> dict[str, list[str]]:
+    return {
+        "help": ["--help"],
+        "list": ["list"],
+        "sim-run": ["run", "--backend", "sim", "--scaler", "ds2", "--query", "q11", "--pattern", "cosine",
+                    "--results", str(results)],
+    }
+
+
+def time_once(argv: list[str], cwd: Path | None) -> tuple[float, float]:
+    """Wall seconds and user+sys CPU seconds of one whole process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          env={**os.environ, "COLUMNS": "100"})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def import_profile(args: list[str], cwd: Path | None) -> dict[str, int]:
+    """Top-level package -> import microseconds (self time summed over its modules, `python -X importtime`)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness.cli", *args],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    per_top: dict[str, int] = defaultdict(int)
+    line = re.compile(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
+    for text in proc.stderr.splitlines():
+        m = line.match(text)
+        if not m:
+            continue
+        self_us, name = int(m.group(1)), m.group(4)
+        per_top[name.split(".")[0]] += self_us
+    return dict(per_top)
+
+
+def fmt(values: list[float]) -> str:
+    return f"min {min(values):.3f}  median {statistics.median(values):.3f}  max {max(values):.3f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only", choices=sorted(TARGETS), action="append")
+    ap.add_argument("--checkout", type=Path, help="run this checkout's harness (python -m harness.cli)")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    try:
+        prefix = [sys.executable, "-m", "harness.cli"] if a.checkout else [str(BIN / "bench")]
+        cwd = a.checkout.resolve() if a.checkout else None
+        print(f"code: {cwd or 'installed bench'}; command: {' '.join(prefix)} ...")
+        for name, args in commands(tmp / "results").items():
+            if a.only and name not in a.only:
+                continue
+            argv = [*prefix, *args]
+            time_once(argv, cwd)  # warm-up: file cache, .pyc files
+            runs = [time_once(argv, cwd) for _ in range(a.repeat)]
+            walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
+            verdict = "meets" if statistics.median(walls) <= TARGETS[name] else "MISSES"
+            print(f"bench {' '.join(args[:9])}")
+            print(f"  wall s  {fmt(walls)}  (n={len(walls)}; target <= {TARGETS[name]} s: median {verdict})")
+            print(f"  cpu s   {fmt(cpus)}")
+            profile = import_profile(args, cwd)
+            top = sorted(profile.items(), key=lambda kv: -kv[1])[:8]
+            print(f"  imports {sum(profile.values()) / 1e6:.3f} s self-time in total; heaviest packages: "
+                  + ", ".join(f"{k} {v / 1e3:.0f} ms" for k, v in top))
+            heavy = [h for h in HEAVY if h in profile]
+            print(f"  heavy packages imported: {', '.join(heavy) if heavy else 'none'}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Config identity: repetitions share a hash, an edit changes it; `bench matrix` sees stale records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.config import Experiment
+from harness.identity import config_hash, differing_fields, experiment_hash, recorded_hash
+from harness.record import find_run_dirs, read_run_record
+
+runner = CliRunner()
+
+BASE = {"name": "x", "backend": "sim", "query": "q1", "pattern": {"name": "cosine"},
+        "autoscaler": {"name": "ds2"}}
+
+
+def exp(**over: object) -> Experiment:
+    return Experiment.model_validate({**BASE, **over})
+
+
+def test_hash_ignores_seed_and_repetitions_but_not_edits() -> None:
+    a = experiment_hash(exp(seed=1))
+    assert a == experiment_hash(exp(seed=7, repetitions=3))
+    assert a != experiment_hash(exp(loop={"cooldown_s": 30}))
+    assert a != experiment_hash(exp(faults=[{"kind": "kill-taskmanager", "at_s": 10}]))
+    assert a.startswith("c") and not a.isdigit()
+
+
+def test_records_without_a_hash_get_it_from_their_config() -> None:
+    e = exp()
+    dump = e.model_dump(mode="json")
+    assert recorded_hash({"config": dump}) == experiment_hash(e)
+    del dump["faults"]  # a record written before faults existed has the same identity
+    assert config_hash(dump) == experiment_hash(e)
+
+
+def test_differing_fields_name_dotted_paths() -> None:
+    old = exp().model_dump(mode="json")
+    new = exp(loop={"cooldown_s": 30}, seed=5).model_dump(mode="json")
+    assert differing_fields(old, new) == [("loop.cooldown_s", 300.0, 30.0)]
+
+
+MATRIX = """
+name: tiny
+base: {backend: sim, query: q1, pattern: {name: cosine, time_scale: 20}, autoscaler: ds2, duration_s: 300,
+       initial_parallelism: 2}
+axes:
+  autoscaler: [ds2, dhalion]
+repetitions: 2
+"""
+
+
+def matrix(tmp_path: Path, *args: str) -> tuple[int, str]:
+    m = tmp_path / "m.yaml"
+    if not m.exists():
+        m.write_text(MATRIX)
+    res = runner.invoke(app, ["matrix", str(m), "--results", str(tmp_path / "r"), "--workers", "1", *args])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.exit_code, res.output
+
+
+def test_matrix_resume_counts_only_runs_of_the_same_configuration(tmp_path: Path) -> None:
+    code, out = matrix(tmp_path)
+    assert code == 0 and "4 ran" in out
+    runs = find_run_dirs(tmp_path / "r")
+    hashes = {read_run_record(r).meta["identity"]["config_hash"] for r in runs}
+    assert len(hashes) == 2  # one per cell, shared by its repetitions
+    assert all(read_run_record(r).meta["identity"]["code"]["harness"] for r in runs)  # the code version too
+    before = {r: (r / "status").stat().st_mtime_ns for r in runs}
+
+    # an edit: stop, name the stale runs and the field, write nothing
+    code, out = matrix(tmp_path, "--set", "loop.cooldown_s=30")
+    assert code == 2
+    assert "4 run(s)" in out and "loop.cooldown_s: 300.0 -> 30.0" in out and "--rerun-stale" in out
+    assert {r: (r / "status").stat().st_mtime_ns for r in runs} == before
+
+    code, out = matrix(tmp_path, "--set", "loop.cooldown_s=30", "--dry-run")
+    assert code == 0 and out.count("stale") >= 4 and "4 stale" in out
+
+    # --only selects cells; --rerun-stale replaces just those
+    code, out = matrix(tmp_path, "--set", "loop.cooldown_s=30", "--only", "autoscaler=ds2", "--rerun-stale")
+    assert code == 0 and "2 ran" in out, out
+    code, out = matrix(tmp_path, "--set", "loop.cooldown_s=30", "--dry-run")
+    assert "2 done, 2 stale" in out
+    cooldowns = sorted(read_run_record(r).meta["config"]["loop"]["cooldown_s"] for r in runs)
+    assert cooldowns == [30.0, 30.0, 300.0, 300.0]
+
+
+def test_raising_repetitions_after_an_edit_is_refused(tmp_path: Path) -> None:
+    assert matrix(tmp_path)[0] == 0
+    m = tmp_path / "m.yaml"
+    raw = yaml.safe_load(m.read_text())
+    raw["repetitions"] = 3
+    raw["base"]["loop"] = {"cooldown_s": 30}
+    m.write_text(yaml.safe_dump(raw))
+    code, out = matrix(tmp_path)
+    assert code == 2 and "loop.cooldown_s" in out
+    code, out = matrix(tmp_path, "--dry-run")
+    assert "2 to do" in out and "4 stale" in out
+
+
+def test_only_naming_no_field_or_no_cell_is_bad_input(tmp_path: Path) -> None:
+    code, out = matrix(tmp_path, "--only", "nosuch.field=1", "--dry-run")
+    assert code == 2 and "--only nosuch.field" in out
+    code, out = matrix(tmp_path, "--only", "autoscaler=hpa-cpu", "--dry-run")
+    assert code == 2 and "selects none" in out
+    code, out = matrix(tmp_path, "--only", "=x", "--dry-run")
+    assert code == 2
+
+
+def test_experiment_file_runs_all_its_repetitions_in_matrix_and_is_refused_by_run(tmp_path: Path) -> None:
+    f = tmp_path / "e.yaml"
+    f.write_text(yaml.safe_dump({**BASE, "name": "rep", "duration_s": 300, "repetitions": 3,
+                                 "pattern": {"name": "cosine", "time_scale": 20}}))
+    res = runner.invoke(app, ["run", str(f), "--results", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "bench matrix" in res.output and "repetitions" in res.output
+    assert not (tmp_path / "r").exists()
+    res = runner.invoke(app, ["matrix", str(f), "--results", str(tmp_path / "r"), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert sorted(read_run_record(r).meta["seed"] for r in find_run_dirs(tmp_path / "r")) == [1, 2, 3]

@@ -1,0 +1,125 @@
+"""Ctrl-C on a sim matrix at random moments: stop scheduling, in-flight runs finish or record
+`interrupted` within seconds, "N done, M left: rerun to resume", exit 130; a rerun resumes.
+Interrupted runs are neither successes nor crashes in the analysis."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.analysis.pipeline import analyze
+from harness.record import find_run_dirs
+from harness.run_status import RunStatus
+
+pytestmark = pytest.mark.slow
+
+BENCH = str(Path(sys.executable).with_name("bench"))
+MATRIX = """
+name: tiny
+base: {backend: sim, query: q11, pattern: {name: cosine}, autoscaler: ds2, initial_parallelism: 2, duration_s: 3000}
+axes:
+  autoscaler: [ds2, dhalion, hpa-cpu]
+repetitions: 3
+"""
+
+
+def statuses(results: Path) -> list[RunStatus]:
+    return [RunStatus.parse((d / "status").read_text()) for d in find_run_dirs(results)]
+
+
+def interrupt_at_random(tmp_path: Path, rng: random.Random, workers: str) -> tuple[int, str, float]:
+    m = tmp_path / "m.yaml"
+    m.write_text(MATRIX)
+    results = tmp_path / "r"
+    # a terminal's Ctrl-C goes to the whole process group: so does ours
+    proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", workers],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lock = results / "tiny" / ".lock"
+    before = lock.stat().st_mtime_ns if lock.exists() else None
+    deadline = time.monotonic() + 120
+    # the matrix has taken its lock (it opens the lock file anew): it schedules runs from here on
+    while proc.poll() is None and time.monotonic() < deadline:
+        if lock.exists() and lock.stat().st_mtime_ns != before:
+            break
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.2, 3.0))
+    sent = time.monotonic()
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out, time.monotonic() - sent
+
+
+@pytest.mark.parametrize("workers", ["2", "1"])
+def test_sigint_at_random_points_of_a_sim_matrix(tmp_path: Path, workers: str) -> None:
+    rng = random.Random(10 + int(workers))
+    interrupted_once = False
+    for _ in range(2 if workers == "2" else 1):
+        code, out, took = interrupt_at_random(tmp_path, rng, workers)
+        got = statuses(tmp_path / "r")
+        assert set(got) <= {RunStatus.COMPLETED, RunStatus.INTERRUPTED}, out  # never `failed` for a Ctrl-C
+        if code == 0:  # the matrix finished before the signal: nothing left to interrupt
+            break
+        interrupted_once = True
+        assert code == 130, out
+        assert "left: rerun to resume" in out and "Traceback" not in out, out
+        assert took < 12, f"took {took:.1f} s to stop after SIGINT (noisy 2-core host; 5 s for the runs)"
+        done = sum(s == RunStatus.COMPLETED for s in got)
+        assert f"{done} done, {9 - done} left" in out, out
+    assert interrupted_once  # the first signal always lands while the matrix works
+    # resume: only what is left runs, and then every run is complete
+    res = subprocess.run([BENCH, "matrix", str(tmp_path / "m.yaml"), "--results", str(tmp_path / "r"),
+                          "--workers", workers], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert statuses(tmp_path / "r") == [RunStatus.COMPLETED] * 9
+
+
+def test_interrupted_runs_are_left_out_of_means_and_crash_rates_and_counted(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text(MATRIX.replace("repetitions: 3", "repetitions: 2").replace("duration_s: 3000", "duration_s: 1200"))
+    res = subprocess.run([BENCH, "matrix", str(m), "--results", str(tmp_path), "--workers", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    full = analyze(tmp_path, engine="pandas").cells.set_index("autoscaler")
+    victim = tmp_path / "tiny" / "ds2-r1"
+    (victim / "status").write_text("interrupted: SIGINT at t=600 s\n")
+    out = analyze(tmp_path, engine="pandas")
+    cells = out.cells.set_index("autoscaler")
+    assert cells.loc["ds2", "runs"] == 1 and cells.loc["ds2", "interrupted"] == 1
+    assert cells.loc["dhalion", "runs"] == 2 and cells.loc["dhalion", "interrupted"] == 0
+    runs = out.result.summary.set_index("run_id")
+    assert cells.loc["ds2", "tm_avg"] == pytest.approx(runs.loc["tiny/ds2-r0", "tm_avg"])
+    assert cells.loc["dhalion", "tm_avg"] == pytest.approx(full.loc["dhalion", "tm_avg"])
+    crash = pd.read_csv(tmp_path / "analysis" / "crash_rates.csv").set_index("autoscaler")
+    assert crash.loc["ds2", "runs"] == 1 and crash.loc["ds2", "interrupted"] == 1
+    assert crash.loc["ds2", "crash_rate"] == 0.0 and not runs.loc["tiny/ds2-r1", "failed"]
+    assert out.interrupted == 1
+
+
+def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 8400"))
+    results = tmp_path / "r"
+    proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lock = results / "tiny" / ".lock"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "aborted by a second interrupt" in out and "Traceback" not in out, out
+    assert time.monotonic() - sent < 3.0

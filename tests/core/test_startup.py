@@ -1,0 +1,87 @@
+"""The import budget of the CLI: each command imports only what it uses (issue 13).
+
+Each check runs the command in a fresh interpreter and reads `sys.modules` afterwards, so a stray
+top-level import anywhere on the path (cli, config, record, a command module) fails here. The timings
+themselves are a benchmark (benchmarks/bench_startup.py), not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# what no command but the ones that need it may import
+HEAVY = ("pandas", "pyarrow", "scipy", "statsmodels", "matplotlib", "pyspark", "kubernetes", "confluent_kafka",
+         "requests", "networkx", "prometheus_api_client", "numpy")
+
+PROBE = """
+import json, sys
+from harness.cli import app
+try:
+    app(sys.argv[1:], prog_name="bench")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}), file=sys.stderr)
+"""
+
+
+def imported_by(*args: str) -> set[str]:
+    """Top-level packages imported by `bench ARGS...` in a fresh interpreter (which must exit 0)."""
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300)
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert report["code"] in (0, None), proc.stdout + proc.stderr
+    return set(report["modules"])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"], ["run", "--help"], ["matrix", "--help"]])
+def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
+    loaded = imported_by(*args)
+    assert "typer" in loaded  # the probe did run the CLI
+    assert not loaded & set(HEAVY), f"bench {' '.join(args)} imported {sorted(loaded & set(HEAVY))}"
+
+
+def test_list_imports_no_data_or_stack_library() -> None:
+    loaded = imported_by("list")
+    # autoscaler implementations (scipy, statsmodels, networkx) are the autoscaler registry's business
+    banned = {"pandas", "pyarrow", "matplotlib", "pyspark", "kubernetes", "confluent_kafka", "requests",
+              "prometheus_api_client"}
+    assert not loaded & banned, sorted(loaded & banned)
+
+
+def test_a_sim_run_writes_and_summarises_its_record_without_pandas(tmp_path: Path) -> None:
+    loaded = imported_by("run", "--backend", "sim", "--scaler", "static", "--query", "q1", "--pattern", "cosine",
+                         "--duration", "600", "--results", str(tmp_path))
+    assert "pyarrow" in loaded  # it did write a record
+    banned = {"pandas", "matplotlib", "pyspark", "kubernetes", "confluent_kafka", "requests",
+              "prometheus_api_client"}
+    assert not loaded & banned, sorted(loaded & banned)
+    assert list(tmp_path.rglob("timeseries.parquet"))
+
+
+def test_validate_imports_no_backend_implementation(tmp_path: Path) -> None:
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: e\nbackend: local\nquery: q1\npattern: cosine\nautoscaler: static\n"
+                   "local: {port_offset: 7}\nk8s: {namespace: x}\n")
+    probe = ("import sys; from harness.cli import app\n"
+             "try: app(sys.argv[1:], prog_name='bench')\n"
+             "except SystemExit: pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith('harness.backends')), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe, "validate", str(exp)], capture_output=True, text=True,
+                          timeout=300)
+    assert "ok" in proc.stdout, proc.stdout + proc.stderr
+    modules = eval(proc.stderr.strip().splitlines()[-1])  # noqa: S307 - our own probe's list literal
+    configs = {"harness.backends.local.config", "harness.backends.sim.config", "harness.backends.k8s.config"}
+    # the config models are imported (through the registry in harness.backends) and the modules that add
+    # commands to `bench`; no backend implementation (stack, REST client, Kafka, Kubernetes client)
+    assert configs <= set(modules)
+    packages = {"harness.backends", "harness.backends.local", "harness.backends.sim", "harness.backends.k8s",
+                "harness.backends.k8s.testcluster"}
+    commands = {"harness.backends.local.commands", "harness.backends.k8s.commands",
+                "harness.backends.k8s.testcluster.commands"}
+    assert set(modules) - configs - packages - commands == set(), modules
