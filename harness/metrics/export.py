@@ -98,16 +98,19 @@ def fill_gaps(series: pd.DataFrame, start: float, end: float, step_s: float) -> 
 
     `series` has columns ts, metric, operator, value (ts relative like `start`/`end`); the grid is the one
     Prometheus evaluates a range query on (start, start + step, ... <= end). A series that never had a
-    point gets no markers: it was not measured at all, which its absence already says.
+    point gets no markers: it was not measured at all, which its absence already says. A point within
+    half a step of a grid time stands for it: Prometheus keeps times in whole milliseconds, so the
+    points of a range query started at a sub-millisecond wall-clock time sit just off the exact grid.
     """
     if series.empty or step_s <= 0:
         return series
     grid = start + step_s * np.arange(int(np.floor((end - start) / step_s + 1e-9)) + 1)
-    keys = np.round(grid, 3)
     parts = [series]
     for (metric, op), g in series.groupby(["metric", "operator"], sort=False):
-        have = set(np.round(g["ts"].to_numpy(dtype=float), 3))
-        missing = grid[[k not in have for k in keys]]
+        have = np.sort(g["ts"].to_numpy(dtype=float))
+        i = np.clip(np.searchsorted(have, grid), 1, len(have) - 1) if len(have) > 1 else np.zeros(len(grid), int)
+        nearest = np.minimum(np.abs(have[i] - grid), np.abs(have[np.maximum(i - 1, 0)] - grid))
+        missing = grid[nearest >= step_s / 2]
         if len(missing):
             parts.append(pd.DataFrame({"ts": missing, "metric": metric, "operator": op, "value": np.nan}))
     return pd.concat(parts, ignore_index=True)

@@ -171,7 +171,8 @@ def test_latency_throughput_lost_load_and_a_blind_monitor(stack: Any, tmp_path: 
     assert any(t < down for t in decisions) and any(t >= up for t in decisions)  # the probe decides otherwise
     in_gap = [e for e in skipped if down <= e["ts"] < up]
     assert len(in_gap) >= 4, skipped
-    assert all("input_rate" in e["reason"] and "failed" in e["reason"] for e in in_gap), in_gap[0]
+    # each names a metric it lacked and why (the local snapshot's reason: Prometheus not answering)
+    assert all("input_rate" in e["reason"] and "prometheus" in e["reason"].lower() for e in in_gap), in_gap[0]
     assert summary.decisions_skipped == len(skipped)
     ts = rec.timeseries
     for metric in (Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA, Metric.LATENCY_E2E_P95,

@@ -98,3 +98,13 @@ def test_fill_gaps_marks_every_missing_step_of_a_measured_series() -> None:
     assert np.isnan(a.value.to_numpy()[2:4]).all() and a.value.to_numpy()[4] == 3.0
     b = out[out.metric == "b"].sort_values("ts")
     assert b.ts.tolist() == [0.0, 5.0, 10.0, 15.0, 20.0] and np.isnan(b.value.to_numpy()[1:]).all()
+
+
+def test_points_a_millisecond_off_the_grid_are_not_gaps() -> None:
+    # a range query started at wall-clock x.2254 s: Prometheus answers at whole milliseconds (x.225 + k*step)
+    off = -0.0004 - 0.001
+    series = pd.DataFrame({"ts": [5.0 + off, 10.0 + off, 25.0 + off], "metric": "a", "operator": "",
+                           "value": [1.0, 2.0, 3.0]})
+    out = fill_gaps(series, 0.0, 27.0, 5.0)
+    markers = out[out.value.isna()].ts.tolist()
+    assert sorted(markers) == [0.0, 15.0, 20.0]  # only the steps without a point, none beside a point
