@@ -14,8 +14,7 @@ h = 3 (<= 1 s).
 
 Each autoscaler has a `case_<name>` function giving the parameters it is benchmarked
 with (forcing a full evaluation on every call where the autoscaler would otherwise skip
-calls); reports beyond the timing table (e.g. MPC's states explored) are appended to
-`EXTRA_REPORTS`.
+calls). MPC's and MEAD's state-space sizes are `bench_mpc_states.py`'s table.
 """
 
 from __future__ import annotations
@@ -85,19 +84,6 @@ CASES: dict[str, Callable[[], Case]] = {
     "mpc": case_mpc,
     "mead": case_mead,
 }
-
-# Functions printing further tables after the timing table (other autoscalers add theirs).
-EXTRA_REPORTS: list[Callable[[], None]] = []
-
-
-def _mpc_states() -> None:
-    from bench_mpc_states import report_states  # same directory; imports this module
-
-    report_states()
-
-
-EXTRA_REPORTS.append(_mpc_states)
-
 
 # ---------------------------------------------------------------- realistic snapshots
 
@@ -236,8 +222,7 @@ def main() -> None:
             all_times += times
             print(f"{name:<16}{q:<7}{_row(times)}  {note}")
         print(f"{name:<16}{'all':<7}{_row(all_times)}")
-    for report in EXTRA_REPORTS:
-        report()
+    print("(MPC's and MEAD's state-space sizes: benchmarks/bench_mpc_states.py)")
 
 
 if __name__ == "__main__":

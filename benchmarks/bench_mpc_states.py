@@ -133,10 +133,5 @@ def main() -> None:
         decision_times(snaps)
 
 
-def report_states() -> None:
-    """Hook for bench_decisions' EXTRA_REPORTS: the states table on a short run."""
-    states_table({q: realistic_snapshots(q, 20) for q in ("q1", "q3", "q11")})
-
-
 if __name__ == "__main__":
     main()

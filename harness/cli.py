@@ -221,35 +221,39 @@ def run(
         f"pattern {experiment.pattern.name} (scale {experiment.pattern.scale}, "
         f"time scale {experiment.pattern.time_scale}), autoscaler {experiment.autoscaler.name}"
     )
-    with Progress(
+    progress = Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
         TimeElapsedColumn(),
         console=console,
         transient=False,
-    ) as progress:
-        task = progress.add_task("running", total=1.0)
+    )
+    task = progress.add_task("running", total=1.0)
 
-        def on_progress(t: float, total: float) -> None:
-            progress.update(task, completed=t, total=total)
+    def on_progress(t: float, total: float) -> None:
+        progress.update(task, completed=t, total=total)
 
-        def on_phase(name: str) -> None:
-            progress.update(task, description=name)
+    def on_phase(name: str) -> None:
+        progress.update(task, description=name)
 
-        def notice(text: str) -> None:
-            progress.console.print(f"[yellow]{text}[/]")
+    def notice(text: str) -> None:
+        progress.console.print(f"[yellow]{text}[/]")
 
-        try:
-            with interrupts.handling(notice):
-                path = run_experiment(experiment, run_dir, on_progress=on_progress, on_phase=on_phase)
-        except (interrupts.Interrupted, KeyboardInterrupt):
-            progress.stop()
-            saved = (run_dir / "status").exists()
-            where = f"record {run_dir} (status interrupted)" if saved else "no record written"
-            teardown = "; the local stack was torn down" if experiment.backend == "local" else ""
-            err.print(f"interrupted: {where}{teardown}", highlight=False, markup=False)
-            raise typer.Exit(interrupts.EXIT_INTERRUPTED) from None
+    # real backends: a live panel here, and the same numbers for `bench status` in another shell
+    live = None if experiment.backend == "sim" else _live_file(experiment, run_dir)
+    try:
+        with _display(progress, live), interrupts.handling(notice):
+            path = run_experiment(experiment, run_dir, on_progress=on_progress, on_phase=on_phase, live=live)
+    except (interrupts.Interrupted, KeyboardInterrupt):
+        saved = (run_dir / "status").exists()
+        where = f"record {run_dir} (status interrupted)" if saved else "no record written"
+        teardown = "; the local stack was torn down" if experiment.backend == "local" else ""
+        err.print(f"interrupted: {where}{teardown}", highlight=False, markup=False)
+        raise typer.Exit(interrupts.EXIT_INTERRUPTED) from None
+    finally:
+        if live is not None:
+            live.remove()
     _print_summary(path)
     if plot is not None:
         from harness.report.run_figure import plot_run
@@ -259,6 +263,29 @@ def run(
     status = (path / "status").read_text().strip()
     if status != "completed":
         raise typer.Exit(1)
+
+
+def _live_file(experiment: Any, run_dir: Path) -> Any:
+    """The run's live-status file under the local work directory (where `bench status` looks)."""
+    from harness.live import LiveFile
+
+    return LiveFile.for_run(experiment.local.root, experiment, run_dir)
+
+
+def _display(progress: Any, live: Any) -> Any:
+    """The progress bar alone, or under the run's live panel (one rich Live draws both)."""
+    if live is None:
+        return progress
+    from rich.console import Group
+    from rich.live import Live
+
+    from harness.live_view import live_panel
+
+    class Panel:
+        def __rich__(self) -> Any:
+            return live_panel(live.status)
+
+    return Live(Group(Panel(), progress), console=console, refresh_per_second=2)
 
 
 def _name_of(value: Any) -> str:
@@ -466,7 +493,8 @@ def matrix(
     done = sum(p.state == CellState.DONE for p in after)
     left = len(runnable(after))
     if outcome.interrupted:
-        err.print(f"interrupted: {done} done, {left} left: rerun to resume", highlight=False, markup=False)
+        what = f"{left} left: rerun to resume" if left else "nothing left to run"
+        err.print(f"interrupted: {done} done, {what}", highlight=False, markup=False)
         raise typer.Exit(interrupts.EXIT_INTERRUPTED)
     ran = len(outcome.outcomes)
     skipped = counts[CellState.DONE]
@@ -634,7 +662,8 @@ def main(argv: list[str] | None = None) -> None:
     from harness import interrupts
 
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="bench")
+        with interrupts.outside_commands():
+            code = app(args=argv, standalone_mode=False, prog_name="bench")
     except (KeyboardInterrupt, interrupts.Interrupted):
         err.print("interrupted", highlight=False, markup=False)
         sys.exit(interrupts.EXIT_INTERRUPTED)

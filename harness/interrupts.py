@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
@@ -65,6 +66,27 @@ def _worker_handler(signum: int, _frame: FrameType | None) -> None:
     if _state.interruptible and _state.count == 0:
         _state.count += 1
         raise Interrupted(_signame(signum))
+
+
+def _outside_commands(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(_signame(signum))
+
+
+@contextlib.contextmanager
+def outside_commands() -> Iterator[None]:
+    """Around a whole command (before its own handler, after it): a signal is `Interrupted`.
+
+    Not KeyboardInterrupt: Typer turns that into a silent exit 130, so the user would not learn
+    that the command stopped early. Only the main thread may set handlers (else: no change)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _outside_commands) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @contextlib.contextmanager

@@ -53,6 +53,7 @@ class MapeLoop:
         loop: LoopConfig,
         events: EventLog,
         on_tick: Callable[[float], None] | None = None,
+        on_snapshot: Callable[[MetricsSnapshot], object] | None = None,
     ) -> None:
         self.backend = backend
         self.autoscaler = autoscaler
@@ -60,6 +61,7 @@ class MapeLoop:
         self.loop = loop
         self.events = events
         self.on_tick = on_tick
+        self.on_snapshot = on_snapshot  # after the step's decision: e.g. the live view
         self.snapshots: deque[MetricsSnapshot] = deque(maxlen=HISTORY_LENGTH)
         self.actions: list[AppliedAction] = []
         self.last_action_t = float("-inf")
@@ -87,6 +89,8 @@ class MapeLoop:
         if snap.t - self.last_action_t >= self.loop.cooldown_s:
             self._decide_and_act(snap, result)
         self.snapshots.append(snap)
+        if self.on_snapshot:
+            self.on_snapshot(snap)
 
     def _decide_and_act(self, snap: MetricsSnapshot, result: LoopResult) -> None:
         gaps = snap.gaps(self.autoscaler.needs())

@@ -5,7 +5,7 @@ gives `failed: ...`, a Ctrl-C/SIGTERM `interrupted` (start-up and the loop are
 the interruptible part; writing the record is not), so a broken run is data,
 never a half-written directory that looks finished. The record carries the
 cell's config identity (`harness.identity`); scheduled faults
-(`experiment.faults`) are injected through `harness.faults`.
+(`experiment.faults`) are injected through `harness.fault_injection`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import importlib.metadata
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import autoscalers
 from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
-from harness.faults import FaultInjector
+from harness.fault_injection import FaultInjector
 from harness.identity import identity_block
 from harness.interrupts import Interrupted, interruptible
 from harness.mape import MapeLoop
@@ -31,6 +31,9 @@ from harness.scaling import ScaleManager
 from harness.topology import load_topology
 from harness.vocabulary import EventKind
 from workloads.patterns import LoadPattern, build_pattern
+
+if TYPE_CHECKING:
+    from harness.live import LiveFile
 
 
 def make_backend(experiment: Experiment) -> Backend:
@@ -70,8 +73,11 @@ def run_experiment(
     on_progress: Callable[[float, float], None] | None = None,
     backend: Backend | None = None,
     on_phase: Callable[[str], None] | None = None,
+    live: LiveFile | None = None,
 ) -> Path:
-    """Run one experiment and write its record to `run_dir`; returns `run_dir`."""
+    """Run one experiment and write its record to `run_dir`; returns `run_dir`.
+
+    With `live`, every monitoring step is also written to that live-status file (`harness.live`)."""
     topology = load_topology(experiment.query)
     pattern = build_pattern(experiment.pattern, experiment.seed, experiment.query)
     duration = run_duration(experiment, pattern)
@@ -90,7 +96,13 @@ def run_experiment(
     backend_facts: dict[str, Any] = {}
     saved = False
     interrupted = False
-    phase = on_phase or (lambda _: None)
+
+    def phase(name: str) -> None:
+        if on_phase:
+            on_phase(name)
+        if live:
+            live.update(phase=name, events=events, duration_s=duration)
+
     try:
         with interruptible():
             phase(f"starting {experiment.backend}")
@@ -108,6 +120,7 @@ def run_experiment(
                 experiment.loop,
                 events,
                 on_tick=(lambda t: on_progress(t, duration)) if on_progress else None,
+                on_snapshot=(lambda snap: live.update(snapshot=snap, events=events)) if live else None,
             )
             loop.run(duration)
             injector.finish()

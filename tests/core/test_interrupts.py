@@ -35,7 +35,16 @@ def statuses(results: Path) -> list[RunStatus]:
     return [RunStatus.parse((d / "status").read_text()) for d in find_run_dirs(results)]
 
 
+def completed(results: Path) -> int:
+    return sum(s == RunStatus.COMPLETED for s in statuses(results)) if results.exists() else 0
+
+
 def interrupt_at_random(tmp_path: Path, rng: random.Random, workers: str) -> tuple[int, str, float]:
+    """SIGINT at a random moment while runs are in flight, timed in units of this machine's run time.
+
+    The moment is drawn between 1 and 2.5 times the time the first run of this attempt took to
+    complete (counted from the matrix taking its lock): however fast or loaded the machine, there
+    are always runs in flight or queued then (9 runs, at most 2 at once)."""
     m = tmp_path / "m.yaml"
     m.write_text(MATRIX)
     results = tmp_path / "r"
@@ -50,7 +59,11 @@ def interrupt_at_random(tmp_path: Path, rng: random.Random, workers: str) -> tup
         if lock.exists() and lock.stat().st_mtime_ns != before:
             break
         time.sleep(0.02)
-    time.sleep(rng.uniform(0.2, 3.0))
+    locked, done_before = time.monotonic(), completed(results)
+    while proc.poll() is None and time.monotonic() < deadline and completed(results) == done_before:
+        time.sleep(0.02)
+    first_run = time.monotonic() - locked
+    time.sleep(max(0.0, rng.uniform(1.0, 2.5) * first_run - first_run))
     sent = time.monotonic()
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)

@@ -78,7 +78,8 @@ def test_mead_style_cpu_share_change_on_the_real_stack(tmp_path: Path, monkeypat
             seen["after"] = {tm: _quota_files(self, tm) for tm in hosts}
             return result
 
-    monkeypatch.setitem(autoscalers.REGISTRY, LowerShare.name, f"{__name__}:LowerShare")
+    monkeypatch.setitem(autoscalers.REGISTRY, LowerShare.name,
+                        autoscalers.Entry(f"{__name__}:LowerShareConfig", f"{__name__}:LowerShare"))
     LowerShare.samples.clear()
     exp = Experiment.model_validate({
         "name": "it-vertical", "backend": "local", "query": "q1", "duration_s": 100,

@@ -170,11 +170,20 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def status(workdir: WorkdirOpt = Path(".bench"), port_offset: OffsetOpt = 0) -> None:
-        """Show every service of the local stack: running, pid, port, healthy; and its disk use."""
+        """Show every service of the local stack: running, pid, port, healthy; its disk use; and the runs in
+        progress (the live panel `bench run` shows: rates, task managers, latencies, last decision)."""
+        from harness.live import running
+        from harness.live_view import live_panel
+
         stack = _stack(workdir, port_offset)
         table, healthy = status_table(stack)
         console.print(table)
         console.print(disk_line(stack), highlight=False)
+        runs = running(stack.cfg.root)
+        for live in runs:
+            console.print(live_panel(live))
+        if not runs:
+            console.print("no run in progress", highlight=False)
         if not healthy:
             raise typer.Exit(3)
 
