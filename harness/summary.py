@@ -14,9 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.metrics import percentile, time_weighted_mean
-from harness.analysis.summary import SHORTFALL_FLAG, load_shortfall
-from harness.analysis.tables import fmt_latency, fmt_share
+from harness.analysis.metrics import (
+    SHORTFALL_FLAG,
+    fmt_latency,
+    fmt_share,
+    load_shortfall,
+    percentile,
+    time_weighted_mean,
+)
 from harness.record import RunRecord
 from harness.vocabulary import EventKind, Metric
 

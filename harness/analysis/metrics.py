@@ -341,3 +341,36 @@ def mean_ci(values: Iterable[float], level: float = 0.95) -> MeanCI:
         return MeanCI(float(arr[0]), math.nan, 1)
     sd = float(arr.std(ddof=1))
     return MeanCI(float(arr.mean()), t_factor(n, level) * sd / math.sqrt(n), n)
+
+
+# A run that could not offer more than this fraction of its pattern's records is flagged (summary, report).
+SHORTFALL_FLAG = 0.01
+
+
+def load_shortfall(skipped: float, expired: float, pattern_records: float | None) -> float:
+    """Share of the pattern's records never offered to the job: generator skips + records expired unread.
+
+    NaN when either count or the pattern's total is unknown (unknown is not zero)."""
+    total = pattern_records if pattern_records is not None else math.nan
+    return (skipped + expired) / total if total > 0 else math.nan
+
+
+def fmt_latency(seconds: float, ci: float = math.nan) -> str:
+    """A latency in ms below 1 s, else in s (three significant figures; '+- ci' in the same unit)."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    scale, unit = (1000.0, "ms") if abs(float(seconds)) < 1.0 else (1.0, "s")
+    text = f"{float(seconds) * scale:.3g} {unit}"
+    if ci is not None and not math.isnan(ci) and ci > 0:
+        text += f" ± {float(ci) * scale:.3g} {unit}"
+    return text
+
+
+def fmt_share(value: float, ci: float = math.nan) -> str:
+    """A fraction as a percentage ("0.52 %")."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    text = f"{100.0 * float(value):.3g} %"
+    if ci is not None and not math.isnan(ci) and ci > 0:
+        text += f" ± {100.0 * float(ci):.3g} %"
+    return text

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.meta import RunMeta
-from harness.analysis.metrics import StageConvergence
+from harness.analysis.metrics import SHORTFALL_FLAG, StageConvergence, load_shortfall
 from harness.analysis.profile import drain_rate
 from harness.vocabulary import Metric
 
@@ -27,8 +27,6 @@ SERIES_STATS_COLUMNS = ["run_id", "metric", "operator", "tw_mean", "tw_sum", "sp
                         "n", "p50", "p95"]
 # series whose percentiles are reported (keeps Spark's exact percentile cheap)
 PERCENTILE_METRICS = (Metric.LATENCY_KAFKA, Metric.LATENCY_E2E_P50, Metric.LATENCY_E2E_P95)
-# a run that could not offer more than this fraction of its pattern's records is flagged
-SHORTFALL_FLAG = 0.01
 
 # Latency columns, both labelled by what they measure (METRICS.md), in seconds:
 # - latency_kafka_*: the thesis' time in Kafka; avg = time-weighted mean of the per-scrape samples (gaps
@@ -130,13 +128,6 @@ def excess_from_facts(facts: ExcessFacts | None, lag_end: float, drain: float, p
 
 def _div(a: float, b: float) -> float:
     return a / b if b and not math.isnan(b) and not math.isnan(a) else math.nan
-
-
-def load_shortfall(skipped: float, expired: float, pattern_records: float | None) -> float:
-    """Share of the pattern's records never offered to the job: generator skips + records expired unread.
-
-    NaN when either count or the pattern's total is unknown (unknown is not zero)."""
-    return _div(skipped + expired, pattern_records if pattern_records is not None else math.nan)
 
 
 def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]) -> dict[str, Any]:

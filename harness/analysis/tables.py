@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.metrics import fmt_latency, fmt_share
+
 # (column in the cell aggregates, header) per table kind
 TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "thesis": [("tm_avg", "avg(TM)"), ("tm_max", "max(TM)"), ("latency_kafka_avg", "kafka lat avg"),
@@ -76,27 +78,6 @@ def fmt(value: float, ci: float = math.nan) -> str:
     text = one(float(value))
     if ci is not None and not math.isnan(ci) and ci > 0:
         text += f" ± {one(float(ci))}"
-    return text
-
-
-def fmt_latency(seconds: float, ci: float = math.nan) -> str:
-    """A latency in ms below 1 s, else in s (three significant figures; '+- ci' in the same unit)."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    scale, unit = (1000.0, "ms") if abs(float(seconds)) < 1.0 else (1.0, "s")
-    text = f"{float(seconds) * scale:.3g} {unit}"
-    if ci is not None and not math.isnan(ci) and ci > 0:
-        text += f" ± {float(ci) * scale:.3g} {unit}"
-    return text
-
-
-def fmt_share(value: float, ci: float = math.nan) -> str:
-    """A fraction as a percentage ("0.52 %")."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    text = f"{100.0 * float(value):.3g} %"
-    if ci is not None and not math.isnan(ci) and ci > 0:
-        text += f" ± {100.0 * float(ci):.3g} %"
     return text
 
 

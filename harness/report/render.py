@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 from harness.analysis import freshness
 from harness.analysis.loader import read_events
 from harness.analysis.meta import load_meta
+from harness.analysis.metrics import SHORTFALL_FLAG
 from harness.analysis.pipeline import analyze, default_out, load_outputs
-from harness.analysis.summary import SHORTFALL_FLAG
 from harness.analysis.tables import Table, build_tables, fmt_share, row_labels, to_markdown
 from harness.report import figures
 from harness.report.figures import Trace
