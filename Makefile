@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: setup test unit integration demo bench lint thesis-sim clean down k8s-build k8s-up k8s-down test-k8s
+.PHONY: setup test unit integration demo bench lint thesis-sim clean down k8s-build k8s-up k8s-down test-k8s test-calibrate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,11 @@ setup: $(STAMP)
 test: setup
 	@mkdir -p .bench
 	nice -n 19 $(BIN)/bench k8s prepare > .bench/k8s-prepare.log 2>&1 &
-	$(BIN)/pytest -q -m "not k8s_e2e"
+	$(BIN)/pytest -q -m "not k8s_e2e and not calibration_e2e"
+
+## bench calibrate end to end on the real stack (~8 minutes of fixed phases; not in `make test`).
+test-calibrate: setup
+	$(BIN)/pytest -q -m calibration_e2e
 
 ## The k8s test cluster: binaries from the Go module proxy and images from Debian packages (cached).
 k8s-build: setup

@@ -632,7 +632,8 @@ def _register_optional(module: str) -> None:
 
 
 for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
-                "harness.backends.k8s.testcluster.commands"):
+                "harness.backends.k8s.testcluster.commands", "harness.calibration.commands",
+                "harness.fidelity.commands"):
     _register_optional(_module)
 
 

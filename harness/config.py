@@ -32,6 +32,7 @@ from pydantic import (
 import autoscalers
 from harness.errors import nested_errors
 from harness.faults import FaultSpec
+from harness.kafka_settings import KafkaSettings
 from harness.topology import available_queries, load_topology
 from workloads.patterns import PatternConfig
 
@@ -147,6 +148,7 @@ class Experiment(_Strict):
     repetitions: PositiveInt = 1
     rescale_method: Literal["in_place", "savepoint", "reactive"] = "in_place"
     slo: SLOConfig = Field(default_factory=SLOConfig)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     sim: SimSettings = Field(default_factory=_defaults_of("sim"))
     local: LocalSettings = Field(default_factory=_defaults_of("local"))
     k8s: K8sSettings = Field(default_factory=_defaults_of("k8s"))
@@ -188,6 +190,11 @@ class Experiment(_Strict):
                     f"valid choices: {', '.join(ops)}"
                 )
         return self
+
+    @property
+    def partitions(self) -> int:
+        """Kafka partitions per topic (thesis ch. 6.3.1: the most consumers there can be)."""
+        return self.kafka.resolved_partitions(self.scale_manager.max_taskmanagers)
 
     def initial_parallelism_map(self) -> dict[str, int]:
         ops = load_topology(self.query).names
@@ -357,15 +364,58 @@ def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return ", ".join(fields) if fields else ""
 
 
-def read_yaml(path: Path) -> Any:
+def read_yaml(path: Path, _seen: tuple[Path, ...] = ()) -> Any:
+    """Load a YAML file; a top-level `include:` (a path or a list, relative to the file) is merged in first."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: no such file")
     try:
         with path.open() as fh:
-            return yaml.safe_load(fh)
+            raw = yaml.safe_load(fh)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if isinstance(raw, dict) and "include" in raw:
+        raw = apply_include(raw, path, _seen)
+    return raw
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` wins; mappings merge key by key, everything else (lists too) is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def apply_include(raw: dict[str, Any], path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Merge the presets named by `include:` under `raw` (experiments/presets/thesis.yaml is one).
+
+    The file's own values win. A preset's `overrides` (matrices) come before the file's own, so a
+    matrix can still override what the preset says for some cells.
+    """
+    raw = dict(raw)
+    inc = raw.pop("include")
+    names = [inc] if isinstance(inc, str) else inc
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{path}: include: expected a file name or a list of them, got {inc!r}")
+    merged: dict[str, Any] = {}
+    overrides: list[Any] = []
+    for name in names:
+        target = (path.parent / name).resolve()
+        if target in seen:
+            raise ConfigError(f"{path}: include: {name} includes itself")
+        preset = read_yaml(target, (*seen, path.resolve()))
+        if not isinstance(preset, dict):
+            raise ConfigError(f"{target}: a preset must be a mapping")
+        overrides += preset.pop("overrides", []) or []
+        merged = deep_merge(merged, preset)
+    out = deep_merge(merged, raw)
+    if overrides or "overrides" in raw:
+        out["overrides"] = overrides + list(raw.get("overrides") or [])
+    return out
 
 
 def is_matrix(raw: Any) -> bool:

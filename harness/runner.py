@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +92,7 @@ def run_experiment(
     scaler = autoscalers.create(experiment.autoscaler.name, experiment.autoscaler.params, context)
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
+    load_start = os.getloadavg()  # machine hygiene: a loaded host biases every local measurement
     status = "failed: did not start"
     timeseries: Any = empty_timeseries()
     backend_facts: dict[str, Any] = {}
@@ -174,9 +176,11 @@ def run_experiment(
             # records: what the pattern asks for over the run, the base of the load shortfall
             "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate,
                         "records": pattern.records_between(0.0, duration)},
+            # resolved: partitions per topic (thesis ch. 6.3.1: the most consumers) and retention
+            "kafka": {**experiment.kafka.model_dump(mode="json"), "partitions": experiment.partitions},
             "backend": backend_facts,
             "versions": _versions(),
-            "host": host_facts(),
+            "host": {**host_facts(), "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg())},
         }
         try:
             # an interrupted run is torn down quickly: no TSDB snapshot (its series are in the record)

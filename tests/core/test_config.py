@@ -99,6 +99,70 @@ def test_experiment_repetitions_become_cells(tmp_path):
     assert [c.experiment.seed for c in cells] == [7, 8, 9]
 
 
+# ---------------------------------------------------------------- include (presets)
+
+PRESET = """
+base:
+  backend: sim
+  rescale_method: savepoint
+  kafka: {partitions: 80, retention_s: 300}
+  sim: {taskmanager_cpu: 1.0}
+overrides:
+  - match: {autoscaler: hpa-cpu}
+    set: {autoscaler.params.cpu_target: 0.6}
+"""
+
+INCLUDING = """
+name: m
+include: presets/p.yaml
+base:
+  query: q1
+  pattern: {name: cosine}
+  autoscaler: ds2
+  kafka: {retention_s: 60}
+axes:
+  autoscaler: [ds2, hpa-cpu]
+overrides:
+  - match: {autoscaler: hpa-cpu}
+    set: {autoscaler.params.cpu_target: 0.8}
+"""
+
+
+def test_include_merges_a_preset_under_the_matrix(tmp_path):
+    (tmp_path / "presets").mkdir()
+    write(tmp_path / "presets", PRESET, "p.yaml")
+    _, cells = load_matrix(write(tmp_path, INCLUDING))
+    ds2, hpa = (c.experiment for c in cells)
+    assert ds2.backend == "sim" and ds2.rescale_method == "savepoint" and ds2.sim.taskmanager_cpu == 1.0
+    assert ds2.kafka.partitions == 80 and ds2.kafka.retention_s == 60  # the file's own value wins
+    assert hpa.autoscaler.params["cpu_target"] == 0.8  # the file's overrides come after the preset's
+
+
+def test_include_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_matrix(write(tmp_path, INCLUDING))
+    (tmp_path / "presets").mkdir()
+    write(tmp_path / "presets", "include: ../x.yaml\n", "p.yaml")
+    with pytest.raises(ConfigError, match="includes itself"):
+        load_matrix(write(tmp_path, INCLUDING.replace("presets/p.yaml", "presets/p.yaml"), "x.yaml"))
+
+
+def test_thesis_matrices_use_the_thesis_preset():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    for name in ("thesis-1-parameters", "thesis-2-workloads", "thesis-3-queries", "thesis-4-convergence"):
+        _, cells = load_matrix(root / f"{name}.yaml")
+        for c in cells:
+            e = c.experiment
+            assert e.partitions == 80 and e.kafka.retention_s == 300 and e.kafka.retention_check_s == 5
+            assert e.rescale_method == "savepoint" and e.sim.startup_inside_downtime
+            assert e.scale_manager.max_taskmanagers == 80 and e.scale_manager.max_increase_per_action == 15
+            assert e.loop.period_s == 15 and e.loop.metrics_window_s == 15
+            if e.autoscaler.name in ("hpa-cpu", "hpa-varga"):
+                assert e.autoscaler.params["tolerance"] == 0.0
+
+
 def test_backend_settings_are_registered_by_name_and_validated_by_their_model():
     """harness.config imports no backend module: each `backend:` name has its settings model registered."""
     from typing import get_args

@@ -75,11 +75,13 @@ def interrupt_at_random(tmp_path: Path, rng: random.Random, workers: str) -> tup
 def test_sigint_at_random_points_of_a_sim_matrix(tmp_path: Path, workers: str) -> None:
     rng = random.Random(10 + int(workers))
     interrupted_once = False
-    for _ in range(2 if workers == "2" else 1):
+    for attempt in range(2 if workers == "2" else 1):
+        if attempt and 9 - completed(tmp_path / "r") < 6:
+            break  # too few runs left for the signal to be sure to land while they run
         code, out, took = interrupt_at_random(tmp_path, rng, workers)
         got = statuses(tmp_path / "r")
         assert set(got) <= {RunStatus.COMPLETED, RunStatus.INTERRUPTED}, out  # never `failed` for a Ctrl-C
-        if code == 0:  # the matrix finished before the signal: nothing left to interrupt
+        if code == 0 or got == [RunStatus.COMPLETED] * 9:  # the matrix finished before the signal landed
             break
         interrupted_once = True
         assert code == 130, out

@@ -31,9 +31,12 @@ def pipeline(source_cap: float = 10_000, mid_cap: float = 5_000, sink_cap: float
 
 
 def start(topo: Topology, pattern: LoadPattern, parallelism: dict[str, int] | int = 1, *,
-          kind: str = "deterministic", method: str = "in_place", seed: int = 1, **cfg: float) -> SimBackend:
+          kind: str = "deterministic", method: str = "in_place", seed: int = 1, **cfg: object) -> SimBackend:
+    """A started sim backend; exact readings and 1-CPU task managers unless `cfg` says otherwise
+    (the invariants below are about the model, not about Flink's meters)."""
+    cfg = {"readings": "exact", "taskmanager_cpu": 1.0, **cfg}
     b = SimBackend()
-    b.start_with(topo, pattern, SimConfig(**cfg), parallelism, seed=seed, method=method,
+    b.start_with(topo, pattern, SimConfig(**cfg), parallelism, seed=seed, method=method,  # type: ignore[arg-type]
                  arrivals=ArrivalConfig(kind=kind))  # type: ignore[arg-type]
     return b
 

@@ -1,20 +1,28 @@
 """The simulator's end-to-end latency: time in Kafka + queueing in every buffer + downtime, at the sink.
 
-Also what it says about lost load (nothing skipped, nothing expired: it has no retention yet), and that an
-interval without records to measure is a gap, never the last value held.
+Also what it says about lost load (its generator skips nothing; records Kafka retention deleted unread are
+expired, counted as lost load up to the run summary), and that an interval without records to measure is a
+gap, never the last value held.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from harness.backends.sim.backend import SimBackend
+from harness.backends.sim.config import SimConfig
 from harness.backends.sim.model import J_E2E_COUNT, J_E2E_SUM, J_LATENCY
+from harness.kafka_settings import KafkaSettings
+from harness.record import EventLog, read_run_record, write_run_record
+from harness.summary import summarise
 from harness.vocabulary import Metric
 from tests.sim.conftest import constant, pipeline, start
+from workloads.arrivals import ArrivalConfig
 
 
 def job_series(ts: pd.DataFrame, metric: str) -> pd.Series:
@@ -80,10 +88,35 @@ def test_every_record_reaching_the_sink_is_counted_once() -> None:
 
 
 def test_the_sim_offers_all_its_load_and_says_so() -> None:
-    b = start(pipeline(), constant(20_000, 60), 1)  # far over capacity: Kafka queues, nothing is dropped
+    # far over capacity, but shorter than the retention time: Kafka queues, nothing is dropped
+    b = start(pipeline(), constant(20_000, 60), 1)
     b.advance_to(60)
     ts = b.timeseries().to_pandas()
     for metric in (Metric.SKIPPED_TOTAL, Metric.EXPIRED_TOTAL):
         s = job_series(ts, metric)
         assert len(s) == 12 and (s == 0.0).all()  # measured zeros at every interval, not absent
 
+
+
+def test_records_expired_by_retention_are_lost_load_in_the_summary(tmp_path: Path) -> None:
+    # 8k/s into a job that takes 5k/s with 60 s retention: the backlog's oldest segments are deleted unread
+    pattern = constant(8_000, 600)
+    b = SimBackend()
+    b.start_with(pipeline(), pattern, SimConfig(readings="exact", taskmanager_cpu=1.0), 1, seed=1,
+                 arrivals=ArrivalConfig(kind="deterministic"),
+                 kafka=KafkaSettings(retention_s=60, retention_check_s=5, segment_s=10))
+    b.advance_to(600)
+    m = b.model
+    assert m is not None and m.expired > 0
+    assert m.produced == pytest.approx(m.processed + m.lag + m.expired, rel=1e-9)
+    ts = b.timeseries().to_pandas()
+    assert job_series(ts, Metric.EXPIRED_TOTAL).iloc[-1] == pytest.approx(m.expired)
+    # an expired record never reaches the sink: every sink record is one the job read (selectivity 1)
+    in_flight = sum(q.pending for q in m.inbox if q is not None)
+    assert m.e2e_array().sum() + in_flight == pytest.approx(m.processed, rel=1e-9)
+    records = pattern.records_between(0.0, 600.0)
+    run_dir = write_run_record(tmp_path / "run", {"duration_s": 600.0, "pattern": {"records": records}},
+                               ts, EventLog(), "completed")
+    s = summarise(read_run_record(run_dir))
+    assert s.load_skipped == 0.0 and s.load_expired == pytest.approx(m.expired)
+    assert s.load_shortfall == pytest.approx(m.expired / records) and s.shortfall_flagged

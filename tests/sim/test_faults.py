@@ -70,7 +70,12 @@ def test_outages_are_modelled(faulty: Path) -> None:
     rec = read_run_record(faulty / "f" / "default-r0")
     proc = rec.series(Metric.PROCESSING)
     assert proc[(proc.index > 105) & (proc.index <= 130)].max() == 0  # TM recovery: no processing
-    assert proc[(proc.index > 140) & (proc.index < 200)].min() == 1
+    # recovered: processing again, except while a rescale of its own pauses the job (noisy readings
+    # make DS2 act at cooldown 0)
+    after = proc[(proc.index > 140) & (proc.index < 200)]
+    paused = [(a["ts"], a["ts"] + a["downtime_s"] + 5.0) for a in rec.events_of("action")]
+    running = after[[not any(t0 < t <= t1 for t0, t1 in paused) for t in after.index]]
+    assert len(running) >= 5 and running.min() == 1
     rate = rec.series(Metric.INPUT_RATE)
     assert rate[(rate.index > 555) & (rate.index <= 580)].max() == 0  # paused generator: nothing offered
     assert rate[(rate.index > 305) & (rate.index <= 320)].max() == 0  # broker down: nothing produced

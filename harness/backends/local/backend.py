@@ -32,9 +32,11 @@ import pandas as pd
 
 from harness.backends.base import BackendEvent
 from harness.backends.flink_rest import FlinkRest, FlinkRestError, map_vertices
+from harness.backends.local.kafka import TopicRetention
 from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
 from harness.backends.wallclock import WallClockBackend
+from harness.kafka_settings import KafkaSettings
 from harness.metrics.export import export_queries, fill_gaps
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
@@ -56,6 +58,22 @@ REACTIVE_NOTE = (
     "reactive = adaptive scheduler with per-vertex upper bound = max parallelism on the session cluster; "
     "only the number of task managers changes (Flink's scheduler-mode: reactive needs an application cluster)"
 )
+
+
+def topic_configs(kafka: KafkaSettings, disk: TopicRetention) -> dict[str, str]:
+    """Kafka topic configs: the disk budget (`TopicRetention`) plus the experiment's retention time
+    (thesis ch. 6.3.1: 5 min, checked every 5 s).
+
+    The broker's check interval is a broker setting (`log.retention.check.interval.ms`, set to the
+    same 5 s in the generated server.properties); segments roll every `segment_s` so whole closed
+    segments can be deleted close to the retention time. The byte budget stays as a disk bound: it
+    must hold `retention_s` of input (`local.kafka_retention_mb`), else records expire earlier than
+    the experiment says (and earlier than the simulator models)."""
+    out = disk.configs()
+    if kafka.retention_s is not None:
+        out["retention.ms"] = str(int(kafka.retention_s * 1000))
+        out["segment.ms"] = str(int(kafka.segment_s * 1000))
+    return out
 
 
 def latest_checkpoint(checkpoint_root: Path, job_ids: list[str] | None = None) -> Path | None:
@@ -120,7 +138,9 @@ class LocalBackend(WallClockBackend):
         stack.up(taskmanagers=total)
         for jid in self.rest.active_job_ids():  # a leftover job would hold slots
             self.rest.cancel(jid)
-        stack.ensure_topics(list(topology.topics), topology.partitions, run_s=pattern.duration_s)
+        # fresh topics: the run's own partitions (thesis ch. 6.3.1) and retention, nothing left from a past run
+        disk = TopicRetention.for_run(cfg, experiment.partitions, pattern.duration_s)
+        stack.recreate_topics(list(topology.topics), experiment.partitions, topic_configs(experiment.kafka, disk))
         self.jar = jobjar.ensure_jar()
         # a fresh consumer group per run: the job starts at the topics' end, not at a past run's offsets
         self._group_id = f"bench-{topology.query}-{int(time.time())}"
@@ -150,10 +170,12 @@ class LocalBackend(WallClockBackend):
         self._sample(downtime=False)
 
     def _submit(self, parallelism: dict[str, int], savepoint: str | None) -> str:
-        # the sink's max-latency gauge covers one scrape interval: every scrape sees the max since the last
+        # the topics are fresh, so "earliest" starts where the run starts; and once retention deleted
+        # records a lagging source resumes at the oldest kept one (not at the end: only expired is lost).
+        # The sink's max-latency gauge covers one scrape interval: every scrape sees the max since the last
         main, args = self._jobjar.job_command(
             self.topology.query, self.stack.kafka_bootstrap, parallelism, group_id=self._group_id,
-            latency_max_window_ms=int(round(self.stack.cfg.scrape_interval_s * 1000)))
+            from_earliest=True, latency_max_window_ms=int(round(self.stack.cfg.scrape_interval_s * 1000)))
         job_id = self.stack.submit_job(self.jar, main, list(args), savepoint=savepoint)
         self._job_ids.append(job_id)
         return job_id

@@ -553,6 +553,9 @@ class LocalStack:
         retention = TopicRetention.for_run(self.cfg, partitions, run_s) if run_s is not None else None
         self.kafka.ensure_topics(topics, partitions, retention)
 
+    def recreate_topics(self, topics: list[str], partitions: int, configs: dict[str, str] | None = None) -> None:
+        self.kafka.recreate_topics(topics, partitions, configs)
+
     def submit_job(self, jar: Path, main_class: str, args: list[str], savepoint: str | None = None) -> str:
         """Upload `jar` (once per content) and run it (optionally from a savepoint); returns the Flink job id."""
         try:

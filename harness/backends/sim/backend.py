@@ -2,8 +2,16 @@
 
 Glue only: builds the per-source arrivals from the pattern (topic shares x
 arrival process), owns the model's clock, prices rescales with the query's
-downtime profile and hands out snapshots and the timeseries. The model and
+calibrated profile and hands out snapshots and the timeseries. The model and
 the readout are pure; this class does no I/O either (no artifacts to save).
+
+A rescale takes as long as on the local stack, and the call blocks for it as
+the local backend's does: new task managers start first while the job runs on
+(the calibrated start-up time), then the job stops for the method's downtime
+(calibrated against state size), and after a scale-down the idle task managers
+are stopped while the job already runs again. The task-manager count in the
+record follows registered task managers, as Flink's
+`numRegisteredTaskManagers` does.
 
 Injected faults (`harness.faults`) are modelled as the outage the real stack
 shows: a killed task or job manager stops processing for its recovery time
@@ -24,7 +32,10 @@ import numpy as np
 from harness.backends.base import BackendEvent, RescaleResult
 from harness.backends.sim import readout
 from harness.backends.sim.config import SimConfig
+from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
+from harness.calibration.profile import QueryProfile
+from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
 from harness.vocabulary import EventKind
@@ -40,19 +51,6 @@ if TYPE_CHECKING:
 # series a stopped Prometheus cannot have recorded; the harness itself knows the rest
 
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
-
-
-def rescale_downtime(topology: Topology, method: str, state_bytes: float) -> float:
-    """Seconds without processing for one restart (query profile `rescale_downtime`).
-
-    savepoint: base + state GB x s_per_gb (stop-with-savepoint writes and restores all
-    state); in_place and reactive: the adaptive scheduler restarts from the last
-    checkpoint in place, a short fixed downtime.
-    """
-    d = topology.rescale_downtime
-    if method == "savepoint":
-        return d.get("savepoint_base_s", 12.0) + state_bytes / 1e9 * d.get("savepoint_s_per_gb", 20.0)
-    return d.get("in_place_base_s", 6.0)
 
 
 def build_arrivals(
@@ -90,6 +88,9 @@ class SimBackend:
         self._rng = np.random.default_rng(0)
         self._unit_pool = np.zeros(0)
         self._seed = 0
+        self.costs: RunCosts | None = None
+        self._window_s = 15.0
+        self._rescales: list[dict[str, Any]] = []
         self._blind: list[tuple[float, float]] = []  # Prometheus outages [start, end)
         self._pending: list[BackendEvent] = []  # events due at a later model time (recoveries)
 
@@ -105,7 +106,11 @@ class SimBackend:
             method=experiment.rescale_method,
             arrivals=experiment.pattern.arrivals,
             duration_s=experiment.duration_s,
+            tm_cores=experiment.sim.taskmanager_cpu or experiment.local.taskmanager_cpu_quota,
+            partitions=experiment.partitions,
+            kafka=experiment.kafka,
         )
+        self._window_s = experiment.loop.metrics_window_s
 
     def start_with(
         self,
@@ -119,8 +124,13 @@ class SimBackend:
         arrivals: ArrivalConfig | None = None,
         duration_s: float | None = None,
         cpu_share: dict[str, float] | None = None,
+        tm_cores: float | None = None,
+        partitions: int | None = None,
+        kafka: KafkaSettings | None = None,
+        profile: QueryProfile | None = None,
     ) -> None:
-        """Start without an Experiment (tests, benchmarks)."""
+        """Start without an Experiment (tests, benchmarks). `tm_cores` default: `cfg.taskmanager_cpu`, else 1;
+        `profile` instead of the query's calibrated profile on disk."""
         self.cfg = cfg or SimConfig()
         self.method = method
         self.arrival_cfg = arrivals or ArrivalConfig()
@@ -133,7 +143,11 @@ class SimBackend:
             topology, pattern, n_steps, self.cfg.step_s, self.arrival_cfg, seed
         )
         par = parallelism if isinstance(parallelism, dict) else {n: parallelism for n in topology.names}
-        self.model = SimModel(topology, per_source, self.cfg, par, cpu_share)
+        self.costs = run_costs(topology, self.cfg, tm_cores or self.cfg.taskmanager_cpu or 1.0, profile)
+        self.kafka = kafka or KafkaSettings()
+        self._rescales = []
+        self.model = SimModel(topology, per_source, self.cfg, par, cpu_share, costs=self.costs,
+                              partitions=partitions, kafka=self.kafka)
 
     def _m(self) -> SimModel:
         if self.model is None:
@@ -153,7 +167,8 @@ class SimBackend:
         if any(a <= m.now < b for a, b in self._blind):  # Prometheus is down: nothing measured
             return MetricsSnapshot.unmeasured(m.now, window_s, m.topology, m.parallelism, m.cpu_share,
                                               "prometheus stopped (injected fault stop-prometheus)")
-        return readout.snapshot(m, window_s, self._interarrivals())
+        seed = self.cfg.noise_seed if self.cfg.noise_seed is not None else self._seed
+        return readout.snapshot(m, window_s, self._interarrivals(), seed=seed)
 
     def _interarrivals(self) -> np.ndarray | None:
         size = self.cfg.interarrival_sample
@@ -184,13 +199,33 @@ class SimBackend:
         if target_p == before_p and target_s == before_s:
             return RescaleResult(before_p, before_s, downtime_s=0.0, method="sim:none")
         if target_p == before_p:  # vertical only: an in-place resize, no restart
-            downtime, method = self.cfg.vertical_downtime_s, "sim:vertical"
-        else:
-            downtime = rescale_downtime(m.topology, self.method, m.state_bytes)
-            method = f"sim:{self.method}"
+            downtime = self.cfg.vertical_downtime_s
+            m.reconfigure(target_p, target_s)
+            m.stop_for(downtime)
+            return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method="sim:vertical")
+        costs = self.costs
+        assert costs is not None
+        t_request = m.now
+        before_tms, after_tms = sum(before_p.values()), sum(target_p.values())
+        startup = costs.startup_s if after_tms > before_tms else 0.0
+        inside = self.cfg.startup_inside_downtime
+        if startup > 0.0 and not inside:  # new task managers start while the job runs on at its old configuration
+            m.run_until(m.now + startup)
+        downtime = costs.rescale_downtime(self.method, m.state_bytes)
+        if inside:  # the thesis' redeploy: stop, scale the task managers, deploy a new job manager, restore
+            redeploy = self.cfg.jobmanager_redeploy_s
+            downtime += startup + (costs.startup_s if redeploy is None else redeploy)
+        m.tms = max(before_tms, after_tms)  # registered now; the surplus goes after the restart
         m.reconfigure(target_p, target_s)
+        m.restart_meters()
         m.stop_for(downtime)
-        return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=method)
+        m.run_until(m.now + downtime)
+        if after_tms < before_tms and costs.stop_s > 0.0:  # idle task managers stopped while the job runs
+            m.run_until(m.now + costs.stop_s)
+        m.tms = None
+        self._rescales.append({"t": t_request, "before": before_p, "after": target_p, "startup_s": startup,
+                               "downtime_s": downtime, "state_bytes": m.state_bytes, "method": self.method})
+        return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=f"sim:{self.method}")
 
     def drain_events(self) -> list[BackendEvent]:
         """Recoveries of injected faults once the model reaches them (the model has no faults of its own)."""
@@ -255,14 +290,31 @@ class SimBackend:
 
     def facts(self) -> dict[str, Any]:
         m = self.model
-        return {
+        c = self.costs
+        out: dict[str, Any] = {
             "backend": self.name,
             "sim": self.cfg.model_dump(mode="json"),
             "rescale_method": self.method,
             "arrivals": self.arrival_cfg.model_dump(mode="json"),
             "topic_shares": topic_shares(m.topology) if m else {},
             "steps": m.k if m else 0,
+            "kafka": {**self.kafka.model_dump(mode="json"), "partitions": m.partitions if m else None,
+                      "expired_total": m.expired if m else 0.0},
+            "rescales": list(self._rescales),
         }
+        if c is not None and m is not None:
+            out["costs"] = {
+                "source": c.source,
+                "calibrated": c.calibrated,
+                "taskmanager_cpu": c.tm_cores,
+                "readings": "flink (calibrated bias and noise)" if c.noisy else "exact",
+                "capacity_per_subtask": {nm: round(op.capacity(c.tm_cores), 3) for nm, op in zip(m.names, c.ops,
+                                                                                             strict=True)},
+                "taskmanager_startup_s": c.startup_s,
+                "taskmanager_stop_s": c.stop_s,
+                "rescale_downtime": {k: v.model_dump(mode="json", exclude={"points"}) for k, v in c.downtime.items()},
+            }
+        return out
 
     def stop(self) -> None:
         pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 
@@ -13,14 +15,40 @@ class SimConfig(BaseModel):
     buffer_s: PositiveFloat = Field(
         2.0, description="queued input a network buffer holds, in seconds of the operator's capacity"
     )
+    taskmanager_cpu: PositiveFloat | None = Field(
+        None, description="CPUs one task manager may use; null = the experiment's local.taskmanager_cpu_quota, "
+                          "so `--backend sim` of a local experiment is the same experiment")
+    profile: Literal["calibrated", "first_guess"] = Field(
+        "calibrated", description="costs from queries/topologies/calibrated/<q>.yaml when it exists, or the "
+                                  "first guess in queries/topologies/<q>.yaml")
+    readings: Literal["flink", "exact"] = Field(
+        "flink", description="flink: readings sampled and averaged like Flink's meters and Prometheus, with the "
+                             "calibrated bias and noise; exact: the model's true values (tests)")
+    noise_seed: int | None = Field(
+        None, description="seed of the readings' noise only; null = the experiment's seed (repetitions of one "
+                          "experiment that keep the load identical vary this)")
+    scrape_interval_s: PositiveFloat = Field(5.0, description="Prometheus scrape interval (local: 5 s)")
+    meter_interval_s: PositiveFloat = Field(
+        5.0, description="busy/idle/backpressured gauges average over and update every this many seconds "
+                         "(Flink's metric view interval; a calibrated profile overrides it)")
+    taskmanager_startup_s: NonNegativeFloat | None = Field(
+        None, description="a new task manager's start-up before a scale-up takes effect; null = calibrated "
+                          "(0 without a calibrated profile)")
+    startup_inside_downtime: bool = Field(
+        False, description="new task managers start after the job stopped, so their start-up is downtime (the "
+                           "thesis' redeploy, ch. 6.4.1); false: they start first while the job runs (local)")
+    jobmanager_redeploy_s: NonNegativeFloat | None = Field(
+        0.0, description="extra downtime to redeploy the job manager on each restart (thesis ch. 6.4.1); "
+                         "null = as long as a task manager's start-up")
     cpu_max: float = Field(
-        0.9, gt=0, le=1, description="JVM CPU load (Status.JVM.CPU.Load) at 100% busy (the thesis saw ~0.9)"
+        0.9, gt=0, le=1, description="first guess only: JVM CPU load at a fully used quota"
     )
-    cpu_base: float = Field(0.03, ge=0, lt=1, description="TM CPU load of an idle task manager")
+    cpu_base: float = Field(0.03, ge=0, lt=1, description="first guess only: CPU of an idle task manager")
     backpressure_threshold: float = Field(
-        0.1, ge=0, le=1, description="isBackPressured when the backpressured-time fraction exceeds this"
+        0.1, ge=0, le=1, description="exact readings: isBackPressured when the backpressured fraction exceeds this"
     )
-    lag_deriv_window_s: PositiveFloat = Field(60.0, description="window of deriv(lag) (HPA-Varga uses 60 s)")
+    lag_deriv_window_s: PositiveFloat | None = Field(
+        None, description="window of deriv(lag); null = the loop's metrics window, as the PromQL catalogue")
     interarrival_sample: NonNegativeInt = Field(5000, description="inter-arrival times per snapshot (0: none)")
     interarrival_window_s: PositiveFloat = Field(60.0, description="the sample covers this many recent seconds")
     vertical_downtime_s: NonNegativeFloat = Field(

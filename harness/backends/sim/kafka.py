@@ -6,6 +6,8 @@ ch. 5.3: event-time lag at the source) is exact at step resolution without
 any per-record work. The same FIFO holds an operator's input buffer, whose
 buckets carry the records' event-time step, so the end-to-end latency at the
 sink is exact at step resolution too (`harness.backends.sim.model`).
+Retention (thesis ch. 6.3.1) deletes from the head too: `expire` drops the
+buckets of log segments older than the retention time.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ _EPS = 1e-9
 class FifoTopic:
     """Pending records of one consumer group on one topic."""
 
-    __slots__ = ("buckets", "pending")
+    __slots__ = ("buckets", "pending", "last_step")
 
     def __init__(self) -> None:
         self.buckets: deque[list[float]] = deque()  # [arrival_step, count]
         self.pending = 0.0
+        self.last_step = -1.0  # arrival step of the youngest record taken so far (-1: none yet)
 
     def produce(self, step: int, count: float) -> None:
         if count > 0.0:
@@ -60,6 +63,7 @@ class FifoTopic:
         while rem > 0.0 and buckets:
             head = buckets[0]
             c = head[1]
+            self.last_step = head[0]
             if c <= rem + _EPS * c:
                 rem -= c
                 age_sum += c * (step - head[0])
@@ -79,6 +83,16 @@ class FifoTopic:
             taken = self.pending  # absorb rounding: an empty queue has nothing pending
             self.pending = 0.0
         return taken, age_sum, max_age
+
+    def expire(self, before_step: float) -> float:
+        """Delete every record that arrived before `before_step` (retention); returns how many."""
+        buckets = self.buckets
+        gone = 0.0
+        while buckets and buckets[0][0] < before_step:
+            gone += buckets.popleft()[1]
+        if gone:
+            self.pending = max(0.0, self.pending - gone) if buckets else 0.0
+        return gone
 
 
 def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
@@ -102,5 +116,6 @@ def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
             if c > 0.0:
                 nq.buckets.append([step, c])
         nq.pending = total * w
+        nq.last_step = max((q.last_step for q in queues), default=-1.0)
         out.append(nq)
     return out

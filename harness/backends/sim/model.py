@@ -28,22 +28,35 @@ A rescale stops all processing for a downtime (sources keep receiving),
 measured in seconds from the moment it is applied; a partly covered step
 processes for the uncovered fraction.
 
+Costs come from `harness.backends.sim.costs` (the calibrated profile): a subtask's
+capacity is what its CPU (share x the task manager's cores) buys, and where the
+profile says so it shrinks as the subtask's state grows (recomputed every
+`RECOST_EVERY_S`). Kafka partitions per topic are the experiment's, and Kafka
+retention (thesis ch. 6.3.1: 5 min, checked every 5 s) deletes closed log
+segments older than the retention time: those records are lost load
+(`expired`), never processed.
+
 Latency, two quantities at step resolution (METRICS.md):
 - time in Kafka (the thesis' `latency_kafka`): age of the records a source
-  takes from its FIFO; NaN in a step in which no source emitted (the real
-  gauges are absent then too; the records that waited show their wait when
-  they are taken);
+  takes from its FIFO; in a step in which no source emitted, the age of the
+  oldest record still waiting (its wait keeps growing through an outage;
+  0 when nothing waits); the readout reports the sources' event-time lag
+  gauge (`O_RECLAG`) as `latency_kafka`, as the local stack does, and these
+  ages as its max;
 - end-to-end (`latency_e2e`): every operator's input buffer is a FIFO of
   records that carry their event-time step, so a record's age when a sink
   processes it is its time in Kafka plus its queueing in every buffer on its
-  path, including any downtime it sat through. The one step per hop that the
+  path, including any downtime it sat through. A step in which no record
+  reached a sink has no sample (NaN, a gap); the delayed records show their
+  latency when they come out. The one step per hop that the
   step-wise pipelining adds is not latency (a record passes an idle operator
   well within a step), so each hop moves the carried step forward by one.
   Ages go into the sink histogram of `harness.metrics.latency` (the buckets
   the real sink exports). Outputs of windows and joins carry the event time
   of the inputs that produced them (the real window result carries the
   window's end: the watermark delay of about the out-of-orderness bound is
-  below this model's resolution and not added).
+  below this model's resolution and not added). Records that retention
+  deleted never reach a sink: they are lost load, not latency.
 
 Every step writes one row of `row_width` floats (job columns, then `OP_COLS`
 per operator) into a growing array; `harness.backends.sim.readout` turns rows into
@@ -60,39 +73,49 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.backends.sim.config import SimConfig
+from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.kafka import FifoTopic, regroup
+from harness.kafka_settings import KafkaSettings
 from harness.metrics.latency import E2E_BUCKETS_S
 from harness.topology import OperatorSpec, Topology
+
+RECOST_EVERY_S = 5.0  # state-dependent capacities are recomputed this often
 
 # Nexmark generator proportions per 50 events (WORKLOADS-AND-QUERIES.md).
 NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids": 46 / 50}
 
-# Job columns of a row (amounts per step, not per second). Latencies in seconds, NaN when no record
-# was taken (Kafka) or reached a sink (e2e) in the step; E2E_SUM is the sum of the sink records' ages.
+# Job columns of a row (amounts per step, not per second). Latencies in seconds; J_LATENCY(_MAX): time in
+# Kafka (see the module docstring); E2E: NaN max when no record reached a sink in the step, E2E_SUM the sum
+# of the sink records' ages. J_EXPIRED: cumulative records deleted by retention; J_TMS: task managers
+# registered (a scale-up's new ones count from their registration).
 (J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED,
- J_E2E_COUNT, J_E2E_SUM, J_E2E_MAX) = range(11)
-JOB_COLS = 11
+ J_E2E_COUNT, J_E2E_SUM, J_E2E_MAX, J_EXPIRED, J_TMS) = range(13)
+JOB_COLS = 13
 # Sink records per end-to-end latency bucket and step: one column per bound of
 # `harness.metrics.latency.E2E_BUCKETS_S`, plus the open bucket above the last bound.
 E2E_BUCKETS = len(E2E_BUCKETS_S) + 1
 _E2E_BOUNDS = [float(b) for b in E2E_BUCKETS_S]
 # Per-operator columns, at offset JOB_COLS + i * OP_COLS. *_LANE0: a source's first partition
-# group alone (its other group is the total minus these).
+# group alone (its other group is the total minus these). O_CAP: one subtask's capacity (records/s);
+# O_RECLAG: sources, mean over subtasks of the age of the last record each emitted (s; NaN until one
+# emitted since the last restart), the event-time lag gauge the local stack reads.
 (O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED,
- O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0) = range(12)
-OP_COLS = 12
+ O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0, O_CAP, O_RECLAG) = range(14)
+OP_COLS = 14
 
 
 def topic_shares(topology: Topology) -> dict[str, float]:
-    """Fraction of the pattern's (total event) rate that lands in each topic the job reads.
+    """Fraction of the pattern's rate that lands in each topic the job reads.
 
-    A bids-only query gets the whole rate; q3/q8 read persons and auctions at
-    their Nexmark share of the total.
+    As the local generator does (thesis ch. 6.2: no data is generated for a stream the query does
+    not use), the pattern's rate is the records produced into the query's topics, split in the
+    Nexmark proportions among them: a bids-only query gets the whole rate, q3 / q8 split it 1:3
+    between persons and auctions.
     """
     topics = topology.topics
-    if topics == ("bids",):
-        return {"bids": 1.0}
-    return {t: NEXMARK_SHARES.get(t, 1.0 / len(topics)) for t in topics}
+    weights = {t: NEXMARK_SHARES.get(t, 1.0 / max(1, len(topics))) for t in topics}
+    total = sum(weights.values())
+    return {t: w / total for t, w in weights.items()} if total > 0 else {}
 
 
 def expected_per_step(step_rates: np.ndarray, pattern_step_s: float, n_steps: int, dt: float) -> np.ndarray:
@@ -157,19 +180,35 @@ class SimModel:
         cfg: SimConfig,
         parallelism: Mapping[str, int],
         cpu_share: Mapping[str, float] | None = None,
+        *,
+        costs: RunCosts | None = None,
+        partitions: int | None = None,
+        kafka: KafkaSettings | None = None,
     ) -> None:
-        """`arrivals[source_name]` = records arriving per step into that source's topic."""
+        """`arrivals[source_name]` = records arriving per step into that source's topic.
+
+        `costs` default to the query's profile at `cfg.taskmanager_cpu` (1 CPU when unset);
+        `partitions` to the topology's; `kafka` to no retention.
+        """
         self.topology = topology
         self.cfg = cfg
         self.dt = float(cfg.step_s)
+        self.costs = costs or run_costs(topology, cfg, cfg.taskmanager_cpu or 1.0)
+        self.partitions = int(partitions or topology.partitions)
+        kafka = kafka or KafkaSettings()
+        self.retention_s = kafka.retention_s
+        self.segment_s = kafka.segment_s
+        self.check_every = max(1, int(round(kafka.retention_check_s / self.dt)))
+        self.expired = 0.0
         ops = topology.operators
         self.n = len(ops)
         index = {o.name: i for i, o in enumerate(ops)}
         self.names = tuple(o.name for o in ops)
         self.is_src = [o.is_source for o in ops]
-        self.sel = [float(o.selectivity) for o in ops]
-        self.cap_sub = [float(o.capacity) for o in ops]
-        self.units = [subtask_units(o, topology.partitions) for o in ops]
+        self.sel = [float(c.selectivity) for c in self.costs.ops]
+        self.cap_sub = [0.0] * self.n  # records/s of one subtask now (share, state)
+        self.recost_every = max(1, int(round(RECOST_EVERY_S / self.dt)))
+        self.units = [subtask_units(o, self.partitions) for o in ops]
         self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
         self.is_sink = [not d for d in self.down]
         # Non-sources: the input buffer's records with the event-time step they carry (shifted one step
@@ -182,12 +221,13 @@ class SimModel:
         self.lane_n: list[tuple[int, ...]] = [()] * self.n  # subtasks per group
         self.lane_w: list[tuple[float, ...]] = [()] * self.n  # input fraction per group
         self.lane_cap: list[tuple[float, ...]] = [()] * self.n  # records per step per group
+        self.lane_age: list[list[float]] = [[math.nan] for _ in ops]  # age (steps) of each group's last record
         self.arrivals = [
             (i, [float(v) for v in np.asarray(arrivals.get(o.name, ()), dtype=float)])
             for i, o in enumerate(ops)
             if o.is_source
         ]
-        self.bpr = [float(o.state_bytes_per_record) for o in ops]
+        self.bpr = [float(c.state_bytes_per_record) for c in self.costs.ops]
         self.ring: list[list[float] | None] = [
             [0.0] * max(1, math.ceil(o.state_ttl_s / self.dt)) if o.state_ttl_s is not None and self.bpr[i] else None
             for i, o in enumerate(ops)
@@ -204,7 +244,9 @@ class SimModel:
         self.share_kinds: list[tuple[tuple[float, int], ...]] = [()] * self.n  # (share, subtasks)
         self._configure()
         self.k = 0  # steps done
+        self.tms: int | None = None  # registered task managers when they differ from the parallelism (rescales)
         self.down_until = 0.0  # seconds: processing resumes at this time
+        self.reclag: list[float] = [math.nan] * self.n  # per source: see O_RECLAG
         self.produced = 0.0
         self.processed = 0.0
         self.row_width = JOB_COLS + OP_COLS * self.n
@@ -213,18 +255,33 @@ class SimModel:
         self._e2e = np.zeros((len(self._rows), E2E_BUCKETS))
         self._order = tuple(reversed(range(self.n)))
         self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
+        self._state_dependent = self.costs.state_dependent
 
     # ------------------------------------------------------------------ config
 
+    def _capacities(self) -> bool:
+        """One subtask's records/s from its CPU and state; True when any changed."""
+        changed = False
+        cores = self.costs.tm_cores
+        for i, c in enumerate(self.costs.ops):
+            cap = c.capacity(self.share[i] * cores, self.state[i] / self.par[i] if self.state[i] else 0.0)
+            if cap != self.cap_sub[i]:
+                self.cap_sub[i] = cap
+                changed = True
+        return changed
+
     def _configure(self) -> None:
+        self.version = getattr(self, "version", 0) + 1  # readers cache per-configuration structures on it
+        self._capacities()
         for i in range(self.n):
-            sub_per_s = self.cap_sub[i] * self.share[i]
+            sub_per_s = self.cap_sub[i]
             if self.is_src[i]:
                 units = self.units[i] or 1
                 groups = unit_groups(self.par[i], units)
                 weights = tuple(n * u / units for n, u in groups)
                 if weights != self.lane_w[i]:
                     self.lanes[i] = regroup(self.lanes[i], list(weights))
+                    self.lane_age[i] = [math.nan] * len(weights)
                 self.lane_n[i] = tuple(n for n, _ in groups)
                 self.lane_w[i] = weights
                 # a group of subtasks without partitions takes nothing
@@ -246,6 +303,10 @@ class SimModel:
             if cpu_share and nm in cpu_share:
                 self.share[i] = float(cpu_share[nm])
         self._configure()
+
+    def restart_meters(self) -> None:
+        """A restart resets the sources' event-time lag gauges (NaN until they emit again)."""
+        self.lane_age = [[math.nan] * len(lanes) if lanes else [math.nan] for lanes in self.lanes]
 
     def stop_for(self, downtime_s: float) -> None:
         """No processing from now for `downtime_s` seconds (extends a running downtime)."""
@@ -292,6 +353,10 @@ class SimModel:
         buf = self.buf
         cap = self.cap
         sel = self.sel
+        if self.state_dependent and k % self.recost_every == 0 and self._capacities():
+            self._configure()
+        if self.retention_s is not None and k % self.check_every == 0:
+            self._expire(t0)
         arrived = [0.0] * n
         arrived_total = 0.0
         for i, arr in self.arrivals:
@@ -359,6 +424,8 @@ class SimModel:
                         if wg <= 0.0:
                             continue
                         got, a_sum, a_max = q.consume(k, wg * ratio, pieces)
+                        if got > 0.0:
+                            self.lane_age[i][g] = k - q.last_step
                         xi += got
                         age_sum += a_sum
                         if a_max > max_age:
@@ -415,24 +482,37 @@ class SimModel:
         self.processed += taken_total
 
         lag = 0.0
+        heads = []
         for i in self.src_index:
             for q in lanes[i]:
                 lag += q.pending
+                if q.buckets:
+                    heads.append(q.buckets[0][0])
         if taken_total > 0.0:
             latency = age_sum / taken_total * dt
             latency_max = max_age * dt
-        else:  # nothing emitted: no record has a latency yet; those waiting show theirs when taken
-            latency = latency_max = math.nan
-        row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed,
-                            e2e_count, e2e_sum, e2e_max if e2e_count > 0.0 else math.nan]
+        else:  # nothing emitted: the oldest pending record has waited this long already
+            latency = latency_max = (k - min(heads)) * dt if heads else 0.0
         par = self.par
+        tms = self.tms if self.tms is not None else sum(par)
+        row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed,
+                            e2e_count, e2e_sum, e2e_max if e2e_count > 0.0 else math.nan, self.expired, tms]
         share = self.share
+        cap_sub = self.cap_sub
+        reclag = self.reclag
         for i in range(n):
             if is_src[i]:
                 src_lag = 0.0
-                for q in lanes[i]:
+                gauge = 0.0
+                known = 0
+                for q, cnt, age in zip(lanes[i], self.lane_n[i], self.lane_age[i], strict=True):
                     src_lag += q.pending
+                    if age == age:  # not NaN: this group emitted since the last restart
+                        gauge += age * cnt
+                        known += cnt
                 lag0 = lanes[i][0].pending
+                # subtasks that did not emit since a restart report NaN and drop out of the average
+                reclag[i] = gauge / known * dt if known else math.nan
             else:
                 src_lag = lag0 = 0.0
             row += (
@@ -448,6 +528,8 @@ class SimModel:
                 lane0_in[i],
                 lane0_blocked[i],
                 lag0,
+                cap_sub[i],
+                reclag[i],
             )
         if k >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
@@ -458,6 +540,23 @@ class SimModel:
             for b_i, c in e2e_hist:
                 hist_row[b_i] += c
         self.k = k + 1
+
+    def _expire(self, t0: float) -> None:
+        """Retention: delete closed segments whose newest record is older than the retention time."""
+        assert self.retention_s is not None
+        cutoff = t0 - self.retention_s
+        if cutoff <= 0.0:
+            return
+        seg = self.segment_s
+        before_step = math.floor(cutoff / seg) * seg / self.dt  # first step of the newest deletable segment + 1
+        for i in self.src_index:
+            for q in self.lanes[i]:
+                if q.buckets and q.buckets[0][0] < before_step:
+                    self.expired += q.expire(before_step)
+
+    @property
+    def state_dependent(self) -> bool:
+        return self._state_dependent
 
     def run_until(self, t: float) -> None:
         """Step while the next step ends at or before `t`."""

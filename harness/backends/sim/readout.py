@@ -1,21 +1,31 @@
 """Turn the simulator's per-step rows into what autoscalers and the run record read.
 
-Flink's gauges are derived from the model's amounts (METRICS.md, AUTOSCALERS.md):
-- busyTimeMsPerSecond of subtask k = records it processed / its capacity x 1000
-  (a throttled CPU share makes a record take longer, so busy time grows);
-- backPressuredTimeMsPerSecond = records it could have processed but could not
-  hand downstream / its capacity x 1000; idle = the rest of the second;
-- TM CPU, two signals (harness.vocabulary): `cpu` (CPU time / the task
-  manager's quota) = cpu_base + (1 - cpu_base) x busy fraction, and `cpu_jvm`
-  (Status.JVM.CPU.Load) = cpu_base + (cpu_max - cpu_base) x busy fraction: the
-  JVM's reading tops out near 0.9 (thesis ch. 6.7.1 on HPA-CPU);
-- deriv(lag) is a least-squares slope over `lag_deriv_window_s`, like
-  Prometheus' deriv() that HPA-Varga uses (60 s);
-- end-to-end latency: the sink's per-step histogram (the real sink's buckets),
-  summed over an interval: mean = summed age / records, p50/p95/p99 by
-  Prometheus' histogram_quantile, max = the oldest record of the interval;
-  NaN for an interval in which no record reached the sink (a gap, never the
-  last value held).
+Readings are produced the way the local stack produces them (METRICS.md, harness.metrics.promql):
+- Flink's busy / backpressured time gauges average the truth over a meter interval (Flink's metric
+  view: 5 s) and change only at its end, at a phase against the scrapes that reproduces the
+  calibrated lag of the reading behind the truth; each meter update carries the calibrated bias and noise of
+  the reading against the true load (`harness.calibration.profile.GaugeModel`), drawn per subtask
+  and update from a seeded table. Idle = 1000 - busy - backpressured. The true busy fraction of a
+  subtask is records / its capacity, the true backpressured fraction the records it could not hand
+  downstream / its capacity.
+- Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
+  loop's metrics window (`avg_over_time`), takes rates from counters over the window (`rate`: from
+  the first to the last scrape inside it) and the lag's slope with `deriv` over the same samples.
+- isBackPressured is Flink's instantaneous flag, so a scrape sees it set with the probability that
+  the subtask is blocked (its backpressured fraction); the window's max_over_time is what counts.
+- CPU, two signals (harness.vocabulary): `cpu` = CPU time / the task manager's quota, with the
+  calibrated idle CPU and the fraction of its quota a saturated task manager reaches, linear in the
+  subtask's utilisation; `cpu_jvm` = Status.JVM.CPU.Load as the calibrated function of the same (the
+  JVM reads the cgroup quota in force, so both signals are relative to it).
+- The sources' event-time lag gauge (the thesis' latency, ch. 5.3) is the age of the last record
+  each subtask emitted, averaged over subtasks; a subtask that has not emitted since a restart has
+  no value (NaN), and while the job is down no gauge answers at all.
+- End-to-end latency: the sink's per-step histogram (the real sink's buckets), its counters read like
+  the local monitor's `rate()` over the same scrapes: mean = summed age / records, p95 by Prometheus'
+  histogram_quantile, capped at the oldest record of the interval (max); NaN for an interval in which
+  no record reached the sink (a gap, never the last value held).
+With `readings: exact` (or a first-guess profile) the same code reads the model's true values:
+one sample per step, no bias, no noise, over the window.
 Pure functions over arrays; no I/O.
 """
 
@@ -32,41 +42,48 @@ from harness.backends.sim.model import (
     J_E2E_COUNT,
     J_E2E_MAX,
     J_E2E_SUM,
+    J_EXPIRED,
     J_LAG,
-    J_LATENCY,
     J_LATENCY_MAX,
     J_PROCESSED,
     J_PROCESSING,
     J_PRODUCED,
     J_TAKEN,
+    J_TMS,
     JOB_COLS,
     O_ARRIVED,
     O_BLOCKED,
     O_BLOCKED_LANE0,
     O_BUFFER,
+    O_CAP,
     O_IN,
     O_IN_LANE0,
     O_LAG,
     O_LAG_LANE0,
     O_OUT,
     O_PAR,
+    O_RECLAG,
     O_SHARE,
     O_STATE,
     OP_COLS,
     SimModel,
 )
+from harness.calibration.profile import GaugeModel
 from harness.metrics.latency import histogram_quantile, histogram_quantiles
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 from harness.record import empty_timeseries, timeseries_table
 from harness.vocabulary import Metric
 
+NOISE_UPDATES = 512  # rows of the pre-drawn noise table (meter updates; reused cyclically)
+NOISE_SUBTASKS = 128  # columns: Flink's default max parallelism
+_GAUGES = ("busy", "backpressured", "cpu", "cpu_jvm")
+
 # Series the harness knows itself (not scraped by Prometheus): kept through a Prometheus outage.
 HARNESS_SERIES = (Metric.PARALLELISM, Metric.CPU_SHARE, Metric.PROCESSING)
 # Load the pattern asked for that the simulator did not offer. Its generator never falls behind: every
-# record the arrival process draws enters Kafka (skipped = 0, measured). It has no Kafka retention yet,
-# so no record expires unread; when the model gains retention, its expired count replaces this 0.
+# record the arrival process draws enters Kafka (skipped = 0, measured). Records Kafka retention deleted
+# unread are the model's own count (J_EXPIRED, cumulative).
 SIM_SKIPPED_TOTAL = 0.0
-SIM_EXPIRED_TOTAL = 0.0
 
 
 def _ratio(num: float, den: float) -> float:
@@ -78,11 +95,6 @@ def _nanmax(col: np.ndarray) -> float:
     return float(col[ok].max()) if ok.any() else math.nan
 
 
-def _nanmean(col: np.ndarray) -> float:
-    ok = ~np.isnan(col)
-    return float(col[ok].mean()) if ok.any() else math.nan
-
-
 def slope(y: np.ndarray, dt: float) -> float:
     """Least-squares slope of equally spaced samples (records/s), 0 with fewer than 2."""
     n = len(y)
@@ -92,122 +104,339 @@ def slope(y: np.ndarray, dt: float) -> float:
     return float(t @ y) / (float(t @ t) * dt)
 
 
-def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None = None) -> MetricsSnapshot:
-    """Metrics averaged over the last `window_s` seconds, in the current configuration's subtasks."""
+class NoiseTable:
+    """Seeded noise per operator, gauge, meter update and subtask, stored as running sums over updates so
+    the average of a window's updates is one subtraction (`window_mean`)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._cum: dict[int, np.ndarray] = {}
+        self._flags: dict[int, np.ndarray] = {}
+
+    def window_mean_all(self, op: int, first: int, n: int, subtasks: int) -> np.ndarray:
+        """Mean of the standard-normal draws of updates first .. first+n-1 (cyclic) of every gauge, per
+        subtask: (gauges, subtasks)."""
+        cum = self._cum.get(op)
+        if cum is None:
+            rng = np.random.default_rng([self.seed, 0x5EED, op])
+            z = rng.standard_normal((NOISE_UPDATES, len(_GAUGES), NOISE_SUBTASKS))
+            zeros = np.zeros((1, len(_GAUGES), NOISE_SUBTASKS))
+            cum = np.concatenate([zeros, np.cumsum(np.concatenate([z, z]), axis=0)])
+            self._cum[op] = cum
+        lo = first % NOISE_UPDATES
+        return (cum[lo + n, :, :subtasks] - cum[lo, :, :subtasks]) / n
+
+    def uniform(self, op: int, index: int) -> float:
+        u = self._flags.get(op)
+        if u is None:
+            u = self._flags[op] = np.random.default_rng([self.seed, 0xF1A6, op]).random(NOISE_UPDATES)
+        return float(u[index % NOISE_UPDATES])
+
+
+def _noise(model: SimModel, seed: int) -> NoiseTable:
+    tab = getattr(model, "_noise_table", None)
+    if tab is None or tab.seed != seed:
+        tab = NoiseTable(seed)
+        model._noise_table = tab  # type: ignore[attr-defined]
+    return tab
+
+
+_new = object.__new__
+
+
+def _subtask(rin: float, rout: float, busy: float, idle: float, bp: float, buffer: float, cpu: float, jvm: float,
+             lag: float | None) -> SubtaskMetrics:
+    """SubtaskMetrics without the frozen dataclass' per-field __setattr__ (hundreds per snapshot)."""
+    o = _new(SubtaskMetrics)
+    o.__dict__.update(records_in_per_s=rin, records_out_per_s=rout, busy_ms_per_s=busy, idle_ms_per_s=idle,
+                      backpressured_ms_per_s=bp, input_buffer_usage=buffer, cpu_load=cpu, cpu_jvm_load=jvm, lag=lag)
+    return o
+
+
+def _interp(points: list[tuple[float, float]], x: float) -> float:
+    """np.interp for a handful of points, in plain Python (called per kind per snapshot)."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return points[-1][1]
+
+
+def _clip01(v: float) -> float:
+    return 0.0 if v < 0.0 else (1.0 if v > 1.0 else v)
+
+
+class _Kinds:
+    """Per-configuration layout of an operator's subtasks: kinds of equally loaded subtasks."""
+
+    __slots__ = ("counts", "kind_of", "kind_list", "fractions")
+
+    def __init__(self, model: SimModel, i: int) -> None:
+        if model.is_src[i]:
+            self.counts = tuple(model.lane_n[i])
+            self.fractions: tuple[float, ...] = ()  # sources: from the partition groups' own columns
+            self.kind_list = [kk for kk, cnt in enumerate(self.counts) for _ in range(cnt)]
+        else:
+            kinds = model.share_kinds[i]
+            self.counts = tuple(cnt for _, cnt in kinds)
+            self.fractions = tuple(sh for sh, _ in kinds)
+            index = {sh: j for j, (sh, _) in enumerate(kinds)}
+            self.kind_list = [index[sh] for sh in model.shares[i]]
+        self.kind_of = np.array(self.kind_list, dtype=np.intp)
+
+    def split(self, row: list[float], o: int, col: int, lane0: int) -> list[float]:
+        """One subtask's amount of `col` for each kind, from one row."""
+        if not self.fractions:
+            first = row[o + lane0]
+            out = [first / self.counts[0]]
+            if len(self.counts) > 1:
+                out.append((row[o + col] - first) / self.counts[1])
+            return out
+        total = row[o + col]
+        return [total * f for f in self.fractions]
+
+
+def _kinds(model: SimModel, i: int) -> _Kinds:
+    cache: tuple[int, dict[int, _Kinds]] | None = getattr(model, "_kinds_cache", None)
+    if cache is None or cache[0] != model.version:
+        cache = (model.version, {})
+        model._kinds_cache = cache  # type: ignore[attr-defined]
+    kinds = cache[1].get(i)
+    if kinds is None:
+        kinds = cache[1][i] = _Kinds(model, i)
+    return kinds
+
+
+def _gauge(g: GaugeModel, level: float) -> tuple[float, float]:
+    """(bias-corrected mean, noise sd) of a gauge at a true level."""
+    mean = _clip01(g.offset + g.gain * level)
+    return mean, (_interp(g.noise_sd, level) if g.noise_sd else 0.0)
+
+
+def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None = None,
+             seed: int = 0) -> MetricsSnapshot:
+    """Metrics over the last `window_s` seconds, as the local monitor would read them now."""
     cfg = model.cfg
     dt = model.dt
-    n_win = max(1, int(round(window_s / dt)))
-    n_der = max(2, int(round(cfg.lag_deriv_window_s / dt)))
-    rows = model.rows_array(max(n_win, n_der))
+    k = model.k
     topo = model.topology
-    if len(rows) == 0:
+    costs = model.costs
+    noisy = costs.noisy
+    t = model.now
+    if k == 0:
         ops = {nm: OperatorMetrics(parallelism=p, cpu_share=s) for nm, p, s in
                zip(model.names, model.par, model.share, strict=True)}
-        return MetricsSnapshot(t=model.now, window_s=window_s, topology=topo, operators=ops,
+        return MetricsSnapshot(t=t, window_s=window_s, topology=topo, operators=ops,
                                taskmanagers=sum(model.par), why_missing={"*": "no step simulated yet"})
-    win = rows[-n_win:]
-    der = rows[-n_der:]
-    hist = model.e2e_array(n_win).sum(axis=0)
-    mean = win.mean(axis=0).tolist()  # plain floats: scalar maths on numpy items is slow
-    final = rows[-1].tolist()
-    jvm_span, quota_span = cfg.cpu_max - cfg.cpu_base, 1.0 - cfg.cpu_base
+    # sample instants (as step counts): scrapes every scrape_s inside (t - window, t]; exact: one sample
+    # now whose "meter" is the whole window (the plain mean of the true values)
+    win = max(1, int(round(window_s / dt)))
+    scrape = max(1, int(round(cfg.scrape_interval_s / dt))) if noisy else 1
+    meter = max(1, int(round(costs.meter_interval_s / dt))) if noisy else min(win, k)
+    if noisy:
+        last = (k // scrape) * scrape
+        inst = [s for s in range(last, max(0, k - win), -scrape)[::-1] if s >= 1] or [k]
+    else:
+        inst = [k]
+    der_win = max(2, int(round((cfg.lag_deriv_window_s or window_s) / dt)))
+    back = max(win, der_win) + meter + scrape + 1
+    rows = model.rows_array(back)
+    base = k - len(rows)  # absolute step of rows[0]
+    ii = rows[[s - 1 - base for s in inst]]  # (n_inst, width): the rows scraped
+    ii_l = ii.tolist()
+    up = [r[J_PROCESSING] > 0.0 for r in ii_l] if noisy else [True]  # the job answered at that scrape
+    # the gauge at scrape s shows the latest meter update u <= s (updates every `meter` steps, the last
+    # one `meter_delay_s` before a scrape: the calibrated lag), which averaged rows u-meter .. u-1
+    phase = (meter - int(round(costs.meter_delay_s / dt))) % meter if noisy else 0
+    if noisy:
+        upd_v = [((s - phase) // meter) * meter + phase for s, ok in zip(inst, up, strict=True) if ok]
+        upd_v = [u for u in upd_v if u >= meter and u - meter >= base]
+    else:
+        upd_v = [k]
+    n_valid = len(upd_v)
+    if n_valid == 0:
+        blk_l: list[list[float]] = []
+    elif meter == 1:
+        blk_l = rows[[u - 1 - base for u in upd_v]].tolist()
+    elif not noisy:
+        blk_l = [(rows[-meter:].sum(axis=0) / meter).tolist()]
+    else:
+        idx = [u - meter - base + j for u in upd_v for j in range(meter)]
+        blk_l = (rows[idx].reshape(n_valid, meter, -1).sum(axis=1) / meter).tolist()
+    # rate(): from the first to the last scrape of the window (exact: the whole window)
+    if noisy:
+        r_lo, r_hi = inst[0] - base, inst[-1] - base  # rows of steps ending in (first, last]
+    else:
+        r_lo, r_hi = max(0, len(rows) - win), len(rows)
+    has_rate = r_hi > r_lo
+    rr = (rows[r_lo:r_hi].sum(axis=0) / ((r_hi - r_lo) * dt)).tolist() if has_rate else None
+    noise = _noise(model, seed) if noisy else None
+    first_upd = upd_v[0] // meter if n_valid else 0
+    ii_up = [r for r, ok in zip(ii_l, up, strict=True) if ok]
+    nan = math.nan
+
+    def gauge_mean(col: int) -> float:
+        """avg_over_time of a gauge sampled at the scrapes the job answered (exact: the value now)."""
+        if not noisy:
+            return float(rows[-1, col])
+        vals = [r[col] for r in ii_up if r[col] == r[col]]
+        return sum(vals) / len(vals) if vals else nan
+
     operators: dict[str, OperatorMetrics] = {}
     cpu_sum = jvm_sum = 0.0
+    n_tm = 0
+    src_lags: list[float] = []
+    tm_cores = costs.tm_cores
     for i, name in enumerate(model.names):
         o = JOB_COLS + i * OP_COLS
-        p = model.par[i]
-        sub_cap = model.cap_sub[i] * model.share[i] * dt  # records per step of one subtask
-        rin = mean[o + O_IN] / dt
-        rout = mean[o + O_OUT] / dt
-        lag = final[o + O_LAG] if model.is_src[i] else None
-        buffer = mean[o + O_BUFFER]
-        # Subtasks holding the same number of units report the same values: build each kind once.
-        # A source's kinds are its partition groups (own records, backpressure and lag); other
-        # operators split their totals by unit share.
-        if model.is_src[i]:
-            n0 = model.lane_n[i][0]
-            per_kind = [(n0, mean[o + O_IN_LANE0], mean[o + O_BLOCKED_LANE0], final[o + O_LAG_LANE0])]
-            if len(model.lane_n[i]) > 1:
-                per_kind.append((model.lane_n[i][1], mean[o + O_IN] - per_kind[0][1],
-                                 mean[o + O_BLOCKED] - per_kind[0][2], final[o + O_LAG] - per_kind[0][3]))
-            kind_of = [k for k, cnt in enumerate(model.lane_n[i]) for _ in range(cnt)]
-            shares = [(1.0 / cnt, cnt, x_in, blk, lg) for cnt, x_in, blk, lg in per_kind]
+        c = costs.ops[i]
+        share = model.share[i]
+        is_src = model.is_src[i]
+        sel = model.sel[i]
+        kinds = _kinds(model, i)
+        counts = kinds.counts
+        nk = len(counts)
+        n_sub = len(kinds.kind_list)
+        flagged: bool | None = None
+        if n_valid:
+            r = c.readings
+            quota = max(share, 1e-9) * tm_cores
+            idle_f = min(1.0, c.idle_fraction * tm_cores / quota)
+            lv_busy = [0.0] * nk
+            lv_bp = [0.0] * nk
+            for row in blk_l:
+                cap = max(row[o + O_CAP] * dt, 1e-12)
+                xs = kinds.split(row, o, O_IN, O_IN_LANE0)
+                bs = kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)
+                for kk in range(nk):
+                    b = min(1.0, xs[kk] / cap)
+                    lv_busy[kk] += b
+                    lv_bp[kk] += min(1.0 - b, bs[kk] / cap)
+            lv_busy = [v / n_valid for v in lv_busy]
+            lv_bp = [v / n_valid for v in lv_bp]
+            lv_cpu = [idle_f + (c.saturated_fraction - idle_f) * b for b in lv_busy]
+            g_busy = [_gauge(r.busy, v) for v in lv_busy]
+            g_bp = [_gauge(r.backpressured, v) for v in lv_bp]
+            g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
+            g_jvm = [_gauge(r.cpu_jvm, v) for v in lv_cpu]
+            if noise is None or n_sub == 0:
+                per_kind = [(gb[0] * 1000.0, min(gp[0], 1.0 - gb[0]) * 1000.0, gc[0], gj[0])
+                            for gb, gp, gc, gj in zip(g_busy, g_bp, g_cpu, g_jvm, strict=True)]
+                busy_l = [per_kind[kk][0] for kk in kinds.kind_list]
+                bp_l = [per_kind[kk][1] for kk in kinds.kind_list]
+                cpu_l = [per_kind[kk][2] for kk in kinds.kind_list]
+                jvm_l = [per_kind[kk][3] for kk in kinds.kind_list]
+                flagged = max(lv_bp) > cfg.backpressure_threshold
+            else:
+                ko = kinds.kind_of
+                g_all = (g_busy, g_bp, g_cpu, g_jvm)
+                means = np.array([[v[0] for v in g] for g in g_all])[:, ko]  # (4 gauges, subtasks)
+                sds = np.array([[v[1] for v in g] for g in g_all])[:, ko]
+                z = noise.window_mean_all(i, first_upd, n_valid, n_sub)  # (4, subtasks)
+                read = np.clip(means + sds * z, 0.0, 1.0)
+                read[1] = np.minimum(read[1], 1.0 - read[0])
+                read[:2] *= 1000.0
+                busy_l, bp_l, cpu_l, jvm_l = read.tolist()
+                # isBackPressured is instantaneous: each scrape sees a subtask flagged with P(blocked)
+                p_none = 1.0
+                for s, ok, row in zip(inst, up, ii_l, strict=True):
+                    if not ok:
+                        continue
+                    cap = max(row[o + O_CAP] * dt, 1e-12)
+                    for kk, b in enumerate(kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)):
+                        p_none *= (1.0 - min(1.0, b / cap)) ** counts[kk]
+                    del s
+                flagged = noise.uniform(i, first_upd) < 1.0 - p_none
+        else:  # no meter update the job answered with: nothing measured
+            busy_l = bp_l = cpu_l = jvm_l = [nan] * n_sub
+        idle_l = [max(0.0, 1000.0 - b - p) for b, p in zip(busy_l, bp_l, strict=True)]
+        if rr is not None:
+            x_rate = kinds.split(rr, o, O_IN, O_IN_LANE0)
+            rin = rr[o + O_IN]
         else:
-            kind_index = {sh: k for k, (sh, _) in enumerate(model.share_kinds[i])}
-            kind_of = [kind_index[sh] for sh in model.shares[i]]
-            shares = [(sh, cnt, mean[o + O_IN] * sh, mean[o + O_BLOCKED] * sh, None)
-                      for sh, cnt in model.share_kinds[i]]
-        kinds: list[SubtaskMetrics] = []
-        busy_sum = bp_sum = cpu_sum_op = jvm_sum_op = max_bp = 0.0
-        for frac, count, x_in, blk, lg in shares:
-            # x_in, blk, lg: the kind's totals for sources, one subtask's part otherwise
-            one = frac if model.is_src[i] else 1.0
-            busy = min(1000.0, max(0.0, x_in * one) / sub_cap * 1000.0)
-            bp = min(1000.0 - busy, max(0.0, blk * one) / sub_cap * 1000.0)
-            cpu = cfg.cpu_base + quota_span * busy / 1000.0
-            jvm = cfg.cpu_base + jvm_span * busy / 1000.0
-            kinds.append(
-                SubtaskMetrics(
-                    records_in_per_s=x_in * one / dt,
-                    records_out_per_s=x_in * one * model.sel[i] / dt,
-                    busy_ms_per_s=busy,
-                    idle_ms_per_s=max(0.0, 1000.0 - busy - bp),
-                    backpressured_ms_per_s=bp,
-                    input_buffer_usage=buffer,
-                    cpu_load=cpu,
-                    cpu_jvm_load=jvm,
-                    lag=max(0.0, lg) * one if lg is not None else None,
-                )
+            x_rate = [nan] * nk
+            rin = nan
+        buffer = gauge_mean(o + O_BUFFER)
+        lag_sub: list[float | None] = [None] * nk
+        if is_src:  # each subtask's pending records: its partition group's, split evenly
+            lag0, lag_all = gauge_mean(o + O_LAG_LANE0), gauge_mean(o + O_LAG)
+            per = [lag0 / counts[0]] + ([(lag_all - lag0) / counts[1]] if nk > 1 else [])
+            lag_sub = [max(0.0, v) if v == v else None for v in per]
+        if noise is None:  # equal subtasks of a kind share one (immutable) reading
+            shared = [SubtaskMetrics(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer,
+                                     cpu_l[j], jvm_l[j], lag_sub[kk])
+                      for kk, j in ((kk, kinds.kind_list.index(kk)) for kk in range(nk))]
+            subs = tuple(shared[kk] for kk in kinds.kind_list)
+        else:
+            subs = tuple(
+                _subtask(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j], jvm_l[j],
+                         lag_sub[kk])
+                for j, kk in enumerate(kinds.kind_list)
             )
-            busy_sum += busy * count
-            bp_sum += bp * count
-            cpu_sum_op += cpu * count
-            jvm_sum_op += jvm * count
-            max_bp = max(max_bp, bp)
-        subs = tuple([kinds[k] for k in kind_of])
-        busy_op, bp_op, cpu_op = busy_sum / p, bp_sum / p, cpu_sum_op / p
-        cpu_sum += cpu_sum_op
-        jvm_sum += jvm_sum_op
+        cpu_sum += sum(cpu_l)
+        jvm_sum += sum(jvm_l)
+        n_tm += n_sub
+        lag_rate = None
+        if is_src:
+            src_lags.append(gauge_mean(o + O_RECLAG))
+            if noisy:
+                lag_rate = slope(ii[:, o + O_LAG], scrape * dt) if len(ii_l) >= 2 else nan
+            else:
+                lag_rate = slope(rows[-der_win:, o + O_LAG], dt)
         operators[name] = OperatorMetrics(
-            parallelism=p,
+            parallelism=model.par[i],
             records_in_per_s=rin,
-            records_out_per_s=rout,
-            busy_ms_per_s=busy_op,
-            idle_ms_per_s=max(0.0, 1000.0 - busy_op - bp_op),
-            backpressured_ms_per_s=bp_op,
-            is_backpressured=max_bp > cfg.backpressure_threshold * 1000.0,
+            records_out_per_s=rin * sel,
+            busy_ms_per_s=sum(busy_l) / n_sub,
+            idle_ms_per_s=sum(idle_l) / n_sub,
+            backpressured_ms_per_s=sum(bp_l) / n_sub,
+            is_backpressured=flagged,
             input_buffer_usage=buffer,
-            cpu_load=cpu_op,
-            cpu_jvm_load=jvm_sum_op / p,
-            cpu_share=model.share[i],
+            cpu_load=sum(cpu_l) / n_sub,
+            cpu_jvm_load=sum(jvm_l) / n_sub,
+            cpu_share=share,
             subtasks=subs,
-            lag=lag,
-            lag_rate=slope(der[:, o + O_LAG], dt) if model.is_src[i] else None,
-            input_rate=mean[o + O_ARRIVED] / dt if model.is_src[i] else None,
+            lag=gauge_mean(o + O_LAG) if is_src else None,
+            lag_rate=lag_rate,
+            input_rate=(rr[o + O_ARRIVED] if rr is not None else nan) if is_src else None,
         )
-    tms = sum(model.par)
-    latency = _nanmean(win[:, J_LATENCY])
-    e2e_mean = _ratio(float(win[:, J_E2E_SUM].sum()), float(win[:, J_E2E_COUNT].sum()))
+    if noisy:
+        job_lag_rate = slope(ii[:, J_LAG], scrape * dt) if len(ii_l) >= 2 else nan
+    else:
+        job_lag_rate = slope(rows[-der_win:, J_LAG], dt)
     why: dict[str, str] = {}
-    if math.isnan(latency):
-        why[Metric.LATENCY_KAFKA] = "no record taken from Kafka in the window (job not processing)"
-    if math.isnan(e2e_mean):
-        why[Metric.LATENCY_E2E_MEAN] = why[Metric.LATENCY_E2E_P95] = "no record reached the sink in the window"
+    if not any(up):
+        why = {"*": "job not running (rescale or restart) at every scrape of the window"}
+    elif not has_rate:
+        why = {str(m): "fewer than two scrapes in the window" for m in (
+            Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.THROUGHPUT, Metric.INPUT_RATE)}
+    known = [v for v in src_lags if v == v]
+    if len(known) < len(src_lags):
+        why[str(Metric.LATENCY_KAFKA)] = "a source has not emitted since its restart"
+    # the sink's histogram counters: rate() over the scrapes the job answered (exact: the whole window)
+    e2e_rows = slice(r_lo, r_hi) if any(up) and has_rate else slice(0, 0)
+    e2e_mean = _ratio(float(rows[e2e_rows, J_E2E_SUM].sum()), float(rows[e2e_rows, J_E2E_COUNT].sum()))
+    e2e_hist = model.e2e_array(len(rows))[e2e_rows].sum(axis=0)
+    e2e_p95 = min(histogram_quantile(0.95, e2e_hist), _nanmax(rows[e2e_rows, J_E2E_MAX]))
+    if math.isnan(e2e_mean) and "*" not in why:
+        why[str(Metric.LATENCY_E2E_MEAN)] = why[str(Metric.LATENCY_E2E_P95)] = \
+            "no record reached the sink in the window"
     return MetricsSnapshot(
-        t=model.now,
+        t=t,
         window_s=window_s,
         topology=topo,
         operators=operators,
-        kafka_lag=final[J_LAG],
-        kafka_lag_rate=slope(der[:, J_LAG], dt),
-        input_rate=mean[J_ARRIVED] / dt,
-        throughput=mean[J_TAKEN] / dt,
-        latency_s=latency,
+        kafka_lag=gauge_mean(J_LAG),
+        kafka_lag_rate=job_lag_rate,
+        input_rate=rr[J_ARRIVED] if rr is not None else nan,
+        throughput=rr[J_TAKEN] if rr is not None else nan,
+        latency_s=sum(known) / len(known) if known and len(known) == len(src_lags) else nan,
         latency_e2e_s=e2e_mean,
-        latency_e2e_p95_s=min(histogram_quantile(0.95, hist), _nanmax(win[:, J_E2E_MAX])),
-        taskmanagers=tms,
-        cpu_load=cpu_sum / tms if tms else math.nan,
-        cpu_jvm_load=jvm_sum / tms if tms else math.nan,
+        latency_e2e_p95_s=e2e_p95,
+        taskmanagers=int(rows[-1, J_TMS]),
+        cpu_load=cpu_sum / n_tm if n_tm else nan,
+        cpu_jvm_load=jvm_sum / n_tm if n_tm else nan,
         interarrival_s=interarrival,
         why_missing=why,
     )
@@ -216,16 +445,20 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
 def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa.Table:
     """The run's series in the run record's long format, one point per `record_every_s`.
 
-    Rates, busy/backpressured time, CPU and latency are interval means (a scrape of
-    Flink's per-second meters); lag, totals, parallelism, CPU share and state are the
-    values at the interval's end; latency_max is the interval's max. Latencies are NaN
-    (a gap) in an interval without records to measure them on.
+    Rates, busy/backpressured time and CPU are interval means of the true values; lag, totals,
+    parallelism, registered task managers, CPU share and state are the values at the interval's end;
+    latency_kafka is the sources' event-time lag gauge at the interval's end (as the local export
+    reads it, NaN while no source subtask has emitted since a restart), latency_kafka_max the
+    interval's oldest record taken (or waiting, while nothing is taken). The end-to-end latencies
+    come from the sink's histogram over the interval and are NaN (a gap) in an interval in which no
+    record reached the sink.
     """
     rows = model.rows_array()
     if len(rows) == 0:
         return empty_timeseries()
     dt = model.dt
     cfg = model.cfg
+    costs = model.costs
     g = max(1, int(round(cfg.record_every_s / dt)))
     starts = np.arange(0, len(rows), g)
     ends = np.minimum(starts + g, len(rows)) - 1
@@ -238,12 +471,6 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
     def last(col: np.ndarray) -> np.ndarray:
         return col[ends]
 
-    def nanmean(col: np.ndarray) -> np.ndarray:
-        ok = ~np.isnan(col)
-        n = np.add.reduceat(ok.astype(float), starts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, np.add.reduceat(np.where(ok, col, 0.0), starts) / n, np.nan)
-
     e2e_n = np.add.reduceat(rows[:, J_E2E_COUNT], starts)
     with np.errstate(invalid="ignore", divide="ignore"):
         e2e_mean = np.where(e2e_n > 0, np.add.reduceat(rows[:, J_E2E_SUM], starts) / e2e_n, np.nan)
@@ -251,14 +478,15 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
     # interpolating inside a bucket may overshoot the interval's oldest record: a quantile is at most the max
     e2e_max = np.fmax.reduceat(rows[:, J_E2E_MAX], starts)
     zeros = np.zeros(len(ts))
-
-    jvm_span, quota_span = cfg.cpu_max - cfg.cpu_base, 1.0 - cfg.cpu_base
+    src_cols = [JOB_COLS + i * OP_COLS + O_RECLAG for i in range(model.n) if model.is_src[i]]
+    # the mean over sources; NaN while any source has not emitted since a restart
+    reclag = rows[:, src_cols].mean(axis=1) if src_cols else np.full(len(rows), np.nan)
     parts: list[tuple[str, str, np.ndarray]] = [
         (Metric.INPUT_RATE, "", mean(rows[:, J_ARRIVED]) / dt),
         (Metric.THROUGHPUT, "", mean(rows[:, J_TAKEN]) / dt),
         (Metric.LAG, "", last(rows[:, J_LAG])),
-        (Metric.LATENCY_KAFKA, "", nanmean(rows[:, J_LATENCY])),
-        (Metric.LATENCY_KAFKA_MAX, "", np.fmax.reduceat(rows[:, J_LATENCY_MAX], starts)),
+        (Metric.LATENCY_KAFKA, "", last(reclag)),
+        (Metric.LATENCY_KAFKA_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
         (Metric.LATENCY_E2E_MEAN, "", e2e_mean),
         (Metric.LATENCY_E2E_P50, "", np.minimum(histogram_quantiles(0.50, e2e_hist), e2e_max)),
         (Metric.LATENCY_E2E_P95, "", np.minimum(histogram_quantiles(0.95, e2e_hist), e2e_max)),
@@ -268,21 +496,26 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         (Metric.PRODUCED_TOTAL, "", last(rows[:, J_PRODUCED])),
         (Metric.PROCESSED_TOTAL, "", last(rows[:, J_PROCESSED])),
         (Metric.SKIPPED_TOTAL, "", zeros + SIM_SKIPPED_TOTAL),
-        (Metric.EXPIRED_TOTAL, "", zeros + SIM_EXPIRED_TOTAL),
+        (Metric.EXPIRED_TOTAL, "", last(rows[:, J_EXPIRED])),
+        (Metric.TASKMANAGERS, "", last(rows[:, J_TMS])),
     ]
     tm_total = np.zeros(len(rows))
     cpu_total = np.zeros(len(rows))
     jvm_total = np.zeros(len(rows))
+    tm_cores = costs.tm_cores
     for i, name in enumerate(model.names):
         o = JOB_COLS + i * OP_COLS
+        c = costs.ops[i]
         par = rows[:, o + O_PAR]
         share = rows[:, o + O_SHARE]
         # mean subtask busy fraction; the busiest subtask's extra load from skew is ignored here
-        sub_cap = model.cap_sub[i] * share * dt
-        busy = np.minimum(1.0, rows[:, o + O_IN] / (sub_cap * par))
-        bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / (sub_cap * par))
-        cpu = cfg.cpu_base + quota_span * busy
-        jvm = cfg.cpu_base + jvm_span * busy
+        cap = np.maximum(rows[:, o + O_CAP] * dt * par, 1e-12)
+        busy = np.minimum(1.0, rows[:, o + O_IN] / cap)
+        bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / cap)
+        quota = np.maximum(share, 1e-9) * tm_cores
+        idle_f = np.minimum(1.0, c.idle_fraction * tm_cores / quota)
+        cpu = idle_f + (c.saturated_fraction - idle_f) * busy
+        jvm = np.clip(c.readings.cpu_jvm.offset + c.readings.cpu_jvm.gain * cpu, 0.0, 1.0)
         tm_total += par
         cpu_total += cpu * par
         jvm_total += jvm * par
@@ -301,7 +534,6 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         if model.is_src[i]:
             parts.append((Metric.LAG, name, last(rows[:, o + O_LAG])))
     parts += [
-        (Metric.TASKMANAGERS, "", last(tm_total)),
         (Metric.CPU, "", mean(cpu_total / tm_total)),
         (Metric.CPU_JVM, "", mean(jvm_total / tm_total)),
     ]
@@ -310,7 +542,12 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
     operators = list(dict.fromkeys(p[1] for p in parts))
     all_ts = np.tile(ts, len(parts))
     metric_codes = np.repeat([metrics.index(str(p[0])) for p in parts], m)
-    keep = np.ones(len(all_ts), dtype=bool)
+    values = np.concatenate([p[2] for p in parts]).astype(float)
+    # a NaN inside a series is a gap marker (harness.analysis.metrics: the time-weighted statistics treat it
+    # as a gap, never holding the value from before it, like the local export's `fill_gaps`); a series
+    # never measured at all is absent from the record, not zero
+    measured = np.isfinite(values).reshape(len(parts), m).any(axis=1)
+    keep = np.repeat(measured, m)
     if blind:  # what Prometheus did not scrape is absent, not zero (the harness' own series stay)
         scraped = ~np.isin(metric_codes, [metrics.index(str(h)) for h in HARNESS_SERIES if str(h) in metrics])
         for a, b in blind:
@@ -320,5 +557,5 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         metric=(metric_codes[keep], metrics),
         operator=(np.repeat([operators.index(p[1]) for p in parts], m)[keep], operators),
         subtask=np.full(int(keep.sum()), -1, dtype=np.int32),
-        value=np.concatenate([p[2] for p in parts]).astype(float)[keep],
+        value=values[keep],
     )

@@ -1,0 +1,1 @@
+"""`bench calibrate`: measure the real stack and write the simulator's cost and measurement profile."""

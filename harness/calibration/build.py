@@ -1,0 +1,373 @@
+"""From one query's recorded samples to its calibrated profile (pure: no stack, no clock).
+
+Every phase is cut to its plateau (the samples after its settling time); per operator and plateau
+the true quantities come from exact counters (records in and out, the process' CPU time) and the
+readings from Flink's gauges. What is saturated is decided from CPU, not from the readings being
+calibrated: an operator whose task manager used at least `SATURATED_CPU` of its quota is the
+bottleneck there (a host too busy to grant the quota is caught by the busy reading as a fallback,
+and the profile records the fraction of the quota saturated task managers really got).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from harness.calibration import fit
+from harness.calibration.measure import Measurement, PhaseRecord
+from harness.calibration.profile import (
+    DowntimeModel,
+    HostLoad,
+    Meters,
+    OperatorProfile,
+    OperatorReadings,
+    Provenance,
+    QueryProfile,
+    SharePoint,
+    Stat,
+)
+from harness.topology import Topology
+
+SATURATED_CPU = 0.85  # fraction of its quota a task manager uses when its subtask is the bottleneck
+SATURATED_BUSY = 0.9  # fallback when the host did not grant the quota: busy time near a full second
+MIN_STEP = 0.05  # a ladder step smaller than this (busy fraction) is not used for the meter lag
+
+
+@dataclass(frozen=True)
+class OpPlateau:
+    phase: PhaseRecord
+    operator: str
+    p: fit.Plateau
+    cpu_reading: np.ndarray  # CPU time / quota over 5 s spans (the `cpu` signal's raw material)
+    samples: pd.DataFrame  # the plateau's rows of this operator (all subtasks)
+
+
+def _share(phase: PhaseRecord, op: str) -> float:
+    return float(phase.shares.get(op, 1.0))
+
+
+def normalised(m: Measurement) -> Measurement:
+    """Samples without a subtask (a task manager between jobs) dropped; operator names as the topology's
+    (samples recorded before `recorder.label_operator` kept the reporter's leading '_')."""
+    df = m.samples
+    if df.empty or "operator" not in df:
+        return m
+    df = df[df.operator.notna()].copy()
+    df["operator"] = df.operator.astype(str).str.lstrip("_")
+    return replace(m, samples=df)
+
+
+def plateaus(m: Measurement) -> list[OpPlateau]:
+    """Every (phase, operator) plateau with one subtask's worth of truth and readings.
+
+    Rates are per subtask (an operator at parallelism p divides its total by p)."""
+    out: list[OpPlateau] = []
+    df = m.samples
+    if df.empty or "operator" not in df:
+        return out
+
+    for ph in m.phases:
+        if ph.kind in ("rescale", "warmup", "drain") or not math.isfinite(ph.t1):
+            continue
+        seg = df[(df.phase == ph.name) & (df.t >= ph.t0 + ph.settle_s) & (df.t <= ph.t1)]
+        for op, g in seg.groupby("operator"):
+            op = str(op)
+            subs = []
+            for _, gs in g.groupby("subtask"):
+                gs = gs.sort_values("t")
+                t = gs.t.to_numpy(dtype=float)
+                col_in = "rec_out" if _is_source(m, op) else "rec_in"
+                subs.append((
+                    fit.counter_rate(t, gs[col_in].to_numpy(dtype=float)) if col_in in gs else math.nan,
+                    fit.counter_rate(t, gs.rec_out.to_numpy(dtype=float)) if "rec_out" in gs else math.nan,
+                    fit.counter_rate(t, gs.proc_cpu_s.to_numpy(dtype=float)) if "proc_cpu_s" in gs else math.nan,
+                    gs,
+                ))
+            if not subs:
+                continue
+            rate_in = float(np.nanmean([s[0] for s in subs]))
+            rate_out = float(np.nanmean([s[1] for s in subs]))
+            cores = float(np.nanmean([s[2] for s in subs]))
+            rows = pd.concat([s[3] for s in subs])
+            quota = m.quota * _share(ph, op)
+
+            def updates(col: str, scale: float = 1.0, rows: pd.DataFrame = rows) -> np.ndarray:
+                if col not in rows:
+                    return np.zeros(0)
+                parts = [fit.distinct_updates(gs.sort_values("t")[col].to_numpy(dtype=float)) * scale
+                         for _, gs in rows.groupby("subtask")]
+                return np.concatenate(parts) if parts else np.zeros(0)
+
+            cpu_r: list[float] = []
+            for _, gs in rows.groupby("subtask"):
+                gs = gs.sort_values("t")
+                if "jvm_time_ns" not in gs:
+                    continue
+                tt, ns = gs.t.to_numpy(dtype=float), gs.jvm_time_ns.to_numpy(dtype=float)
+                for a in range(0, len(tt) - 5, 5):
+                    if tt[a + 5] > tt[a] and np.isfinite(ns[a]) and np.isfinite(ns[a + 5]):
+                        cpu_r.append((ns[a + 5] - ns[a]) / 1e9 / (tt[a + 5] - tt[a]) / quota)
+            flagged = float((rows.is_bp > 0).mean()) if "is_bp" in rows and rows.is_bp.notna().any() else math.nan
+            thr = []
+            for _, gs in rows.groupby("subtask"):
+                gs = gs.sort_values("t")
+                if "periods" in gs and gs.periods.notna().sum() >= 2:
+                    per = gs.periods.dropna()
+                    dp = per.iloc[-1] - per.iloc[0]
+                    dt_ = gs.throttled.dropna().iloc[-1] - gs.throttled.dropna().iloc[0]
+                    if dp > 0:
+                        thr.append(dt_ / dp)
+            pending = growth = math.nan
+            if "pending" in rows and rows.pending.notna().sum() >= 2:
+                pend = rows.sort_values("t")[["t", "pending"]].dropna()
+                pending = float(pend.pending.mean())
+                span = pend.t.iloc[-1] - pend.t.iloc[0]
+                growth = float((pend.pending.iloc[-1] - pend.pending.iloc[0]) / span) if span > 0 else math.nan
+            p = fit.Plateau(
+                phase=ph.name, share=_share(ph, op), rate_in=rate_in, rate_out=rate_out, cores=cores,
+                busy=updates("busy_ms", 1e-3), backpressured=updates("bp_ms", 1e-3), idle=updates("idle_ms", 1e-3),
+                cpu_jvm=updates("jvm_load"), flagged=flagged, state_bytes=ph.state_bytes,
+                throttled=float(np.mean(thr)) if thr else math.nan, pending=pending, pending_growth=growth,
+            )
+            out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows))
+    return out
+
+
+def _is_source(m: Measurement, op: str) -> bool:
+    return op.endswith("_source")
+
+
+THROTTLED = 0.5  # a task manager throttled in at least this share of CFS periods is CPU-bound
+BACKLOG_S = 2.0  # a phase is saturated when the sources hold more than this many seconds of records
+BACKLOG_GROWTH = 0.05  # ... or their backlog grows by more than this share of their rate
+
+
+def _cpu_bound(pl: OpPlateau, quota: float) -> bool:
+    if math.isfinite(pl.p.throttled):
+        return pl.p.throttled >= THROTTLED
+    cap = quota * pl.p.share
+    if math.isfinite(pl.p.cores) and pl.p.cores >= SATURATED_CPU * cap:
+        return True
+    return pl.phase.kind in ("overload", "share", "parallelism") and pl.p.busy_mean >= SATURATED_BUSY
+
+
+def backlogged(phase_plateaus: Sequence[OpPlateau], topology: Topology) -> bool:
+    """Records queued in Kafka beyond `BACKLOG_S` seconds of the sources' rate: the job ran saturated."""
+    srcs = {s.name for s in topology.sources}
+    pend = sum(pl.p.pending for pl in phase_plateaus if pl.operator in srcs and math.isfinite(pl.p.pending))
+    rate = sum(pl.p.rate_in for pl in phase_plateaus if pl.operator in srcs and math.isfinite(pl.p.rate_in))
+    growth = sum(pl.p.pending_growth for pl in phase_plateaus
+                 if pl.operator in srcs and math.isfinite(pl.p.pending_growth))
+    return rate > 0 and (pend > BACKLOG_S * rate or growth > BACKLOG_GROWTH * rate)
+
+
+def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: float) -> set[str]:
+    """The operators that limited a phase. Only a phase with a backlog in Kafka was limited at all; then
+    the bottleneck is the most downstream CPU-bound operator (one upstream of it may run hot too, but
+    it is blocked, not saturated), else the sources themselves. A source is not judged by its CPU: a
+    KafkaSource reader uses its task manager's quota whatever it reads (measured)."""
+    if not backlogged(phase_plateaus, topology):
+        return set()
+    srcs = {s.name for s in topology.sources}
+    hot = {pl.operator for pl in phase_plateaus if pl.operator not in srcs and _cpu_bound(pl, quota)}
+    if not hot:
+        return {pl.operator for pl in phase_plateaus if pl.operator in srcs}
+    return {op for op in hot if not (hot & _descendants(topology, op))}
+
+
+def _descendants(topology: Topology, op: str) -> set[str]:
+    out: set[str] = set()
+    todo = list(topology.downstream(op))
+    while todo:
+        d = todo.pop()
+        if d not in out:
+            out.add(d)
+            todo.extend(topology.downstream(d))
+    return out
+
+
+def _ancestors(topology: Topology, op: str) -> set[str]:
+    out: set[str] = set()
+    todo = list(topology.op(op).upstream)
+    while todo:
+        u = todo.pop()
+        if u not in out:
+            out.add(u)
+            todo.extend(topology.op(u).upstream)
+    return out
+
+
+def _host_load(m: Measurement) -> HostLoad:
+    h = m.host
+    before = float(m.facts.get("load_before", [math.nan])[0]) if m.facts.get("load_before") else math.nan
+    before5 = float(m.facts.get("load_before", [math.nan, math.nan])[1]) if m.facts.get("load_before") else math.nan
+    if h.empty:
+        return HostLoad(before_1m=before, before_5m=before5)
+    return HostLoad(before_1m=before, before_5m=before5, during_mean_1m=float(h.load1.mean()),
+                    during_max_1m=float(h.load1.max()), host_cpu_busy=float(h.host_busy.mean()))
+
+
+def _meter_lag(m: Measurement, pls: list[OpPlateau], topology: Topology) -> tuple[float, float, int]:
+    """(meter update interval, busy reading lag behind the true rate, transitions used)."""
+    df = m.samples
+    ladder = [p for p in m.phases if p.kind in ("warmup", "ladder")]
+    ladder += [p for p in m.phases if p.kind == "overload"][:1]
+    lags: list[float] = []
+    intervals: list[float] = []
+    by = {(pl.phase.name, pl.operator): pl for pl in pls}
+    for prev, nxt in zip(ladder, ladder[1:], strict=False):
+        for op in topology.names:
+            a, b = by.get((prev.name, op)), by.get((nxt.name, op))
+            if a is None or b is None or abs(b.p.busy_mean - a.p.busy_mean) < MIN_STEP:
+                continue
+            g = df[(df.operator == op) & (df.t >= nxt.t0 - 2) & (df.t <= nxt.t1)].sort_values("t")
+            g = g[g.subtask == g.subtask.min()]
+            if len(g) < 4 or "busy_ms" not in g:
+                continue
+            t = g.t.to_numpy(dtype=float)
+            col = "rec_out" if _is_source(m, op) else "rec_in"
+            rate = np.diff(g[col].to_numpy(dtype=float)) / np.maximum(np.diff(t), 1e-6)
+            t_true = fit.step_lag(t[1:], rate, nxt.t0 - 2, a.p.rate_in, b.p.rate_in)
+            t_read = fit.step_lag(t, g.busy_ms.to_numpy(dtype=float) / 1000.0, nxt.t0 - 2, a.p.busy_mean,
+                                  b.p.busy_mean)
+            if math.isfinite(t_true) and math.isfinite(t_read):
+                lags.append(max(0.0, t_read - t_true))
+            busy = g.busy_ms.to_numpy(dtype=float)
+            changes = t[1:][np.diff(busy) != 0]
+            if len(changes) >= 3:
+                intervals.append(float(np.median(np.diff(changes))))
+    interval = float(np.median(intervals)) if intervals else 5.0
+    return interval, float(np.median(lags)) if lags else math.nan, len(lags)
+
+
+def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
+                  downtime_slopes: dict[str, tuple[float, str]] | None = None) -> QueryProfile:
+    """The calibrated profile of `m.query` (see module docstring); `downtime_slopes[method]` = (s per GB,
+    where it came from), pooled over the calibrated queries by the caller."""
+    m = normalised(m)
+    pls = plateaus(m)
+    q = m.quota
+    limiting: dict[str, set[str]] = {}
+    for pl in pls:
+        limiting.setdefault(pl.phase.name, set())
+    for name in limiting:
+        limiting[name] = bottlenecks([pl for pl in pls if pl.phase.name == name], topology, q)
+
+    def saturated(pl: OpPlateau, _q: float = q) -> bool:
+        return pl.operator in limiting.get(pl.phase.name, set())
+
+    ops: dict[str, OperatorProfile] = {}
+    for spec in topology.operators:
+        mine = [pl for pl in pls if pl.operator == spec.name]
+        if not mine:
+            raise ValueError(f"{m.query}: no samples of operator {spec.name}")
+        unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0 and pl.phase.kind != "parallelism"]
+        sat = [pl for pl in mine if saturated(pl, q) and pl.phase.kind in ("overload", "share")]
+        cpu = fit.cpu_model([pl.p.rate_in for pl in unsat], [pl.p.cores for pl in unsat], q,
+                            [pl.p.cores / pl.p.share for pl in sat])
+        points = [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=True, cpu_cores=pl.p.cores,
+                             busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples)) for pl in sat]
+        # plateaus where it was not the bottleneck: lower bounds of its capacity at that share, kept as data
+        points += [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=False, cpu_cores=pl.p.cores,
+                              busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples))
+                   for pl in mine if pl.phase.kind != "parallelism" and not saturated(pl, q)
+                   and math.isfinite(pl.p.rate_in)]
+        cfit = fit.capacity_fit(points, cpu, q)
+        sat_f = cpu.saturated_fraction
+
+        def capacity_at(share: float, cfit: fit.CapacityFit = cfit, sat_f: float = sat_f) -> float:
+            return cfit.capacity(share * q * sat_f)
+
+        ins = sum(pl.p.rate_in for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
+        outs = sum(pl.p.rate_out for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
+        selectivity = outs / ins if ins > 0 else spec.selectivity
+        # readings against the truth
+        levels_busy, busy_r, levels_bp, bp_r, levels_cpu, cpu_r, jvm_r = [], [], [], [], [], [], []
+        levels_jvm = []
+        for pl in mine:
+            if pl.phase.kind == "parallelism":
+                continue
+            cap = capacity_at(pl.p.share)
+            u = min(1.0, pl.p.rate_in / cap) if cap > 0 and math.isfinite(pl.p.rate_in) else math.nan
+            if saturated(pl, q) and pl.phase.kind in ("overload", "share"):
+                u = 1.0
+            levels_busy.append(u)
+            busy_r.append(pl.p.busy)
+            upstream_of_bottleneck = any(spec.name in _ancestors(topology, b) for b in limiting[pl.phase.name])
+            levels_bp.append(max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0)
+            bp_r.append(pl.p.backpressured)
+            true_cpu = pl.p.cores / (q * pl.p.share)
+            levels_cpu.append(true_cpu)
+            levels_jvm.append(true_cpu)  # the JVM (container-aware) divides by the cgroup quota now in force
+            cpu_r.append(pl.cpu_reading)
+            jvm_r.append(pl.p.cpu_jvm)
+        readings = OperatorReadings(
+            busy=fit.gauge_model(levels_busy, busy_r),
+            backpressured=fit.gauge_model(levels_bp, bp_r),
+            cpu=fit.gauge_model(levels_cpu, cpu_r),
+            cpu_jvm=fit.gauge_model(levels_jvm, jvm_r),
+        )
+        state = None
+        if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
+            state = _state(m, spec.name, spec.state_ttl_s, mine, cpu)
+        par_eff = {}
+        for pl in mine:
+            if pl.phase.kind == "parallelism":
+                p = pl.phase.parallelism.get(spec.name, 1)
+                cap1 = capacity_at(1.0)
+                if cap1 > 0 and math.isfinite(pl.p.rate_in):
+                    par_eff[str(p)] = round(pl.p.rate_in / cap1, 3)  # per subtask: 1.0 = linear scaling
+        ops[spec.name] = OperatorProfile(
+            capacity=capacity_at(1.0), capacity_fit=cfit, shares=points, selectivity=selectivity, cpu=cpu,
+            state=state, readings=readings, parallel_efficiency=par_eff,
+        )
+    interval, lag, n_lag = _meter_lag(m, pls, topology)
+    resc = [p for p in m.phases if p.kind == "rescale"]
+    startup = Stat.of([float(p.extra["startup_s"]) for p in resc if p.extra.get("startup_s") is not None
+                       and p.extra.get("method") != "reactive"])
+    stop = Stat.of([float(p.extra["stop_s"]) for p in resc if p.extra.get("stop_s") is not None])
+    downtime: dict[str, DowntimeModel] = {}
+    for method in sorted({str(p.extra.get("method")) for p in resc if p.extra.get("ok")}):
+        pts = [(p.extra.get("state_bytes_before") or 0.0, p.extra["downtime_s"]) for p in resc
+               if p.extra.get("method") == method and p.extra.get("ok")]
+        pts = [(0.0 if not math.isfinite(s) else s, d) for s, d in pts]
+        slope, source = (downtime_slopes or {}).get(method, (fit.pooled_slope(pts), f"{m.query} alone"))
+        downtime[method] = fit.downtime_model(pts, slope, source)
+    prov = provenance.model_copy(update={"host_load": _host_load(m)})
+    return QueryProfile(
+        query=m.query, provenance=prov, cpu_quota=q, operators=ops,
+        meters=Meters(interval_s=interval, busy_lag_s=lag, n=n_lag),
+        taskmanager_startup_s=startup, taskmanager_stop_s=stop if stop.n else None, rescale_downtime=downtime,
+    )
+
+
+def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:
+    """Bytes per record within the TTL, and per-record cost against the subtask's state."""
+    df = m.samples
+    g = df[(df.operator == op)].sort_values("t")
+    bprs, gbs, costs = [], [], []
+    max_state = 0.0
+    idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
+    for pl in mine:
+        s = pl.phase.state_bytes
+        if not math.isfinite(s) or s <= 0 or pl.phase.kind not in ("ladder", "overload"):
+            continue
+        span = ttl if ttl is not None else math.inf
+        t1 = pl.phase.t1
+        win = g[(g.t <= t1) & (g.t >= t1 - span)] if math.isfinite(span) else g[g.t <= t1]
+        col = "rec_in"
+        if len(win) >= 2 and col in win:
+            per_sub = win.groupby("subtask")[col].agg(lambda c: c.max() - c.min()).sum()
+            if per_sub > 0:
+                bprs.append(s / per_sub)
+        p = max(1, pl.phase.parallelism.get(op, 1))
+        if pl.p.rate_in > 0 and math.isfinite(pl.p.cores):
+            gbs.append(s / p / 1e9)
+            costs.append((pl.p.cores - idle) / pl.p.rate_in)
+        max_state = max(max_state, s / p)
+    bpr = float(np.median(bprs)) if bprs else math.nan
+    return fit.state_cost(gbs, costs, bpr, max_state)

@@ -1,0 +1,282 @@
+"""Fitting the calibrated profile from recorded samples (pure: arrays in, profile parts out).
+
+The recorder (`harness.calibration.measure`) keeps, once a second and per task manager, the raw
+Flink readings (busy / idle / backpressured ms per second, isBackPressured, JVM CPU load), the
+counters that are exact (records in / out, JVM CPU time) and the process' CPU time from /proc, all
+labelled with the phase that was running. A *plateau* is a phase after its settling time. From
+plateaus this module fits:
+
+- `cpu_model`: cores a task manager uses against the records/s its subtask processes (least
+  squares over plateaus: intercept = idle CPU, slope = CPU-seconds per record);
+- `capacity_fit`: saturated throughput against the cores the task manager actually used,
+  capacity = (cores - overhead) / cores_per_record; one point falls back to the CPU model's
+  overhead, none to the CPU model alone;
+- `gauge_model`: a reading against the true value it stands for (reading = offset + gain x true,
+  least squares over plateau means) and the standard deviation of one meter update at each level;
+- `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
+- `state_cost`: relative per-record cost growth with the state a subtask holds;
+- `downtime_model`: rescale downtime = base + slope x state GB, the slope pooled over queries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.calibration.profile import CapacityFit, CpuModel, DowntimeModel, GaugeModel, SharePoint, StateCost
+
+
+@dataclass(frozen=True)
+class Line:
+    slope: float
+    intercept: float
+    r2: float
+    n: int
+
+
+def fit_line(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> Line:
+    """Least-squares y = intercept + slope x over the finite pairs (NaN fit with fewer than two)."""
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    keep = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[keep], ya[keep]
+    n = len(xa)
+    if n < 2 or np.ptp(xa) == 0.0:
+        return Line(math.nan, float(ya.mean()) if n else math.nan, math.nan, n)
+    slope, intercept = np.polyfit(xa, ya, 1)
+    resid = ya - (intercept + slope * xa)
+    ss = float(((ya - ya.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / ss if ss > 0 else 1.0
+    return Line(float(slope), float(intercept), r2, n)
+
+
+# ---------------------------------------------------------------- plateaus
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """One subtask over the settled part of a phase: true rates and readings."""
+
+    phase: str
+    share: float  # CPU share of the quota in force
+    rate_in: float  # records/s into the subtask (sources: records taken from Kafka)
+    rate_out: float
+    cores: float  # CPU the task manager process used (/proc), cores
+    busy: np.ndarray  # distinct meter updates of busyTimeMsPerSecond / 1000
+    backpressured: np.ndarray
+    idle: np.ndarray
+    cpu_jvm: np.ndarray  # Status.JVM.CPU.Load samples
+    flagged: float  # fraction of samples with isBackPressured set
+    state_bytes: float = math.nan  # checkpointed state of the subtask (last known)
+    throttled: float = math.nan  # fraction of CFS periods in which the cgroup ran out of quota
+    pending: float = math.nan  # sources: mean records waiting in Kafka for this subtask
+    pending_growth: float = math.nan  # sources: records/s the backlog grew by over the plateau
+
+    @property
+    def busy_mean(self) -> float:
+        return float(np.mean(self.busy)) if len(self.busy) else math.nan
+
+    @property
+    def backpressured_mean(self) -> float:
+        return float(np.mean(self.backpressured)) if len(self.backpressured) else math.nan
+
+
+def counter_rate(t: np.ndarray, counter: np.ndarray) -> float:
+    """Records/s from a cumulative counter sampled over a plateau (first to last sample)."""
+    keep = np.isfinite(t) & np.isfinite(counter)
+    t, counter = t[keep], counter[keep]
+    if len(t) < 2 or t[-1] <= t[0]:
+        return math.nan
+    return float((counter[-1] - counter[0]) / (t[-1] - t[0]))
+
+
+def distinct_updates(values: np.ndarray) -> np.ndarray:
+    """A gauge polled faster than it updates repeats itself: keep one value per update (value changes)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return v
+    keep = np.concatenate([[True], np.diff(v) != 0.0])
+    return v[keep]
+
+
+# ---------------------------------------------------------------- CPU and capacity
+
+
+def cpu_model(rates: Sequence[float], cores: Sequence[float], quota: float,
+              saturated_cores: Sequence[float] = ()) -> CpuModel:
+    """Cores against records/s over unsaturated plateaus; `saturated_cores` give the CPU a saturated
+    task manager reached (as a fraction of its quota)."""
+    line = fit_line(rates, cores)
+    idle = line.intercept if math.isfinite(line.intercept) else math.nan
+    per_record = line.slope if math.isfinite(line.slope) and line.slope > 0 else math.nan  # no CPU for free
+    if math.isfinite(idle) and idle < 0.0:  # a negative intercept is noise around zero
+        idle = 0.0
+    # a task manager cannot use more than its quota: readings above it are sampling jitter
+    sat = [min(1.0, c / quota) for c in saturated_cores if math.isfinite(c)]
+    return CpuModel(idle_cores=idle, cores_per_record=per_record,
+                    saturated_fraction=float(np.median(sat)) if sat else 1.0, n=line.n, r2=line.r2)
+
+
+def envelope(points: Sequence[SharePoint], tolerance: float = 0.1) -> list[SharePoint]:
+    """One saturated point per share: the fastest (the JVM keeps compiling and the host's load varies,
+    so slower saturations are the measurement's, not the operator's); dropped when the operator ran
+    faster unsaturated at that share (then it was not the bottleneck after all)."""
+    out = []
+    for share in sorted({p.share for p in points}):
+        at = [p for p in points if p.share == share and math.isfinite(p.capacity) and p.capacity > 0]
+        sat = [p for p in at if p.saturated]
+        if not sat:
+            continue
+        best = max(sat, key=lambda p: p.capacity)
+        faster = [p for p in at if not p.saturated and p.capacity > best.capacity * (1 + tolerance)]
+        if not faster:
+            out.append(best)
+    return out
+
+
+def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> CapacityFit:
+    """capacity = (cores - overhead) / cores_per_record from the saturated share points.
+
+    The x axis is the CPU the task manager really used at saturation (a host too busy to grant the
+    quota shows as fewer cores, not as a cheaper record); two or more points fit both parameters,
+    one point takes the CPU model's idle CPU as the overhead (none if that would leave no capacity),
+    none takes the CPU model's slope. Finally the line is lifted where the operator was seen to run
+    faster unsaturated at some share than the line says it could (`lower_bounds`).
+    """
+    sat = envelope(points)
+    used = [(p.cpu_cores if math.isfinite(p.cpu_cores) else p.share * quota, p.capacity) for p in sat]
+    idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
+    result: CapacityFit | None = None
+    if len(used) >= 2 and np.ptp([u[0] for u in used]) > 0.02 * quota:
+        line = fit_line([u[0] for u in used], [u[1] for u in used])  # capacity = a x cores + c
+        if line.slope > 0 and line.intercept <= 0:
+            k = 1.0 / line.slope
+            overhead = -line.intercept * k
+            if overhead < min(u[0] for u in used):  # a fit that would leave no capacity is not kept
+                result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
+                                     method=f"saturation at {len(used)} CPU shares")
+        if result is None:  # no overhead to be seen (the line crosses above the origin): proportional
+            k = float(np.median([c / cap for c, cap in used]))
+            result = CapacityFit(cores_per_record=k, overhead_cores=0.0, points=len(used),
+                                 method=f"saturation at {len(used)} CPU shares, no overhead to be seen")
+    if result is None and used:
+        ks = []
+        for c, cap in used:
+            overhead = idle if idle < 0.5 * c else 0.0
+            ks.append(((c - overhead) / cap, overhead))
+        k, overhead = float(np.median([x[0] for x in ks])), float(np.median([x[1] for x in ks]))
+        result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
+                             method=f"saturation at {len(used)} share(s), overhead from the CPU model")
+    if result is None and math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0:
+        result = CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=idle, points=0,
+                             method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
+    seen = [p for p in points if not p.saturated and math.isfinite(p.capacity) and p.capacity > 0]
+    if result is None and seen:  # every saturation was contradicted by a faster rate: only a lower bound is known
+        best = max(seen, key=lambda p: p.capacity / p.share)
+        result = CapacityFit(cores_per_record=best.share * quota / best.capacity, overhead_cores=0.0, points=0,
+                             method="no saturation kept: the fastest rate seen (a lower bound)")
+    if result is None:
+        raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
+    return lower_bounds(result, points, cpu, quota)
+
+
+def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> CapacityFit:
+    """An operator that processed r records/s unsaturated at share s can do at least r there: lower the
+    CPU per record until the line agrees with every such observation."""
+    sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
+    k = f.cores_per_record
+    lifted = False
+    for p in points:
+        if p.saturated or not math.isfinite(p.capacity) or p.capacity <= 0:
+            continue
+        spare = p.share * quota * sat_f - f.overhead_cores
+        if spare > 0 and p.capacity * k > spare:
+            k = spare / p.capacity
+            lifted = True
+    if not lifted:
+        return f
+    return CapacityFit(cores_per_record=k, overhead_cores=f.overhead_cores, points=f.points,
+                       method=f.method + ", lifted to the fastest unsaturated rate seen")
+
+
+# ---------------------------------------------------------------- readings
+
+
+def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2) -> GaugeModel:
+    """reading = offset + gain x true over plateau means; noise = sd of one meter update per level.
+
+    `readings[i]` are the distinct meter updates seen on plateau i (fractions). Levels with fewer
+    than `min_updates` updates add to the line but not to the noise.
+    """
+    lv = np.asarray(true_levels, dtype=float)
+    means = np.array([np.mean(r) if len(r) else math.nan for r in readings])
+    line = fit_line(lv, means)
+    if not math.isfinite(line.slope):  # one level: no gain to fit; keep the offset only
+        offset = float(np.nanmean(means - lv)) if np.isfinite(means - lv).any() else 0.0
+        gain = 1.0
+    else:
+        offset, gain = line.intercept, line.slope
+    points: dict[float, list[float]] = {}
+    resid: list[float] = []
+    for level, r in zip(lv, readings, strict=True):
+        if not math.isfinite(level) or len(r) == 0:
+            continue
+        resid.extend((np.asarray(r) - (offset + gain * level)).tolist())
+        if len(r) >= min_updates:
+            points.setdefault(round(float(level), 2), []).append(float(np.std(r, ddof=1)))
+    noise = sorted((lvl, float(np.mean(sds))) for lvl, sds in points.items())
+    rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
+    n = int(sum(len(r) for r in readings))
+    return GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse)
+
+
+def step_lag(t: np.ndarray, reading: np.ndarray, t_step: float, before: float, after: float,
+             fraction: float = 0.63) -> float:
+    """Seconds from a load step at `t_step` until `reading` covered `fraction` of its way from the
+    level `before` to the level `after` (NaN when it never did within the samples)."""
+    if not (math.isfinite(before) and math.isfinite(after)) or abs(after - before) < 1e-6:
+        return math.nan
+    target = before + fraction * (after - before)
+    rising = after > before
+    for ti, v in zip(t, reading, strict=True):
+        if ti < t_step or not math.isfinite(v):
+            continue
+        if (v >= target) if rising else (v <= target):
+            return float(ti - t_step)
+    return math.nan
+
+
+# ---------------------------------------------------------------- state and downtime
+
+
+def state_cost(state_gb: Sequence[float], cost_per_record: Sequence[float], bytes_per_record: float,
+               max_state_bytes: float) -> StateCost:
+    """Per-record cost against the state a subtask holds: cost = c0 (1 + per_gb x GB), c0 the intercept."""
+    line = fit_line(state_gb, cost_per_record)
+    per_gb = 0.0
+    if math.isfinite(line.slope) and math.isfinite(line.intercept) and line.intercept > 0:
+        per_gb = max(0.0, line.slope / line.intercept)
+    return StateCost(bytes_per_record=bytes_per_record, per_gb=per_gb, max_state_bytes=max_state_bytes, n=line.n)
+
+
+def pooled_slope(points: Sequence[tuple[float, float]], min_spread_bytes: float = 50e6) -> float:
+    """Downtime seconds per GB of state over every (state bytes, downtime) point; never negative, and
+    0 unless the states span at least `min_spread_bytes` (noise over a few bytes is no slope)."""
+    points = [p for p in points if math.isfinite(p[0]) and math.isfinite(p[1])]
+    if len(points) < 2 or max(p[0] for p in points) - min(p[0] for p in points) < min_spread_bytes:
+        return 0.0
+    line = fit_line([p[0] / 1e9 for p in points], [p[1] for p in points])
+    return max(0.0, line.slope) if math.isfinite(line.slope) else 0.0
+
+
+def downtime_model(points: Sequence[tuple[float, float]], slope_s_per_gb: float, slope_from: str) -> DowntimeModel:
+    """This query's base downtime given a slope: mean of downtime - slope x GB over its points."""
+    if not points:
+        raise ValueError("no rescale measured for this method")
+    base = float(np.mean([d - slope_s_per_gb * s / 1e9 for s, d in points]))
+    return DowntimeModel(base_s=max(0.0, base), s_per_gb=slope_s_per_gb,
+                         points=[(float(s), float(d)) for s, d in points], slope_from=slope_from)

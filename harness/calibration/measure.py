@@ -1,0 +1,375 @@
+"""Run one query's calibration phases on the real local stack and keep what was recorded.
+
+The stack is the ordinary `LocalStack` (kept up between queries); the job is started and rescaled
+through the ordinary `LocalBackend` (so a calibration measures exactly the paths a run uses:
+cgroup quotas, in-place / savepoint / reactive rescaling, the load generator). The phases are
+those of `harness.calibration.plan`; `Recorder` samples the task managers once a second. What a
+query leaves behind (`Measurement`): the samples, the host samples and one `PhaseRecord` per phase,
+saved under the calibration's state directory so the fit can be redone without measuring again
+and an interrupted calibration resumes with the next query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.calibration.plan import OVERLOAD, QueryPlan, stateful_operator
+from harness.calibration.recorder import Recorder
+from harness.topology import Topology
+from workloads.generator import expected_shares
+from workloads.patterns import LoadPattern
+
+Say = Callable[[str], None]
+Tick = Callable[[float], None]
+
+
+@dataclass
+class PhaseRecord:
+    """What the driver did in one phase (times in seconds since the recorder started)."""
+
+    name: str
+    kind: str  # ladder | overload | share | parallelism | rescale
+    t0: float
+    t1: float = math.nan
+    settle_s: float = 0.0
+    rate: float = math.nan  # records/s the generator was asked for
+    operator: str | None = None
+    share: float = 1.0
+    parallelism: dict[str, int] = field(default_factory=dict)
+    shares: dict[str, float] = field(default_factory=dict)
+    state_bytes: float = math.nan  # latest checkpointed state size at the phase's end
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Measurement:
+    query: str
+    quota: float
+    phases: list[PhaseRecord]
+    samples: pd.DataFrame
+    host: pd.DataFrame
+    facts: dict[str, Any]
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.samples.to_parquet(directory / "samples.parquet", index=False)
+        self.host.to_parquet(directory / "host.parquet", index=False)
+        meta = {"query": self.query, "quota": self.quota, "facts": self.facts,
+                "phases": [asdict(p) for p in self.phases]}
+        tmp = directory / "measurement.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=1, default=_json))
+        tmp.replace(directory / "measurement.json")  # written last: its presence means complete
+
+    @classmethod
+    def load(cls, directory: Path) -> Measurement:
+        meta = json.loads((directory / "measurement.json").read_text())
+        phases = [PhaseRecord(**{k: (math.nan if v is None and k in ("t1", "rate", "state_bytes") else v)
+                                 for k, v in p.items()}) for p in meta["phases"]]  # type: ignore[arg-type]
+        return cls(query=meta["query"], quota=float(meta["quota"]), phases=phases,
+                   samples=pd.read_parquet(directory / "samples.parquet"),
+                   host=pd.read_parquet(directory / "host.parquet"), facts=meta.get("facts", {}))
+
+    @staticmethod
+    def complete(directory: Path) -> bool:
+        return (directory / "measurement.json").exists()
+
+
+def _json(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return str(obj)
+
+
+def pattern_fractions(topology: Topology, selectivity: dict[str, float]) -> dict[str, float]:
+    """Input records/s of each operator per record/s of the generator's (summed) rate."""
+    shares = expected_shares(list(topology.topics))
+    out: dict[str, float] = {}
+    for op in topology.operators:
+        if op.is_source:
+            out[op.name] = shares.get(op.topic or "", 0.0)
+        else:
+            out[op.name] = sum(out[u] * selectivity.get(u, 1.0) for u in op.upstream)
+    return out
+
+
+def estimated_rate_capacity(topology: Topology, capacity: dict[str, float], selectivity: dict[str, float]) -> float:
+    """The generator rate at which the first operator saturates."""
+    frac = pattern_fractions(topology, selectivity)
+    return min(capacity[n] / f for n, f in frac.items() if f > 0)
+
+
+class QueryCalibration:
+    """Drives the phases of one query on a running stack; `run()` returns the Measurement."""
+
+    def __init__(self, stack: Any, topology: Topology, plan: QueryPlan, quota: float, estimate: dict[str, float],
+                 selectivity: dict[str, float], seed: int = 1, say: Say | None = None, tick: Tick | None = None,
+                 partitions: int = 8) -> None:
+        self.stack = stack
+        self.topology = topology
+        self.plan = plan
+        self.quota = quota
+        self.estimate = estimate  # records/s per subtask at share 1.0 (a previous profile or the first guess)
+        self.selectivity = selectivity
+        self.seed = seed
+        self.say = say or (lambda _: None)
+        self.tick = tick or (lambda _: None)
+        self.partitions = partitions
+        self.phases: list[PhaseRecord] = []
+        self.rate_capacity = estimated_rate_capacity(topology, estimate, selectivity)
+
+    # ---------------------------------------------------------------- helpers
+    def _experiment(self) -> Any:
+        from harness.config import Experiment
+
+        cfg = self.stack.cfg
+        return Experiment.model_validate({
+            "name": f"calibrate-{self.topology.query}", "backend": "local", "query": self.topology.query,
+            "pattern": {"name": "constant", "params": {"rate": 1.0, "duration_min": 60}},
+            "autoscaler": {"name": "ds2"}, "initial_parallelism": 1, "seed": self.seed,
+            "kafka": {"partitions": self.partitions},
+            "local": {"workdir": str(cfg.workdir), "port_offset": cfg.port_offset,
+                      "taskmanager_cpu_quota": cfg.taskmanager_cpu_quota},
+        })
+
+    def _wait(self, seconds: float) -> None:
+        end = self.backend.now() + seconds
+        while self.backend.now() < end:
+            step = min(1.0, end - self.backend.now())
+            if step > 0:
+                self.backend.advance_to(self.backend.now() + step)
+                self.tick(step)
+
+    def _phase(self, name: str, kind: str, seconds: float, settle: float, **kw: Any) -> PhaseRecord:
+        self.recorder.phase = name
+        rec = PhaseRecord(name=name, kind=kind, t0=self.recorder.now(), settle_s=settle,
+                          parallelism=dict(self.backend.state.parallelism),
+                          shares=dict(self.backend.state.cpu_share), **kw)
+        self.say(f"{self.topology.query}: {name} ({seconds:.0f} s)")
+        self._wait(seconds)
+        rec.t1 = self.recorder.now()
+        rec.state_bytes = self._state_bytes()
+        self.phases.append(rec)
+        return rec
+
+    def _state_bytes(self) -> float:
+        try:
+            v = self.backend.rest.checkpoints(self.backend.state.job_id).latest_state_bytes
+        except Exception:  # noqa: BLE001 - no checkpoint yet: unknown, not zero
+            return math.nan
+        return float(v) if v is not None else math.nan
+
+    def _generate(self, rates: list[float]) -> None:
+        """(Re)start the generator on a per-second schedule from now."""
+        b = self.backend
+        if b._generator is not None:
+            b._generator.stop()
+        b._generator = b._start_generator(LoadPattern("calibration", np.asarray(rates, dtype=float), 1.0), self.seed)
+
+    def _lag(self) -> float:
+        """Pending records over the sources, from the recorder's latest samples."""
+        rows = [r for r in self.recorder.rows[-3 * max(1, len(self.backend.state.parallelism)) * 4:]
+                if "pending" in r and r.get("operator") in {s.name for s in self.topology.sources}]
+        latest: dict[tuple[str, int], float] = {}
+        for r in rows:
+            latest[(r["operator"], r.get("subtask", 0))] = r["pending"]
+        return float(sum(latest.values())) if latest else math.nan
+
+    # ---------------------------------------------------------------- the phases
+    def run(self) -> Measurement:
+        from harness.backends.local.backend import LocalBackend
+
+        plan, d = self.plan, self.plan.durations
+        est = self.rate_capacity
+        self.backend = LocalBackend(self.stack)
+        self.recorder = Recorder(self.stack)
+        t_start = time.monotonic()
+        self.say(f"{self.topology.query}: starting the job (all operators at parallelism 1)")
+        # warm-up and probe: the estimate may be far off, the probe measures the real saturated rate
+        warm = [0.8 * est] * int(round(d.warmup_s)) + [OVERLOAD * est] * int(round(plan.measure_s + 120))
+        self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(warm), 1.0), self.topology)
+        self.recorder.job_id = self.backend.state.job_id
+        self.recorder.start()
+        startup_s = getattr(self.backend, "startup_s", math.nan)
+        try:
+            self._warmup(d.warmup_s)
+            c = self._overload(OVERLOAD * est, "probe")
+            if not math.isfinite(c):
+                c = est
+            self.say(f"{self.topology.query}: saturated at {c:,.0f} records/s; the ladder follows it")
+            # drain the probe's backlog, then the ladder at fractions of the measured rate, then overload
+            drain = int(min(90.0, max(2.0, self._lag() / max(c, 1.0) * 1.3 + 2.0))) if math.isfinite(self._lag()) else 5
+            ladder = [f * c for f in plan.ladder]
+            sched = [0.0] * drain
+            for r in ladder:
+                sched += [r] * int(round(d.level_s))
+            self._generate(sched)
+            self._phase("drain", "drain", drain, 0.0, rate=0.0)
+            for i, r in enumerate(ladder):
+                self._phase(f"ladder-{i}", "ladder", d.level_s, d.settle_s, rate=r)
+            # the probe may have run while the JVMs still compiled: offer more than the fastest rate seen since
+            seen = [p.extra.get("throughput") for p in self.phases if p.kind == "overload"]
+            seen += [self._throughput(p) for p in self.phases if p.kind == "ladder"]
+            c = max([c] + [float(v) for v in seen if v is not None and math.isfinite(float(v))])
+            self._overload(OVERLOAD * c, "overload", restart_now=True)
+            for op in plan.operators:
+                for sh in plan.shares:
+                    self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})
+                    self._phase(f"share-{op}-{sh:g}", "share", d.share_s, d.settle_s, rate=self.offered,
+                                operator=op, share=sh)
+                self.backend.rescale(dict(self.backend.state.parallelism), {op: 1.0})
+            self._parallelisms()
+            self._rescales()
+        finally:
+            self.recorder.stop()
+            self._teardown()
+        facts = {"job_startup_s": startup_s, "wall_s": time.monotonic() - t_start,
+                 "rate_capacity_estimate": est, "offered_overload": self.offered}
+        return Measurement(self.topology.query, self.quota, self.phases, self.recorder.frame(),
+                           self.recorder.host_frame(), facts)
+
+    def _warmup(self, seconds: float) -> None:
+        """Run the fresh JVMs' JIT compilers at a full CPU: at the task manager's quota it takes minutes,
+        and every rate measured meanwhile is the compiler's, not the query's."""
+        boost = max(1.0, self.quota)
+        for tm in self.stack.taskmanager_ids():
+            self.stack.set_taskmanager_cpu(tm, boost)
+        try:
+            self._phase("warmup", "warmup", seconds, seconds)
+        finally:
+            self.backend.rescaler.apply_cpu(self.backend.state, {op: 1.0 for op in self.topology.names})
+            self.recorder.phase = "warmup-settle"
+            self._wait(self.plan.durations.settle_s)
+
+    def _overload(self, rate: float, name: str, restart: bool = True, restart_now: bool = False) -> float:
+        """Saturate at share 1.0 and return the records/s the sources took; if the backlog does not
+        grow, offer more (restarting the generator) and measure again."""
+        d = self.plan.durations
+        self.offered = rate
+        measured = math.nan
+        if restart_now:
+            self._generate([rate] * int(self.plan.measure_s + 120))
+        for attempt in range(4):
+            lag0 = self._lag()
+            rec = self._phase(name if attempt == 0 else f"{name}-{attempt}", "overload", d.overload_s,
+                              d.settle_s, rate=rate)
+            lag1 = self._lag()
+            grew = math.isfinite(lag0) and math.isfinite(lag1) and lag1 - lag0 > 0.02 * rate * d.overload_s
+            rec.extra["backlog_growth"] = lag1 - lag0 if math.isfinite(lag0) and math.isfinite(lag1) else None
+            measured = self._throughput(rec)
+            rec.extra["throughput"] = measured
+            self.measured_rate = measured
+            if grew or not restart:
+                return measured
+            rate = 2.0 * max(rate, measured if math.isfinite(measured) else 0.0)
+            self.offered = rate
+            self.say(f"{self.topology.query}: not saturated (backlog {lag0:.0f} -> {lag1:.0f}); "
+                     f"offering {rate:,.0f}/s")
+            self._generate([rate] * int(self.plan.measure_s + 120))
+        return measured
+
+    def _throughput(self, phase: PhaseRecord) -> float:
+        """Records/s the sources took from Kafka over a phase's plateau (from the exact counters)."""
+        df = self.recorder.frame()
+        if df.empty or "rec_out" not in df:
+            return math.nan
+        seg = df[(df.t >= phase.t0 + phase.settle_s) & (df.t <= phase.t1)
+                 & df.operator.isin([s.name for s in self.topology.sources])]
+        total = 0.0
+        for _, g in seg.groupby(["operator", "subtask"]):
+            g = g.sort_values("t")
+            if len(g) >= 2 and g.t.iloc[-1] > g.t.iloc[0]:
+                total += (g.rec_out.iloc[-1] - g.rec_out.iloc[0]) / (g.t.iloc[-1] - g.t.iloc[0])
+        return float(total) if total > 0 else math.nan
+
+    def _parallelisms(self) -> None:
+        d = self.plan.durations
+        extra = [p for p in self.plan.parallelisms if p > 1]
+        if not extra:
+            return
+        # the operator that saturated at share 1.0 (highest CPU use of its quota in the overload phase)
+        op = self._bottleneck()
+        base = dict(self.backend.state.parallelism)
+        for p in extra:
+            self.backend.method = "in_place"
+            self.backend.rescale({**base, op: p}, None)
+            self._phase(f"parallelism-{op}-{p}", "parallelism", d.parallelism_s, d.settle_s, rate=self.offered,
+                        operator=op)
+        self.backend.rescale(base, None)
+
+    def _bottleneck(self) -> str:
+        over = [p for p in self.phases if p.kind == "overload"][-1]
+        df = self.recorder.frame()
+        seg = df[(df.t >= over.t0 + over.settle_s) & (df.t <= over.t1)]
+        best, best_cpu = self.topology.names[0], -1.0
+        for op, g in seg.groupby("operator"):
+            g = g.sort_values("t")
+            if len(g) >= 2 and g.proc_cpu_s.notna().all():
+                cores = (g.proc_cpu_s.iloc[-1] - g.proc_cpu_s.iloc[0]) / (g.t.iloc[-1] - g.t.iloc[0])
+                if cores > best_cpu:
+                    best, best_cpu = str(op), cores
+        return best
+
+    def _rescales(self) -> None:
+        """Each method: 1 -> 2 -> 1 on the stateful (else middle) operator at a moderate rate."""
+        d = self.plan.durations
+        b = self.backend
+        op = stateful_operator(self.topology)
+        measured = getattr(self, "measured_rate", math.nan)
+        moderate = 0.5 * (measured if math.isfinite(measured) else self.rate_capacity)
+        self._generate([moderate] * 3600)
+        self.recorder.phase = "rescale-settle"
+        self._wait(d.rescale_settle_s)
+        base = dict(b.state.parallelism)
+        for method in self.plan.methods:
+            for direction, target in (("up", {**base, op: base[op] + 1}), ("down", dict(base))):
+                b.method = method  # type: ignore[assignment]
+                state = self._state_bytes()
+                extra: dict[str, Any] = {"method": method, "direction": direction, "state_bytes_before": state}
+                t0 = time.monotonic()
+                if direction == "up" and method != "reactive":
+                    # time a task manager's start-up on its own: the rescale then finds it registered
+                    self.stack.start_taskmanager(wait=True)
+                    extra["startup_s"] = time.monotonic() - t0
+                t1 = time.monotonic()
+                self.recorder.phase = f"rescale-{method}-{direction}"
+                res = b.rescale(target, None)
+                took = time.monotonic() - t1
+                extra.update({"ok": res.ok, "error": res.error, "downtime_s": res.downtime_s,
+                              "call_s": took, "after": res.parallelism})
+                if direction == "down" and res.ok:
+                    extra["stop_s"] = max(0.0, took - res.downtime_s)  # idle task managers stopped afterwards
+                if method == "reactive" and direction == "up" and res.ok:
+                    extra["startup_s"] = max(0.0, took - res.downtime_s)
+                self.say(f"{self.topology.query}: {method} {direction}: downtime {res.downtime_s:.1f} s"
+                         + ("" if res.ok else f" FAILED {res.error}"))
+                self._phase(f"rescale-{method}-{direction}", "rescale", d.rescale_settle_s, 0.0, rate=moderate,
+                            operator=op, extra=extra)
+                if not res.ok:
+                    break
+            if b.state.parallelism != base:  # a failed or reactive step left another layout: go back
+                b.method = "in_place"
+                b.rescale(base, None)
+
+    def _teardown(self) -> None:
+        b = self.backend
+        try:
+            if b._generator is not None:
+                b._generator.stop()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            for jid in b.rest.active_job_ids():
+                b.rest.cancel(jid)
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,104 @@
+"""What `bench calibrate` does for one query, phase by phase, and how long it takes.
+
+One job per query, every operator at parallelism 1 on its own task manager (one slot each, as
+in every run), fed by the load generator from a fresh consumer group:
+
+0. `warmup`: the fresh JVMs compile the query's hot code at a full CPU (at a 0.25-CPU quota the
+   JIT takes minutes and every rate measured meanwhile is the compiler's), then `probe`: the
+   generator offers more than the estimate, the sources' saturated rate is measured (raised and
+   repeated if the backlog did not grow), and its backlog is drained.
+1. `ladder`: the generator steps through fractions of the measured saturated rate; every
+   operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
+   meter lag at each step).
+2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
+   share 1.0 (its capacity) and everything upstream of it is backpressured.
+3. `share`: still overloaded, each operator in turn runs at lower CPU shares of its task
+   manager's quota (cgroup, no restart), which makes it the bottleneck: its capacity there.
+4. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
+   how capacity scales with subtasks (Kafka partitions, key groups).
+5. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
+   with each method; task-manager start-up is timed before each scale-up, stop after each
+   scale-down, and the checkpointed state size recorded with every downtime.
+Durations are seconds of wall time; `--quick` shortens every phase and measures one rescale
+method fewer (reactive), and `time_scale` shrinks everything further (the integration test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.topology import Topology
+
+LADDER = (0.15, 0.35, 0.55, 0.75)  # fractions of the estimated bottleneck capacity
+LADDER_QUICK = (0.2, 0.45, 0.7)
+OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
+SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
+RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
+RESCALE_METHODS_QUICK = ("in_place", "savepoint")
+
+
+@dataclass(frozen=True)
+class Durations:
+    level_s: float = 18.0  # one ladder level
+    overload_s: float = 18.0
+    share_s: float = 14.0
+    settle_s: float = 6.0  # discarded at the start of a phase (meters, buffers, the generator)
+    rescale_settle_s: float = 5.0  # running time after a rescale before the next one
+    parallelism_s: float = 20.0
+    warmup_s: float = 25.0  # the JVMs' JIT at a full CPU before anything is measured
+
+    def scaled(self, f: float) -> Durations:
+        return Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
+                                            self.rescale_settle_s, self.parallelism_s, self.warmup_s)))
+
+
+FULL = Durations()
+QUICK = Durations(level_s=11.0, overload_s=13.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
+                  parallelism_s=15.0, warmup_s=18.0)
+
+
+def stateful_operator(topology: Topology) -> str:
+    """The operator to rescale: the stateful one (its state moves), else the first non-source."""
+    for op in topology.operators:
+        if op.state_bytes_per_record > 0 or op.state_ttl_s is not None:
+            return op.name
+    return topology.operators[len(topology.sources)].name
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    query: str
+    ladder: tuple[float, ...]
+    shares: tuple[float, ...]
+    parallelisms: tuple[int, ...]
+    methods: tuple[str, ...]
+    durations: Durations
+    operators: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def measure_s(self) -> float:
+        """Seconds of load phases (ladder, overload, shares, parallelism)."""
+        d = self.durations
+        extra_p = [p for p in self.parallelisms if p > 1]
+        return (d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
+                + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s)
+
+    @property
+    def estimate_s(self) -> float:
+        """Expected wall time including job start and rescales (for the progress bar)."""
+        rescale = 2 * len(self.methods) * (20.0 + self.durations.rescale_settle_s)
+        return 25.0 + self.measure_s + rescale
+
+
+def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1,),
+             time_scale: float = 1.0) -> QueryPlan:
+    d = (QUICK if quick else FULL).scaled(time_scale)
+    return QueryPlan(
+        query=topology.query,
+        ladder=LADDER_QUICK if quick else LADDER,
+        shares=SHARES,
+        parallelisms=parallelisms,
+        methods=RESCALE_METHODS_QUICK if quick else RESCALE_METHODS_FULL,
+        durations=d,
+        operators=topology.names,
+    )

@@ -1,0 +1,247 @@
+"""The calibrated profile of one query: what `bench calibrate` measured and the simulator reads.
+
+One YAML file per query in `queries/topologies/calibrated/<query>.yaml`, beside the first-guess
+topology (`queries/topologies/<query>.yaml`, which keeps the operator graph). Everything in it was
+measured on the machine named in `provenance`, at the task-manager CPU quota in `cpu_quota`:
+
+- per operator: the records/s one subtask sustained at CPU shares of that quota (saturation), the
+  fitted line capacity(cores) = (cores - overhead) / cores_per_record that the simulator uses for
+  any task-manager size, the CPU the task manager used per record (and when idle), selectivity,
+  state bytes per record and how the per-record cost grows with state;
+- per operator, how Flink's readings relate to the true load (`GaugeModel`: offset, gain and
+  noise of busy time, backpressured time, and both CPU signals);
+- the meters' update interval and lag, task-manager start-up and stop time, and rescale downtime
+  per method against state size.
+
+Pure data (pydantic) plus YAML read/write; no measurement code here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.topology import TOPOLOGIES_DIR
+
+CALIBRATED_DIR = TOPOLOGIES_DIR / "calibrated"
+RescaleMethod = Literal["in_place", "savepoint", "reactive"]
+RESCALE_METHODS: tuple[RescaleMethod, ...] = ("in_place", "savepoint", "reactive")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostLoad(_Model):
+    """Machine hygiene: how busy the host was around the measurement (a loaded host biases capacities low)."""
+
+    before_1m: float = Field(description="1-minute load average just before the measurement")
+    before_5m: float = math.nan
+    during_mean_1m: float = Field(math.nan, description="mean 1-minute load average while measuring")
+    during_max_1m: float = math.nan
+    host_cpu_busy: float = Field(math.nan, description="fraction of all host CPUs busy while measuring (/proc/stat)")
+
+
+class Provenance(_Model):
+    date: str
+    command: str
+    cpu_model: str
+    host_cpus: int
+    flink_version: str
+    kafka_version: str
+    taskmanager_cpu_quota: float
+    host_load: HostLoad
+    duration_s: float = Field(description="wall time of this query's measurement")
+    quick: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+
+class SharePoint(_Model):
+    """Records/s one subtask of an operator sustained at one CPU share of the task-manager quota."""
+
+    share: float
+    capacity: float = Field(description="input records/s of the operator per subtask")
+    saturated: bool = Field(description="the operator was the bottleneck (busy near 1000 ms/s, upstream blocked)")
+    cpu_cores: float = Field(math.nan, description="CPU the task manager used meanwhile (/proc)")
+    busy_ms: float = math.nan
+    n: int = 0
+
+
+class CapacityFit(_Model):
+    """capacity(cores) = (cores - overhead_cores) / cores_per_record: a subtask's speed is the CPU it may
+    use, less what the task manager spends regardless of records (metrics, GC, network threads)."""
+
+    cores_per_record: float
+    overhead_cores: float = 0.0
+    points: int = 0
+    method: str = Field("", description="how the line was fitted (saturation points, CPU model)")
+
+    def capacity(self, cores: float) -> float:
+        return max(0.0, cores - self.overhead_cores) / self.cores_per_record
+
+
+class GaugeModel(_Model):
+    """A Flink reading against the true value it stands for: reading = clip(offset + gain x true) + noise.
+
+    `noise_sd` are (true level, standard deviation of one meter update) points, interpolated in between
+    and held beyond the ends. Units are those of the reading as a fraction (busy 0..1 of a second,
+    CPU 0..1 of the quota or of the host).
+    """
+
+    offset: float = 0.0
+    gain: float = 1.0
+    noise_sd: list[tuple[float, float]] = Field(default_factory=list)
+    n: int = 0
+    rmse: float = math.nan
+
+    def sd(self, level: float | np.ndarray) -> float | np.ndarray:
+        if not self.noise_sd:
+            return np.zeros_like(level) if isinstance(level, np.ndarray) else 0.0
+        xs = [p[0] for p in self.noise_sd]
+        ys = [p[1] for p in self.noise_sd]
+        out = np.interp(level, xs, ys)
+        return out if isinstance(level, np.ndarray) else float(out)
+
+    def mean(self, true: float | np.ndarray) -> float | np.ndarray:
+        return self.offset + self.gain * true
+
+
+class CpuModel(_Model):
+    """CPU a task manager uses, in cores, against the records/s its subtask processes."""
+
+    idle_cores: float = Field(description="intercept: CPU with no records")
+    cores_per_record: float = Field(description="slope: CPU-seconds per input record")
+    saturated_fraction: float = Field(1.0, description="share of its quota a saturated task manager reached")
+    n: int = 0
+    r2: float = math.nan
+
+
+class StateCost(_Model):
+    """Per-record cost growth with the state a subtask holds: cost(S) = cost(0) x (1 + per_gb x S/GB)."""
+
+    bytes_per_record: float = Field(description="state bytes per processed record within its TTL (checkpoints)")
+    per_gb: float = Field(0.0, description="relative per-record CPU growth per GB of state per subtask")
+    max_state_bytes: float = Field(0.0, description="largest per-subtask state seen: the fit holds up to here")
+    n: int = 0
+
+
+class OperatorReadings(_Model):
+    busy: GaugeModel = Field(default_factory=GaugeModel)
+    backpressured: GaugeModel = Field(default_factory=GaugeModel)
+    cpu: GaugeModel = Field(default_factory=GaugeModel, description="CPU time / quota against true cores / quota")
+    cpu_jvm: GaugeModel = Field(
+        default_factory=GaugeModel,
+        description="Status.JVM.CPU.Load against true cores / the quota in force (JDK 17 reads the cgroup quota, "
+                    "also after a run-time change)")
+
+
+class OperatorProfile(_Model):
+    capacity: float = Field(description="records/s one subtask sustains at share 1.0 of `cpu_quota`")
+    capacity_fit: CapacityFit
+    shares: list[SharePoint] = Field(default_factory=list)
+    selectivity: float
+    cpu: CpuModel
+    state: StateCost | None = None
+    readings: OperatorReadings = Field(default_factory=OperatorReadings)
+    parallel_efficiency: dict[str, float] = Field(
+        default_factory=dict,
+        description="parallelism -> records/s per subtask when overloaded / capacity at parallelism 1 (1 = linear)")
+
+
+class Stat(_Model):
+    mean: float
+    sd: float = 0.0
+    n: int = 0
+    samples: list[float] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stat:
+        xs = [float(x) for x in samples if x is not None and math.isfinite(float(x))]
+        if not xs:
+            return cls(mean=math.nan, n=0)
+        return cls(mean=float(np.mean(xs)), sd=float(np.std(xs, ddof=1)) if len(xs) > 1 else 0.0, n=len(xs),
+                   samples=[round(x, 3) for x in xs])
+
+
+class DowntimeModel(_Model):
+    """Seconds without processing for one rescale: base_s + s_per_gb x checkpointed state (GB)."""
+
+    base_s: float
+    s_per_gb: float = 0.0
+    points: list[tuple[float, float]] = Field(default_factory=list, description="(state bytes, downtime s)")
+    slope_from: str = Field("", description="where s_per_gb came from (this query, or pooled over queries)")
+
+    def downtime(self, state_bytes: float) -> float:
+        return max(0.0, self.base_s + self.s_per_gb * max(0.0, state_bytes) / 1e9)
+
+
+class Meters(_Model):
+    """How Flink's readings trail the truth."""
+
+    interval_s: float = Field(5.0, description="busy/idle/backpressured gauges average over and update every")
+    busy_lag_s: float = Field(math.nan, description="measured: load step to 63 % of the busy reading's step")
+    n: int = 0
+
+
+class QueryProfile(_Model):
+    query: str
+    provenance: Provenance
+    cpu_quota: float = Field(description="task-manager CPU quota (cores) the capacities were measured at")
+    operators: dict[str, OperatorProfile]
+    meters: Meters = Field(default_factory=Meters)
+    taskmanager_startup_s: Stat
+    taskmanager_stop_s: Stat | None = None
+    rescale_downtime: dict[str, DowntimeModel] = Field(default_factory=dict)
+
+    def save(self, directory: Path = CALIBRATED_DIR) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.query}.yaml"
+        tmp = path.with_suffix(".yaml.tmp")
+        header = (f"# Calibrated on the local stack by `{self.provenance.command}` ({self.provenance.date}).\n"
+                  "# Written by harness.calibration; read by the simulator. Do not edit by hand: re-run it.\n")
+        tmp.write_text(header + yaml.safe_dump(_plain(self.model_dump(mode="json")), sort_keys=False, width=110))
+        tmp.replace(path)
+        return path
+
+
+def _plain(obj: object) -> object:
+    """Tuples to lists and floats rounded, so the YAML stays readable."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None
+        return float(f"{obj:.6g}")
+    return obj
+
+
+def load_profile(query: str, directory: Path | None = None) -> QueryProfile | None:
+    """The calibrated profile of `query`, or None when it was never calibrated."""
+    path = (directory or CALIBRATED_DIR) / f"{query}.yaml"
+    if not path.exists():
+        return None
+    raw = yaml.safe_load(path.read_text())
+    try:
+        return QueryProfile.model_validate(_none_to_nan(raw))
+    except Exception as exc:  # noqa: BLE001 - say which file is broken
+        raise ValueError(f"{path}: not a valid calibrated profile: {exc}") from exc
+
+
+def _none_to_nan(obj: object) -> object:
+    """YAML has no NaN spelling we write: unmeasured floats are stored as null and read back as NaN."""
+    if isinstance(obj, dict):
+        return {k: (math.nan if v is None and k not in _NULLABLE else _none_to_nan(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_none_to_nan(v) for v in obj]
+    return obj
+
+
+_NULLABLE = {"state", "taskmanager_stop_s"}

@@ -1,0 +1,146 @@
+"""`bench fidelity FILE`: run a matrix's cells on `local` and on `sim` and report how far apart they are.
+
+Exit codes: 0 ok (whatever the targets came out as: the report says), 1 a run failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def fidelity(
+        file: Annotated[Path, typer.Argument(help="matrix YAML: every cell runs on local and on sim")],
+        reps: Annotated[int, typer.Option(help="sim repetitions per cell (noise seeds 1..N)")] = 3,
+        local_reps: Annotated[int, typer.Option(help="local repetitions per cell")] = 1,
+        results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
+        out: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/fidelity"),
+        lock: Annotated[Path | None, typer.Option(
+            help="flock this file around each local run (the shared machine's lock)")] = None,
+        report_only: Annotated[bool, typer.Option(help="run nothing: report on what is recorded")] = False,
+        sim_only: Annotated[bool, typer.Option(help="run only the sim cells (then report what exists)")] = False,
+    ) -> None:
+        """Same cells on local and sim: per-cell differences of TM-minutes, latency (both definitions),
+        scale count, first action and load shortfall; Kendall tau of the rankings (Markdown + HTML)."""
+        from harness.config import ConfigError, Matrix, read_yaml, validate_model
+        from harness.fidelity.runner import fidelity_runs, run_all
+
+        if reps < 1 or local_reps < 1:
+            err.print("[bold red]error:[/] --reps and --local-reps must be >= 1")
+            raise typer.Exit(2)
+        try:
+            raw = read_yaml(file)
+            matrix: Matrix = validate_model(Matrix, raw, str(file))
+            runs = fidelity_runs(matrix, str(file), results, reps, local_reps)
+        except ConfigError as exc:
+            err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(2) from None
+        failed = 0
+        if not report_only:
+            todo = [r for r in runs if not (sim_only and r.backend == "local")]
+            with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console) as progress:
+                task = progress.add_task(matrix.name, total=len(todo))
+                sub = progress.add_task("", total=1.0, visible=False)
+
+                def on_done(r: Any, status: str) -> None:
+                    nonlocal failed
+                    if status.startswith("failed"):
+                        failed += 1
+                        progress.console.print(f"[red]{r.run_id}: {status}[/]")
+                    progress.advance(task)
+                    progress.update(sub, visible=False)
+
+                def on_progress(r: Any, t: float, total: float) -> None:
+                    progress.update(sub, description=f"{r.run_id} (load {os.getloadavg()[0]:.1f})", completed=t,
+                                    total=total, visible=True)
+
+                run_all(todo, lock, on_done, on_progress)
+        md, html_path = build(matrix, str(file), runs, out)
+        console.print(f"report: {md} and {html_path}")
+        if failed:
+            raise typer.Exit(1)
+
+
+def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, Path]:
+    """Read the recorded runs, compare, and write the report (missing runs are left out and named)."""
+    from harness.fidelity.compare import compare_cell, rank_agreement, run_metrics
+    from harness.fidelity.report import ReportInput, write_report
+    from harness.record import is_complete, read_run_record
+
+    by_cell: dict[str, dict[str, list[Any]]] = {}
+    missing: list[str] = []
+    exps: dict[str, Any] = {}
+    for r in runs:
+        exps.setdefault(r.cell_id, r.experiment)
+        if not is_complete(r.run_dir):
+            missing.append(r.run_id)
+            continue
+        by_cell.setdefault(r.cell_id, {"local": [], "sim": []})[r.backend].append(read_run_record(r.run_dir))
+    cells = []
+    records = {}
+    for cell_id, recs in by_cell.items():
+        if not recs["local"] or not recs["sim"]:
+            continue
+        exp = exps[cell_id]
+        group = cell_id.replace(exp.autoscaler.name, "").strip("_") or "all"
+        cells.append(compare_cell(cell_id, group, exp.autoscaler.name, [run_metrics(x) for x in recs["local"]],
+                                  [run_metrics(x) for x in recs["sim"]]))
+        records[cell_id] = (recs["local"], recs["sim"])
+    taus = rank_agreement(cells)
+    notes = _notes(matrix, runs, by_cell, missing)
+    return write_report(ReportInput(f"Fidelity: {matrix.name}", source, notes, cells, taus, records), out,
+                        matrix.name)
+
+
+def _notes(matrix: Any, runs: list[Any], by_cell: dict[str, dict[str, list[Any]]], missing: list[str]) -> list[str]:
+    notes = []
+    if matrix.description:
+        notes.append(" ".join(str(matrix.description).split()))
+    exp = runs[0].experiment if runs else None
+    if exp is not None:
+        notes.append(
+            f"pattern {exp.pattern.name}: scale {exp.pattern.scale:g}, time scale {exp.pattern.time_scale:g}; "
+            f"loop period {exp.loop.period_s:g} s, window {exp.loop.metrics_window_s:g} s, cool-down "
+            f"{exp.loop.cooldown_s:g} s; at most {exp.scale_manager.max_taskmanagers} task managers of "
+            f"{exp.local.taskmanager_cpu_quota:g} CPU; {exp.partitions} partitions per topic; rescale "
+            f"{exp.rescale_method}; Kafka retention {exp.kafka.retention_s or 'none'}")
+    from harness.fidelity.scale import describe_scale
+
+    seen: set[tuple[str, str]] = set()
+    for r in runs:
+        key = (r.experiment.query, r.experiment.pattern.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            notes.append(f"{key[0]} {key[1]}: {describe_scale(r.experiment).describe()}")
+        except Exception as exc:  # noqa: BLE001 - a note, never a failed report
+            notes.append(f"{key[0]} {key[1]}: scale not described ({exc})")
+    local = [x for c in by_cell.values() for x in c["local"]]
+    sims = [x for c in by_cell.values() for x in c["sim"]]
+    loads = [x.meta.get("host", {}).get("loadavg_start", [math.nan])[0] for x in local]
+    loads = [v for v in loads if v is not None and math.isfinite(v)]
+    if loads:
+        notes.append(f"host 1-min load average before the local runs: min {min(loads):.1f}, median "
+                     f"{sorted(loads)[len(loads) // 2]:.1f}, max {max(loads):.1f} (n = {len(loads)})")
+    n_sim = {len(c["sim"]) for c in by_cell.values()}
+    n_local = {len(c["local"]) for c in by_cell.values()}
+    notes.append(f"local runs per cell: {sorted(n_local)}; sim runs per cell: {sorted(n_sim)} (same pattern and "
+                 "arrivals as the local run, readings' noise seeds 1..n)")
+    srcs = sorted({str(x.meta.get("backend", {}).get("costs", {}).get("source", "?")) for x in sims})
+    notes += [f"sim costs: {s}" for s in srcs]
+    if missing:
+        notes.append(f"not (yet) recorded, left out: {', '.join(missing)}")
+    return notes

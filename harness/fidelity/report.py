@@ -1,0 +1,175 @@
+"""The fidelity report: Markdown and a self-contained HTML twin (figures inline as PNG).
+
+Sections: what was run (file, scale, time scale and how the scale was chosen, seeds, n, host load
+of the local runs, the calibrated profiles used), the targets met per cell, per-cell tables of
+local vs sim with the sim's 95 % CI and the relative difference, Kendall's tau of the rankings,
+and per cell a figure of task managers and latency over time (local vs each sim repetition).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from harness.analysis.metrics import MeanCI  # noqa: E402
+from harness.fidelity.compare import LABELS, METRICS, CellComparison, Tau  # noqa: E402
+from harness.record import RunRecord  # noqa: E402
+from harness.vocabulary import Metric  # noqa: E402
+
+CSS = """
+body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}
+th:first-child,td:first-child{text-align:left}
+th{background:#f3f3f3} img{max-width:100%} h2{border-bottom:2px solid #ddd;padding-bottom:.2em}
+.ok{color:#176f2c}.miss{color:#b3261e}.muted{color:#777;font-size:.9em}
+"""
+
+
+@dataclass
+class ReportInput:
+    title: str
+    source: str
+    notes: list[str]  # free text: scale, time scale, how chosen, host load, profiles
+    cells: list[CellComparison]
+    taus: list[Tau]
+    records: dict[str, tuple[list[RunRecord], list[RunRecord]]] = field(default_factory=dict)  # cell -> (local, sim)
+
+
+def _fmt(v: float, digits: int = 2) -> str:
+    if not math.isfinite(v):
+        return "n/a"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def _ci(m: MeanCI) -> str:
+    if m.n == 0 or not math.isfinite(m.mean):
+        return "n/a"
+    return _fmt(m.mean) + (f" ± {_fmt(m.half_width)}" if math.isfinite(m.half_width) else "")
+
+
+def _pct(v: float) -> str:
+    return "n/a" if not math.isfinite(v) else f"{v * 100:+.0f} %"
+
+
+def _check(v: bool | None) -> str:
+    return "n/a" if v is None else ("yes" if v else "**no**")
+
+
+def _summary_rows(cells: Sequence[CellComparison]) -> list[list[str]]:
+    rows = []
+    for c in cells:
+        rows.append([
+            c.cell_id,
+            f"{_fmt(c.local['tm_minutes'].mean, 1)} / {_ci(c.sim['tm_minutes'])} ({_pct(c.rel['tm_minutes'])}) "
+            f"{_check(c.checks['tm_minutes'])}",
+            f"{_fmt(c.local['latency_p95'].mean)} / {_ci(c.sim['latency_p95'])} ({_pct(c.rel['latency_p95'])}) "
+            f"{_check(c.checks['latency_p95'])}",
+            f"{_fmt(c.local['e2e_p95'].mean)} / {_ci(c.sim['e2e_p95'])} {_check(c.checks['e2e_p95'])}",
+            f"{_fmt(c.local['scale_count'].mean, 0)} / {_ci(c.sim['scale_count'])} {_check(c.checks['scale_count'])}",
+        ])
+    return rows
+
+
+def _cell_rows(c: CellComparison) -> list[list[str]]:
+    return [[LABELS[k], _ci(c.local[k]), _ci(c.sim[k]), _pct(c.rel[k])] for k in METRICS]
+
+
+def _tau_rows(taus: Sequence[Tau]) -> list[list[str]]:
+    return [[t.scope, LABELS.get(t.metric, t.metric), _fmt(t.tau), _fmt(t.p_value), str(t.n)] for t in taus]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    def cell(v: str) -> str:
+        esc = html.escape(v).replace("**no**", "<b class='miss'>no</b>").replace(" yes", " <span class='ok'>yes</span>")
+        return esc
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _figure(cell: str, local: list[RunRecord], sim: list[RunRecord]) -> bytes:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+    for ax, metric, label in ((axes[0], Metric.TASKMANAGERS, "task managers"),
+                              (axes[1], Metric.LATENCY_KAFKA, "latency_kafka (s)")):
+        for rec in local:
+            s = rec.series(metric).dropna().sort_index()
+            ax.step(s.index / 60, s.values, where="post", color="black", lw=1.6, label="local")
+        for i, rec in enumerate(sim):
+            s = rec.series(metric).dropna().sort_index()
+            ax.step(s.index / 60, s.values, where="post", color="tab:orange", lw=0.9, alpha=0.8,
+                    label="sim" if i == 0 else None)
+        ax.set_xlabel("minutes")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8)
+    fig.suptitle(cell, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig_dir = out_dir / f"{stem}-figures"
+    fig_dir.mkdir(exist_ok=True)
+    summary_head = ["cell", "TM-minutes local / sim (diff) within 15 %", "p95 latency_kafka s local / sim (diff) ok",
+                    "p95 e2e s local / sim ok", "scale count local / sim within 2"]
+    tau_head = ["scope", "metric", "Kendall tau", "p", "n"]
+    cell_head = ["metric", "local", "sim (mean ± 95 % CI)", "sim vs local"]
+    met = {k: sum(1 for c in inp.cells if c.checks.get(k)) for k in ("tm_minutes", "latency_p95", "scale_count")}
+    measurable = {k: sum(1 for c in inp.cells if c.checks.get(k) is not None) for k in met}
+    headline = [f"{LABELS[k]}: target met in {met[k]} of {measurable[k]} cells" for k in met]
+    md = [f"# {inp.title}\n", f"Produced by `bench fidelity {inp.source}`.\n"]
+    md += [f"- {n}\n" for n in inp.notes]
+    md.append("\n## Headline\n\n" + "".join(f"- {h}\n" for h in headline))
+    for t in inp.taus:
+        if t.scope == "all cells":
+            md.append(f"- Kendall tau on {LABELS.get(t.metric, t.metric)} over all cells: {_fmt(t.tau)} (n = {t.n})\n")
+    md.append("\n## Targets per cell\n\n" + _md_table(summary_head, _summary_rows(inp.cells)))
+    md.append("\n## Ranking agreement (Kendall tau, local vs sim)\n\n" + _md_table(tau_head, _tau_rows(inp.taus)))
+    h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(inp.title)}</title>"
+         f"<style>{CSS}</style></head><body><h1>{html.escape(inp.title)}</h1>",
+         f"<p class='muted'>Produced by <code>bench fidelity {html.escape(inp.source)}</code>.</p><ul>"]
+    h += [f"<li>{html.escape(n)}</li>" for n in inp.notes]
+    h.append("</ul><h2>Headline</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
+    h.append("<h2>Targets per cell</h2>" + _html_table(summary_head, _summary_rows(inp.cells)))
+    h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
+    md.append("\n## Cells\n")
+    h.append("<h2>Cells</h2>")
+    for c in inp.cells:
+        md.append(f"\n### {c.cell_id}\n\n" + _md_table(cell_head, _cell_rows(c)))
+        h.append(f"<h3>{html.escape(c.cell_id)}</h3>" + _html_table(cell_head, _cell_rows(c)))
+        local, sim = inp.records.get(c.cell_id, ([], []))
+        if local or sim:
+            png = _figure(c.cell_id, local, sim)
+            (fig_dir / f"{c.cell_id}.png").write_bytes(png)
+            md.append(f"\n![{c.cell_id}]({fig_dir.name}/{c.cell_id}.png)\n")
+            h.append(f"<img alt='{html.escape(c.cell_id)}' src='data:image/png;base64,"
+                     f"{base64.b64encode(png).decode()}'>")
+    h.append("</body></html>")
+    md_path, html_path = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
+    md_path.write_text("".join(md))
+    html_path.write_text("".join(h))
+    return md_path, html_path

@@ -1,0 +1,283 @@
+"""The calibrator's fitting: recorded samples of a known system in, that system's profile out.
+
+`synthetic_measurement` plays the recorder against a ground truth (per-record CPU cost, task
+manager overhead, Flink's busy-time bias and noise, 5 s meter updates, rescale timings) so the
+fit can be checked against the numbers it must recover; the primitives are pinned on their own.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.calibration import fit
+from harness.calibration.build import build_profile, plateaus
+from harness.calibration.measure import Measurement, PhaseRecord
+from harness.calibration.profile import CpuModel, HostLoad, Provenance, QueryProfile, SharePoint, load_profile
+from harness.topology import load_topology
+
+QUOTA = 0.25
+OVERHEAD = 0.02  # cores a task manager spends whatever it processes
+K = {"bids_source": 2.0e-5, "map": 1.0e-5, "sink": 0.5e-5}  # CPU-seconds per input record
+SEL = {"bids_source": 1.0, "map": 1.0, "sink": 0.0}
+BUSY_OFFSET, BUSY_GAIN, BUSY_SD = 0.05, 0.9, 0.03
+
+
+def cap(op: str, cores: float) -> float:
+    return (cores - OVERHEAD) / K[op]
+
+
+def synthetic_measurement(seed: int = 3) -> Measurement:
+    rng = np.random.default_rng(seed)
+    ops = list(K)
+    c_src = cap("bids_source", QUOTA)
+    phases: list[PhaseRecord] = []
+    plan: list[tuple[str, str, float, dict[str, float], str | None]] = [("warmup", "warmup", 0.2 * c_src, {}, None)]
+    plan += [(f"ladder-{i}", "ladder", f * c_src, {}, None) for i, f in enumerate((0.2, 0.45, 0.7))]
+    plan.append(("overload", "overload", 2.0 * c_src, {}, None))
+    for op in ops:
+        for s in (0.5, 0.25):
+            plan.append((f"share-{op}-{s:g}", "share", 2.0 * c_src, {op: s}, op))
+    rows = []
+    counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}  # rec_in, rec_out, proc_cpu_s, jvm_time_ns
+    t = 0.0
+    length = 30
+    pending = 0.0
+    for name, kind, rate, shares, target in plan:
+        caps = {op: cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}
+        x = min([rate] + [caps[op] for op in ops])  # records/s through the pipeline (selectivity 1 until the sink)
+        bottleneck = min(ops, key=lambda o: caps[o]) if x < rate else None
+        rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=5.0, rate=rate, operator=target,
+                          parallelism={op: 1 for op in ops}, shares={op: shares.get(op, 1.0) for op in ops},
+                          state_bytes=math.nan)
+        busy_now = {op: 0.0 for op in ops}
+        for second in range(length):
+            t += 1.0
+            pending += rate - x
+            for j, op in enumerate(ops):
+                u = x / caps[op]
+                cores = OVERHEAD + K[op] * x
+                upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
+                if second % 5 == 0:  # the meter updates every 5 s
+                    busy_now[op] = float(np.clip(BUSY_OFFSET + BUSY_GAIN * u + rng.normal(0, BUSY_SD), 0, 1))
+                c = counters[op]
+                c[0] += x
+                c[1] += x * SEL[op]
+                c[2] += cores
+                c[3] += cores * 1e9
+                rows.append({
+                    "t": t, "phase": name, "tm": f"tm-{j}", "operator": op, "subtask": 0,
+                    "busy_ms": busy_now[op] * 1000, "bp_ms": (1 - u) * 1000 if upstream else 0.0,
+                    "idle_ms": 0.0, "is_bp": float(upstream), "rec_in": 0.0 if op == "bids_source" else c[0],
+                    "rec_out": c[1] if op != "bids_source" else c[0], "proc_cpu_s": c[2], "jvm_time_ns": c[3],
+                    "jvm_load": 0.97 * cores / (QUOTA * shares.get(op, 1.0)) + rng.normal(0, 0.02),
+                    "pending": pending if op == "bids_source" else None,
+                    "quota": QUOTA * shares.get(op, 1.0),
+                })
+        rec.t1 = t
+        phases.append(rec)
+    for method, base in (("in_place", 4.0), ("savepoint", 9.0)):
+        for direction in ("up", "down"):
+            extra = {"method": method, "direction": direction, "ok": True, "downtime_s": base + rng.normal(0, 0.3),
+                     "state_bytes_before": 1e6}
+            if direction == "up":
+                extra["startup_s"] = 25.0 + rng.normal(0, 1)
+            else:
+                extra["stop_s"] = 2.0
+            phases.append(PhaseRecord(name=f"rescale-{method}-{direction}", kind="rescale", t0=t, t1=t + 10,
+                                      extra=extra))
+            t += 10
+    host = pd.DataFrame({"t": [0.0, t], "phase": ["warmup", "end"], "load1": [0.5, 0.7], "host_busy": [0.2, 0.3]})
+    return Measurement("q1", QUOTA, phases, pd.DataFrame(rows), host, {"load_before": [0.4, 0.5, 0.6]})
+
+
+def provenance() -> Provenance:
+    return Provenance(date="2026-11-26T06:00:00+00:00", command="bench calibrate --query q1", cpu_model="test CPU",
+                      host_cpus=2, flink_version="2.2.1", kafka_version="4.1.1", taskmanager_cpu_quota=QUOTA,
+                      host_load=HostLoad(before_1m=math.nan), duration_s=300.0)
+
+
+@pytest.fixture(scope="module")
+def fitted() -> QueryProfile:
+    return build_profile(synthetic_measurement(), load_topology("q1"), provenance())
+
+
+def test_fit_recovers_capacities_at_every_share(fitted: QueryProfile) -> None:
+    for op in K:
+        p = fitted.operators[op]
+        assert p.capacity == pytest.approx(cap(op, QUOTA), rel=0.03), op
+        assert p.capacity_fit.cores_per_record == pytest.approx(K[op], rel=0.05), op
+        assert p.capacity_fit.capacity(0.25 * QUOTA) == pytest.approx(cap(op, 0.25 * QUOTA), rel=0.05), op
+    # the source saturates at share 1.0 and at both lower shares; the others only when throttled
+    src_points = [pt for pt in fitted.operators["bids_source"].shares if pt.saturated]
+    assert {pt.share for pt in src_points} == {0.25, 0.5, 1.0}
+    assert not [pt for pt in fitted.operators["map"].shares if pt.saturated and pt.share == 1.0]
+
+
+def test_fit_recovers_cpu_per_record_idle_cpu_and_selectivity(fitted: QueryProfile) -> None:
+    for op in K:
+        cpu = fitted.operators[op].cpu
+        assert cpu.cores_per_record == pytest.approx(K[op], rel=0.03)
+        assert cpu.idle_cores == pytest.approx(OVERHEAD, abs=0.003)
+        assert cpu.saturated_fraction == pytest.approx(1.0, abs=0.02) or op == "sink"
+    assert fitted.operators["map"].selectivity == pytest.approx(1.0, rel=1e-6)
+    assert fitted.operators["sink"].selectivity == pytest.approx(0.0, abs=1e-9)
+
+
+def test_fit_recovers_the_busy_readings_bias_noise_and_meter_interval(fitted: QueryProfile) -> None:
+    busy = fitted.operators["map"].readings.busy
+    assert busy.gain == pytest.approx(BUSY_GAIN, abs=0.05)
+    assert busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03)
+    sds = [sd for level, sd in busy.noise_sd if level < 0.95]
+    assert np.mean(sds) == pytest.approx(BUSY_SD, rel=0.4)
+    assert fitted.meters.interval_s == pytest.approx(5.0, abs=0.5)
+    # backpressure of the source while map is throttled to its bottleneck: 1 - utilisation, read exactly
+    bp = fitted.operators["bids_source"].readings.backpressured
+    assert bp.gain == pytest.approx(1.0, abs=0.05) and bp.offset == pytest.approx(0.0, abs=0.03)
+    # the JVM's load is relative to the cgroup quota in force (JDK 17 is container-aware)
+    assert fitted.operators["map"].readings.cpu_jvm.gain == pytest.approx(0.97, rel=0.05)
+    assert fitted.operators["map"].readings.cpu.gain == pytest.approx(1.0, rel=0.05)
+
+
+def test_fit_recovers_start_up_and_downtime(fitted: QueryProfile) -> None:
+    assert fitted.taskmanager_startup_s.mean == pytest.approx(25.0, abs=2.0)
+    assert fitted.taskmanager_startup_s.n == 2
+    assert fitted.rescale_downtime["in_place"].downtime(1e6) == pytest.approx(4.0, abs=0.6)
+    assert fitted.rescale_downtime["savepoint"].downtime(1e6) == pytest.approx(9.0, abs=0.6)
+    assert fitted.provenance.host_load.before_1m == pytest.approx(0.4)
+    assert fitted.provenance.host_load.during_mean_1m == pytest.approx(0.6)
+
+
+def test_profile_round_trips_through_yaml(tmp_path: Path, fitted: QueryProfile) -> None:
+    fitted.save(tmp_path)
+    back = load_profile("q1", tmp_path)
+    assert back is not None
+    assert back.operators["map"].capacity == pytest.approx(fitted.operators["map"].capacity, rel=1e-4)
+    assert back.meters.busy_lag_s == pytest.approx(fitted.meters.busy_lag_s, rel=1e-3, nan_ok=True)
+    assert "bench calibrate" in (tmp_path / "q1.yaml").read_text().splitlines()[0]
+
+
+def test_measurement_round_trips_and_plateaus_drop_the_settling_time(tmp_path: Path) -> None:
+    m = synthetic_measurement()
+    m.save(tmp_path / "q1")
+    assert Measurement.complete(tmp_path / "q1")
+    back = Measurement.load(tmp_path / "q1")
+    assert [p.name for p in back.phases] == [p.name for p in m.phases]
+    pls = plateaus(back)
+    ladder0 = next(pl for pl in pls if pl.phase.name == "ladder-0" and pl.operator == "map")
+    assert ladder0.samples.t.min() >= ladder0.phase.t0 + ladder0.phase.settle_s
+    assert ladder0.p.rate_in == pytest.approx(0.2 * cap("bids_source", QUOTA), rel=1e-6)
+
+
+# ---------------------------------------------------------------- primitives
+
+
+def test_capacity_fit_uses_the_cores_really_used() -> None:
+    cpu = CpuModel(idle_cores=0.02, cores_per_record=1e-5)
+    pts = [SharePoint(share=1.0, capacity=23_000, saturated=True, cpu_cores=0.25),
+           SharePoint(share=0.5, capacity=10_500, saturated=True, cpu_cores=0.125)]
+    f = fit.capacity_fit(pts, cpu, QUOTA)
+    assert f.cores_per_record == pytest.approx(1e-5, rel=0.01) and f.overhead_cores == pytest.approx(0.02, abs=1e-3)
+    # a host that only granted 0.2 of the 0.25 cores: the same per-record cost, not a cheaper record
+    one = fit.capacity_fit([SharePoint(share=1.0, capacity=18_000, saturated=True, cpu_cores=0.2)], cpu, QUOTA)
+    assert one.cores_per_record == pytest.approx(1e-5, rel=0.01)
+    none = fit.capacity_fit([], cpu, QUOTA)
+    assert none.capacity(0.25) == pytest.approx(23_000) and "CPU model" in none.method
+
+
+def test_gauge_model_noise_and_step_lag() -> None:
+    rng = np.random.default_rng(1)
+    levels = [0.2, 0.5, 0.8]
+    readings = [0.1 + 0.8 * lv + rng.normal(0, 0.04, 200) for lv in levels]
+    g = fit.gauge_model(levels, readings)
+    assert g.offset == pytest.approx(0.1, abs=0.01) and g.gain == pytest.approx(0.8, abs=0.02)
+    assert g.sd(0.5) == pytest.approx(0.04, rel=0.15)
+    t = np.arange(20.0)
+    reading = np.where(t < 10, 0.2, 0.8)
+    assert fit.step_lag(t, reading, 5.0, 0.2, 0.8) == pytest.approx(5.0)
+    assert math.isnan(fit.step_lag(t, reading, 5.0, 0.2, 0.2))
+    assert list(fit.distinct_updates(np.array([1, 1, 2, 2, 2, 3, np.nan, 3]))) == [1, 2, 3]
+
+
+def test_downtime_slope_pooled_over_queries() -> None:
+    pts = [(0.0, 5.0), (1e9, 15.0), (2e9, 25.0)]
+    assert fit.pooled_slope(pts) == pytest.approx(10.0)
+    m = fit.downtime_model([(1e9, 16.0)], 10.0, "pooled")
+    assert m.base_s == pytest.approx(6.0) and m.downtime(3e9) == pytest.approx(36.0)
+    assert fit.pooled_slope([(0.0, 5.0), (1e9, 1.0)]) == 0.0  # never a negative cost of state
+
+
+def test_reporter_text_is_parsed_into_one_subtask_row() -> None:
+    from harness.calibration.recorder import label_operator, parse_reporter
+
+    text = "\n".join([
+        '# TYPE flink_taskmanager_job_task_busyTimeMsPerSecond gauge',
+        'flink_taskmanager_job_task_busyTimeMsPerSecond{job_id="j1",task_name="Source:_bids_source",'
+        'subtask_index="0",tm_id="tm_1"} 512.0',
+        'flink_taskmanager_job_task_numRecordsOut{job_id="j1",task_name="Source:_bids_source",subtask_index="0"} 1e6',
+        'flink_taskmanager_job_task_operator_pendingRecords{job_id="j1",task_name="Source:_bids_source",'
+        'operator_name="bids_source",subtask_index="0"} 42.0',
+        'flink_taskmanager_job_task_busyTimeMsPerSecond{job_id="old",task_name="map",subtask_index="3"} 999.0',
+        'flink_taskmanager_Status_JVM_CPU_Load{tm_id="tm_1"} 0.93',
+    ])
+    row = parse_reporter(text, "j1")
+    assert row == {"busy_ms": 512.0, "operator": "bids_source", "subtask": 0, "rec_out": 1e6, "pending": 42.0,
+                   "jvm_load": 0.93}
+    assert label_operator("Source:_auction_source") == "auction_source" and label_operator("join") == "join"
+
+
+def test_recorder_frame_is_consistent_while_the_sampling_thread_appends() -> None:
+    """`frame()` runs while the recorder's thread appends rows: it must see a consistent copy."""
+    import threading
+
+    from harness.calibration.recorder import Recorder
+
+    rec = Recorder(stack=None)
+    started = threading.Event()
+
+    def append() -> None:
+        for i in range(300_000):
+            rec.rows.append({"t": float(i), "operator": "map", "busy_ms": 1.0, **({"pending": 1.0} if i % 2 else {})})
+            if i == 1000:
+                started.set()
+
+    th = threading.Thread(target=append)
+    th.start()
+    started.wait()
+    frames = 0
+    while th.is_alive():
+        df = rec.frame()
+        assert df.t.notna().all()
+        frames += 1
+    th.join()
+    assert frames >= 1 and len(rec.frame()) == 300_000
+
+
+def test_envelope_keeps_the_fastest_saturation_per_share_and_drops_a_share_that_was_no_bottleneck() -> None:
+    pts = [SharePoint(share=1.0, capacity=20_000, saturated=True, cpu_cores=0.25),
+           SharePoint(share=1.0, capacity=23_000, saturated=True, cpu_cores=0.25),  # the JVM had compiled more
+           SharePoint(share=0.5, capacity=9_000, saturated=True, cpu_cores=0.125),
+           SharePoint(share=0.5, capacity=12_000, saturated=False, cpu_cores=0.125)]  # faster unsaturated
+    env = fit.envelope(pts)
+    assert [(p.share, p.capacity) for p in env] == [(1.0, 23_000)]
+
+
+def test_capacity_is_lifted_to_the_fastest_rate_the_operator_was_seen_to_process() -> None:
+    """A saturation measured on a contended host must not cap the operator below what it did elsewhere."""
+    cpu = CpuModel(idle_cores=0.0, cores_per_record=math.nan, saturated_fraction=1.0)
+    slow = [SharePoint(share=1.0, capacity=20_000, saturated=True, cpu_cores=0.25)]
+    base = fit.capacity_fit(slow, cpu, QUOTA)
+    assert base.capacity(QUOTA) == pytest.approx(20_000, rel=1e-6) and "lifted" not in base.method
+    # within the envelope's 10 % (more would drop the saturation as "not the bottleneck")
+    seen = [*slow, SharePoint(share=1.0, capacity=21_500, saturated=False, cpu_cores=0.24)]
+    lifted = fit.capacity_fit(seen, cpu, QUOTA)
+    assert lifted.capacity(QUOTA) == pytest.approx(21_500, rel=1e-6) and "lifted" in lifted.method
+    # a saturation contradicted by a much faster unsaturated rate leaves that rate as a lower bound
+    only = fit.capacity_fit([*slow, SharePoint(share=1.0, capacity=30_000, saturated=False)], cpu, QUOTA)
+    assert only.capacity(QUOTA) == pytest.approx(30_000, rel=1e-6) and "lower bound" in only.method
+    # a slower unsaturated rate changes nothing
+    assert fit.capacity_fit([*slow, SharePoint(share=1.0, capacity=5_000, saturated=False)], cpu, QUOTA) == base

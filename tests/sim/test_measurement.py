@@ -1,0 +1,289 @@
+"""The simulator's Flink-like measurement model and the calibrated effects it adds.
+
+Readings are sampled and averaged like Flink's meters and Prometheus (noise statistics, bias, meter
+lag); partitions are an experiment field; Kafka retention drops and counts expired records;
+task managers take their start-up time before a scale-up takes effect; capacity follows the
+task manager's CPU and the state a subtask holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.backends.sim.backend import SimBackend
+from harness.backends.sim.config import SimConfig
+from harness.calibration.profile import (
+    CapacityFit,
+    CpuModel,
+    DowntimeModel,
+    GaugeModel,
+    HostLoad,
+    Meters,
+    OperatorProfile,
+    OperatorReadings,
+    Provenance,
+    QueryProfile,
+    Stat,
+    StateCost,
+)
+from harness.config import Experiment
+from harness.kafka_settings import KafkaSettings
+from harness.topology import Topology
+from harness.vocabulary import Metric
+from tests.sim.conftest import constant, pipeline
+from workloads.arrivals import ArrivalConfig
+from workloads.patterns import LoadPattern
+
+QUOTA = 0.25
+
+
+def profile(busy: GaugeModel | None = None, startup_s: float = 20.0, mid_state_per_gb: float = 0.0,
+            downtime: float = 5.0, caps: tuple[float, float] = (8_000, 4_000)) -> QueryProfile:
+    """A calibrated profile of tests.sim.conftest.pipeline(): src 8k/s, mid 4k/s at 0.25 CPU (no overhead)."""
+    def op(cap: float, sel: float = 1.0, state: StateCost | None = None) -> OperatorProfile:
+        fit = CapacityFit(cores_per_record=QUOTA / cap, overhead_cores=0.0, points=2, method="test")
+        return OperatorProfile(
+            capacity=cap, capacity_fit=fit, selectivity=sel,
+            cpu=CpuModel(idle_cores=0.01, cores_per_record=QUOTA / cap, saturated_fraction=1.0),
+            state=state,
+            readings=OperatorReadings(busy=busy or GaugeModel(), cpu_jvm=GaugeModel(gain=0.9)),
+        )
+    prov = Provenance(date="2026-11-26T00:00:00+00:00", command="test", cpu_model="test", host_cpus=2,
+                      flink_version="2.2.1", kafka_version="4.1.1", taskmanager_cpu_quota=QUOTA,
+                      host_load=HostLoad(before_1m=0.0), duration_s=1.0)
+    state = StateCost(bytes_per_record=1000.0, per_gb=mid_state_per_gb) if mid_state_per_gb else None
+    return QueryProfile(
+        query="test", provenance=prov, cpu_quota=QUOTA,
+        operators={"src": op(caps[0]), "mid": op(caps[1], state=state), "sink": op(100_000, 0.0)},
+        meters=Meters(interval_s=5.0), taskmanager_startup_s=Stat(mean=startup_s, n=1),
+        rescale_downtime={"in_place": DowntimeModel(base_s=downtime), "savepoint": DowntimeModel(base_s=2 * downtime)},
+    )
+
+
+def start(pattern: LoadPattern, par: dict[str, int] | int = 1, prof: QueryProfile | None = None,
+          topo: Topology | None = None, seed: int = 1, kafka: KafkaSettings | None = None,
+          partitions: int | None = None, cpu_share: dict[str, float] | None = None, **cfg: object) -> SimBackend:
+    b = SimBackend()
+    b.start_with(topo or pipeline(), pattern, SimConfig(**cfg), par, seed=seed,  # type: ignore[arg-type]
+                 arrivals=ArrivalConfig(kind="deterministic"), tm_cores=QUOTA, profile=prof or profile(),
+                 kafka=kafka, partitions=partitions, cpu_share=cpu_share)
+    return b
+
+
+# ---------------------------------------------------------------- readings
+
+
+def test_busy_reading_carries_the_calibrated_bias_and_noise() -> None:
+    # mid at 50 % of its 4k/s capacity; the reading's bias: 0.1 + 0.8 x true; one update's sd 0.05
+    g = GaugeModel(offset=0.1, gain=0.8, noise_sd=[(0.0, 0.05), (1.0, 0.05)])
+    b = start(constant(2_000, 3_000), prof=profile(busy=g))
+    readings = []
+    for t in range(60, 3_000, 15):
+        b.advance_to(t)
+        readings.append(b.snapshot(15).op("mid").busy_ms_per_s / 1000.0)
+    r = np.array(readings)
+    # the window averages the updates of its scrapes (3 here): sd / sqrt(3)
+    assert r.mean() == pytest.approx(0.1 + 0.8 * 0.5, abs=0.01)
+    assert r.std() == pytest.approx(0.05 / math.sqrt(3), rel=0.25)
+    # exact readings: the true utilisation, no noise
+    e = start(constant(2_000, 600), prof=profile(busy=g), readings="exact")
+    e.advance_to(300)
+    assert e.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(500.0, rel=1e-6)
+
+
+def test_noise_is_seeded_per_subtask_and_deterministic() -> None:
+    g = GaugeModel(noise_sd=[(0.0, 0.1)])
+    a = start(constant(6_000, 600), {"src": 1, "mid": 3, "sink": 1}, prof=profile(busy=g), seed=7)
+    b = start(constant(6_000, 600), {"src": 1, "mid": 3, "sink": 1}, prof=profile(busy=g), seed=7)
+    c = start(constant(6_000, 600), {"src": 1, "mid": 3, "sink": 1}, prof=profile(busy=g), seed=8)
+    for x in (a, b, c):
+        x.advance_to(300)
+    sa, sb, sc = (x.snapshot(15).op("mid") for x in (a, b, c))
+    busy = [s.busy_ms_per_s for s in sa.subtasks]
+    assert busy == [s.busy_ms_per_s for s in sb.subtasks]
+    assert busy != [s.busy_ms_per_s for s in sc.subtasks]
+    assert len(set(busy)) == 3  # three subtasks, three draws
+
+
+def test_meters_lag_a_load_step_by_their_update_interval() -> None:
+    # 1k/s for 300 s, then 3k/s: mid's true utilisation steps from 0.25 to 0.75 at t = 300
+    rates = np.concatenate([np.full(300, 1_000.0), np.full(300, 3_000.0)])
+    b = start(LoadPattern("step", rates, 1.0))
+    b.advance_to(299)
+    before = b.snapshot(15).op("mid").busy_ms_per_s
+    b.advance_to(302)  # the step happened, but no meter update has covered it yet
+    just_after = b.snapshot(15).op("mid")
+    b.advance_to(330)
+    after = b.snapshot(15).op("mid").busy_ms_per_s
+    assert before == pytest.approx(250.0, rel=0.02)
+    assert just_after.busy_ms_per_s == pytest.approx(before, rel=0.02)
+    assert after == pytest.approx(750.0, rel=0.02)
+    # counters are exact: the rate over the window's scrapes already moved (they end at t = 300 here)
+    b.advance_to(311)
+    assert b.snapshot(15).op("mid").records_in_per_s > 1_500
+
+
+def test_is_backpressured_is_a_sampled_flag_and_the_upstream_of_a_bottleneck_is_blocked() -> None:
+    b = start(constant(6_000, 900), prof=profile())  # mid (4k/s) is the bottleneck, src (8k/s) is blocked
+    flags = []
+    for t in range(120, 900, 15):
+        b.advance_to(t)
+        snap = b.snapshot(15)
+        flags.append(snap.op("src").is_backpressured)
+        assert not snap.op("sink").is_backpressured
+    # src is blocked half of its time: a window of 3 scrapes sees the flag with P = 1 - 0.5^3 = 0.875
+    assert 0.65 * len(flags) <= sum(flags) < len(flags)
+    src = b.snapshot(15).op("src")
+    assert src.backpressured_ms_per_s == pytest.approx(500.0, rel=0.05)
+    assert src.busy_ms_per_s == pytest.approx(500.0, rel=0.05)
+
+
+def test_cpu_signals_follow_the_calibrated_cpu_model() -> None:
+    b = start(constant(2_000, 600))
+    b.advance_to(300)
+    mid = b.snapshot(15).op("mid")
+    idle = 0.01 / QUOTA
+    assert mid.cpu_load == pytest.approx(idle + (1 - idle) * 0.5, rel=0.02)  # CPU time / quota
+    assert mid.cpu_jvm_load == pytest.approx(0.9 * mid.cpu_load, rel=0.02)  # the calibrated gain of the JVM's load
+
+
+def test_lag_rate_is_taken_over_the_metrics_window_like_the_catalogue() -> None:
+    b = start(constant(6_000, 900))  # the job takes 4k/s: lag grows 2k/s
+    b.advance_to(600)
+    assert b.snapshot(15).kafka_lag_rate == pytest.approx(2_000, rel=0.05)
+    assert b.snapshot(60).kafka_lag_rate == pytest.approx(2_000, rel=0.05)
+
+
+# ---------------------------------------------------------------- partitions, retention, start-up
+
+
+def test_partitions_are_an_experiment_field_defaulting_to_the_most_consumers() -> None:
+    exp = Experiment.model_validate({"name": "x", "backend": "sim", "query": "q1", "pattern": {"name": "cosine"},
+                                     "autoscaler": {"name": "ds2"}, "scale_manager": {"max_taskmanagers": 12}})
+    assert exp.partitions == 12  # thesis ch. 6.3.1
+    assert Experiment.model_validate({**exp.model_dump(), "kafka": {"partitions": 5}}).partitions == 5
+
+
+def test_sources_get_whole_partitions() -> None:
+    # 8 partitions on 5 source subtasks of 1k/s: 3 read 2 partitions, 2 read 1. At 6k/s each partition
+    # gets 750/s: the 2-partition subtasks saturate (1k of 1.5k), the others keep up (750)
+    b = start(constant(6_000, 600), {"src": 5, "mid": 1, "sink": 1}, partitions=8,
+              prof=profile(caps=(1_000, 1e6)), readings="exact")
+    b.advance_to(400)
+    snap = b.snapshot(30)
+    assert snap.throughput == pytest.approx(3 * 1_000 + 2 * 750, rel=0.01)
+    lags = sorted(s.lag or 0.0 for s in snap.op("src").subtasks)
+    assert lags[:2] == pytest.approx([0.0, 0.0], abs=1e-6) and min(lags[2:]) > 0
+    assert b.facts()["kafka"]["partitions"] == 8
+
+
+def test_retention_drops_records_and_counts_them_as_lost_load() -> None:
+    kafka = KafkaSettings(retention_s=60, retention_check_s=5, segment_s=10)
+    b = start(constant(6_000, 900), kafka=kafka)  # 2k/s more than the job takes
+    for t in range(15, 901, 15):
+        b.advance_to(t)
+        m = b.model
+        assert m is not None
+        assert m.produced == pytest.approx(m.processed + m.lag + m.expired, rel=1e-9)
+    assert m.expired > 0
+    # nothing older than retention + a segment + a check interval is ever taken
+    ts = b.timeseries().to_pandas()
+    oldest = ts[ts.metric == Metric.LATENCY_KAFKA_MAX]["value"].max()
+    assert oldest <= 60 + 10 + 5 + 1
+    expired = ts[(ts.metric == Metric.EXPIRED_TOTAL)].sort_values("ts")["value"].to_numpy()
+    assert expired[-1] == pytest.approx(m.expired) and np.all(np.diff(expired) >= 0)
+    # the backlog stops growing: only the records of the last retention (+ segment + check) are kept
+    assert m.lag <= 6_000 * (60 + 10 + 5 + 1)
+    assert m.expired == pytest.approx(m.produced - m.processed - m.lag)
+
+
+def test_no_retention_keeps_everything() -> None:
+    b = start(constant(6_000, 600))
+    b.advance_to(600)
+    assert b.model is not None and b.model.expired == 0.0
+
+
+def test_a_scale_up_waits_for_task_manager_start_up_and_the_call_blocks_like_local() -> None:
+    b = start(constant(2_000, 900), prof=profile(startup_s=20.0, downtime=5.0))
+    b.advance_to(300)
+    res = b.rescale({"mid": 2}, None)
+    assert res.ok and res.downtime_s == pytest.approx(5.0)
+    assert b.now() == pytest.approx(325.0)  # 20 s start-up (job runs on) + 5 s downtime
+    ts = b.timeseries().to_pandas()
+    proc = ts[(ts.metric == Metric.PROCESSING)].set_index("ts")["value"]
+    assert proc.loc[320.0] == pytest.approx(1.0)  # still processing during the start-up
+    assert proc.loc[325.0] == pytest.approx(0.0)  # down for the restart
+    tms = ts[(ts.metric == Metric.TASKMANAGERS)].set_index("ts")["value"]
+    assert tms.loc[315.0] == 3 and tms.loc[325.0] == 4
+    # a scale-down needs no start-up
+    b.rescale({"mid": 1}, None)
+    assert b.now() == pytest.approx(330.0)
+
+
+def test_the_thesis_redeploy_puts_start_up_inside_the_downtime() -> None:
+    b = start(constant(2_000, 900), prof=profile(startup_s=20.0, downtime=5.0), startup_inside_downtime=True,
+              jobmanager_redeploy_s=None)
+    b.advance_to(300)
+    res = b.rescale({"mid": 2}, None)
+    assert res.downtime_s == pytest.approx(5.0 + 20.0 + 20.0)  # savepoint/restart + TM start + JM redeploy
+
+
+def test_capacity_follows_the_task_manager_cpu_and_share() -> None:
+    fast = SimBackend()
+    fast.start_with(pipeline(), constant(20_000, 400), SimConfig(), 1, arrivals=ArrivalConfig(kind="deterministic"),
+                    tm_cores=1.0, profile=profile())
+    fast.advance_to(300)
+    assert fast.snapshot(30).throughput == pytest.approx(4 * 4_000, rel=0.01)  # 4x the CPU, 4x the records
+    half = start(constant(20_000, 400), cpu_share={"mid": 0.5})
+    half.advance_to(300)
+    assert half.snapshot(30).throughput == pytest.approx(2_000, rel=0.01)
+
+
+def test_per_record_cost_grows_with_state() -> None:
+    # mid keeps 1000 B per record forever: after 600 s at 2k/s it holds 1.2 GB; with cost +50 % per GB
+    topo = pipeline(state_bytes=1000.0, ttl=None)
+    b = start(constant(8_000, 1_200), topo=topo, prof=profile(mid_state_per_gb=0.5))
+    b.advance_to(30)
+    early = b.snapshot(15).throughput
+    assert early == pytest.approx(4_000, rel=0.05)
+    b.advance_to(1_200)
+    late = b.snapshot(15).throughput
+    gb = b.model.state_bytes / 1e9  # type: ignore[union-attr]
+    assert gb > 1.0
+    assert late == pytest.approx(4_000 / (1 + 0.5 * gb), rel=0.05)
+    assert late < 0.8 * early
+
+
+def test_a_local_experiment_runs_on_the_sim_with_the_local_quota() -> None:
+    exp = Experiment.model_validate({
+        "name": "x", "backend": "sim", "query": "q1", "pattern": {"name": "constant", "params": {"rate": 1000}},
+        "autoscaler": {"name": "ds2"}, "local": {"taskmanager_cpu_quota": 0.5}})
+    b = SimBackend()
+    from harness.topology import load_topology
+    from workloads.patterns import build_pattern
+
+    b.start(exp, build_pattern(exp.pattern, 1, "q1"), load_topology("q1"))
+    assert b.facts()["costs"]["taskmanager_cpu"] == 0.5
+    exp2 = exp.model_copy(update={"sim": SimConfig(taskmanager_cpu=2.0)})
+    b.start(exp2, build_pattern(exp.pattern, 1, "q1"), load_topology("q1"))
+    assert b.facts()["costs"]["taskmanager_cpu"] == 2.0
+
+
+
+def test_end_to_end_latency_reads_the_sink_histogram_over_the_answered_scrapes() -> None:
+    # mid keeps up (2k/s of 4k/s): records flow through within a step; a 30 s downtime at t = 320 .. 350
+    b = start(constant(2_000, 900), prof=profile(startup_s=20.0, downtime=30.0))
+    b.advance_to(300)
+    before = b.snapshot(15)
+    assert before.latency_e2e_s == 0.0 and before.latency_e2e_p95_s == 0.0
+    assert b.rescale({"mid": 2}, None).downtime_s == 30.0
+    down = b.snapshot(15)  # every scrape of the window fell in the downtime: nothing measured, not 0
+    assert math.isnan(down.latency_e2e_s) and math.isnan(down.latency_e2e_p95_s) and "*" in down.why_missing
+    b.advance_to(355)
+    after = b.snapshot(15)  # the records that sat through the downtime come out with its length
+    assert 1.0 < after.latency_e2e_s <= 30.0 and after.latency_e2e_p95_s == pytest.approx(30.0)
+    b.advance_to(400)
+    assert b.snapshot(15).latency_e2e_s == 0.0  # drained
