@@ -196,7 +196,9 @@ def _run_experiment(
                     for o in topology.operators
                 ],
             },
-            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate},
+            # records: what the pattern asks for over the run, the base of the load shortfall
+            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate,
+                        "records": pattern.records_between(0.0, duration)},
             # resolved: partitions per topic (thesis ch. 6.3.1: the most consumers) and retention
             "kafka": {**experiment.kafka.model_dump(mode="json"), "partitions": experiment.partitions},
             "backend": backend_facts,

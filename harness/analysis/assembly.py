@@ -37,10 +37,12 @@ from harness.analysis.summary import (
 
 
 def finish_series(series: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
-    """Add each series' last interval (last sample -> run end): time-weighted sum, span and mean."""
+    """Add each series' last interval (last sample -> run end, unless the series ends in a gap):
+    time-weighted sum, span and mean."""
     df = series.merge(bounds[["rid", "run_end"]], on="rid", how="left")
-    tail = (df["run_end"] - df["last_ts"]).clip(lower=0.0)
-    df["tw_sum"] = df["area"].astype(float).fillna(0.0) + df["last"] * tail
+    held = df["tail"].astype(float)
+    tail = (df["run_end"] - df["last_ts"]).clip(lower=0.0).where(held.notna(), 0.0)
+    df["tw_sum"] = df["area"].astype(float).fillna(0.0) + held.fillna(0.0) * tail
     df["span"] = df["span"].astype(float).fillna(0.0) + tail
     df["tw_mean"] = (df["tw_sum"] / df["span"]).where(df["span"] > 0, df["plain_mean"])
     return df

@@ -109,21 +109,29 @@ def _analyze(results_dir: Path, out: Path | None, master: str | None, engine: st
 
 
 def _print_cells(outputs: Any, started: float) -> None:
+    """One line per cell that fits 80 columns: the headline numbers (both latencies' p95); the full
+    set, means and intervals included, is in the tables `analyze` writes."""
+    from rich import box
     from rich.table import Table as RichTable
+
+    from harness.analysis.tables import fmt_latency, fmt_share
 
     summary = outputs.result.summary
     table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({outputs.engine}, "
-                            f"{time.monotonic() - started:.1f} s)", collapse_padding=True)
-    for col in ("cell #config", "n", "avg TM", "max TM", "avg lat", "p95", "scales", "flagged"):
+                            f"{time.monotonic() - started:.1f} s)", box=box.SIMPLE_HEAD, padding=0,
+                      pad_edge=False, show_edge=False, caption="p95 of the time in Kafka and end to end; lost = load shortfall; "
+                                              "skips = decisions skipped (unmeasured inputs)")
+    for col in ("cell #config", "n", "TM avg", "TM max", "kafka p95", "e2e p95", "lost", "scales", "skips", "flag"):
         # cell names are long: they wrap inside their column (every character kept); the numbers never wrap
         table.add_column(col, justify="left" if col.startswith("cell") else "right",
                          overflow="fold" if col.startswith("cell") else "ellipsis", no_wrap=not col.startswith("cell"),
-                         min_width=20 if col.startswith("cell") else None)
+                         min_width=18 if col.startswith("cell") else None)
     for r in outputs.cells.itertuples(index=False):
         config = str(getattr(r, "config_hash", "") or "")
         table.add_row(f"{r.matrix}/{r.cell_id}" + (f" #{config[:8]}" if config else ""), str(r.runs),
-                      f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", f"{r.lat_avg:.3g}", f"{r.lat_p95:.3g}",
-                      f"{r.scale_count:.1f}", f"{r.flagged:.0%}")
+                      f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", fmt_latency(r.latency_kafka_p95),
+                      fmt_latency(r.latency_e2e_p95), fmt_share(r.load_shortfall),
+                      f"{r.scale_count:.1f}", f"{r.decisions_skipped:.1f}", f"{r.flagged:.0%}")
     Console().print(table)
 
 

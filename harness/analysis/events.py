@@ -33,6 +33,7 @@ class EventFacts:
     failed_rescales: int
     recoveries: int
     phase_stages: tuple[Stage, ...]
+    decisions_skipped: int = 0  # ticks the loop took no decision for want of a measured metric
 
 
 def _rows(events: Events, kind: str) -> list[dict[str, Any]]:
@@ -99,6 +100,7 @@ def event_facts(events: Events, run_end: float) -> EventFacts:
         failed_rescales=sum(1 for f in faults if "rescale" in f["reason"].lower()),
         recoveries=len(_rows(events, EventKind.RECOVERY)),
         phase_stages=phase_stages(events, run_end),
+        decisions_skipped=len(_rows(events, EventKind.DECISION_SKIPPED)),
     )
 
 
@@ -113,6 +115,7 @@ def event_metrics(meta: RunMeta, events: Events, run_end: float) -> tuple[dict[s
     n_actions = len(facts.action_ts)
     out: dict[str, Any] = {
         "scale_count": n_actions,
+        "decisions_skipped": facts.decisions_skipped,
         "faults": facts.faults,
         "injected_faults": facts.injected,
         "crashes": facts.crashes,

@@ -59,6 +59,7 @@ class RunMeta:
     topic_shares: dict[str, float] | None = None  # share of the input rate per topic (backend fact)
     stages: tuple[Stage, ...] = ()
     yaml_faults: int = 0
+    pattern_records: float | None = None  # records the pattern asks for over the run (None: not recorded)
     config_hash: str = ""  # the cell's configuration identity (harness.identity); "" when unknown
     status_reason: str = ""  # the rest of the status line ("failed: <why>")
     extra: dict[str, Any] = field(default_factory=dict)
@@ -189,6 +190,7 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         pattern = {"name": pattern}
     query = str(config.get("query") or _get(raw, "topology", "query", default=""))
     duration = raw.get("duration_s")
+    records = _get(raw, "pattern", "records")
     return RunMeta(
         run_id=run_id,
         path=run_dir,
@@ -216,6 +218,7 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         topic_shares=_topic_shares(raw),
         stages=_stages(raw, config),
         yaml_faults=int(raw.get("faults", 0) or 0),
+        pattern_records=float(records) if records is not None else None,
     )
 
 

@@ -8,15 +8,18 @@ The pandas engine runs it batch after batch in its own process, the Spark engine
 on its workers; `assembly.finish` turns the facts into rows.
 
 The definitions are those of `metrics` (its conventions: step functions, the
-last sample holds until the run's end, NaN samples dropped);
+last sample holds until the run's end, a NaN sample marks a gap that holds nothing:
+the series statistics see the gaps, the other reductions the measured samples only);
 `tests/analysis/test_engines.py` checks these reductions against the metric
 core's functions on hand-made and synthetic runs.
 
 Tables (NaN where a fact does not exist):
   bounds        rid, run_start, run_end: first and last job-level sample of the run
   series        rid, metric, operator, area (sum of value x time to the next sample, up to the
-                series' last sample), span (seconds from first to last sample), plain_mean, max,
-                min, last, last_ts, n, p50, p95 (p50/p95 only for `PERCENTILE_METRICS`)
+                series' last sample, gaps excluded), span (measured seconds from first to last
+                sample), plain_mean, max, min, last (of the measured samples), tail (the last
+                sample's value: NaN when the series ends in a gap), last_ts, n (measured samples),
+                p50, p95 (p50/p95 only for `PERCENTILE_METRICS`); series never measured are left out
   provisioning  rid, under, over, t_under, t_over, period, ideal_area, ideal_span, ideal_plain,
                 i_last, a_last, last_ts: SPEC sums of ideal vs actual task managers up to the
                 run's last input/TM sample (runs with demand coefficients only)
@@ -48,8 +51,8 @@ QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY = Metric.INPUT_RATE, Metric.THROUGHPUT, M
 EXCESS_INPUT, EXCESS_LAG = Metric.INPUT_RATE, Metric.LAG
 
 BOUNDS_COLUMNS = ["rid", "run_start", "run_end"]
-SERIES_COLUMNS = ["rid", "metric", "operator", "area", "span", "plain_mean", "max", "min", "last", "last_ts", "n",
-                  "p50", "p95"]
+SERIES_COLUMNS = ["rid", "metric", "operator", "area", "span", "plain_mean", "max", "min", "last", "tail", "last_ts",
+                  "n", "p50", "p95"]
 PROVISIONING_COLUMNS = ["rid", "under", "over", "t_under", "t_over", "period", "ideal_area", "ideal_span",
                         "ideal_plain", "i_last", "a_last", "last_ts"]
 QOS_COLUMNS = ["rid", "violations", "steps"]
@@ -103,11 +106,21 @@ def _percentiles(values: np.ndarray, group: np.ndarray, n_groups: int, qs: tuple
     return out
 
 
+def _last_measured(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per group, the last non-NaN value (NaN for a group without one)."""
+    if not len(starts):
+        return values[:0]
+    idx = np.where(np.isnan(values), -1, np.arange(len(values)))
+    last = np.maximum.reduceat(idx, starts)
+    return np.where(last >= starts, values[np.maximum(last, 0)], np.nan)
+
+
 def series_reduction(s: Samples) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-series facts (area, span, max, ...) and per-run bounds."""
+    """Per-series facts (area, span, max, ...) and per-run bounds; gap markers hold nothing."""
     starts, ends = s.starts, s.ends
-    dt = _next_gap(s.ts, ends)
-    n = (ends - starts + 1).astype(np.int64)
+    measured = ~np.isnan(s.value)
+    dt = np.where(measured, _next_gap(s.ts, ends), np.nan)
+    n = np.add.reduceat(measured.astype(np.int64), starts) if len(starts) else np.array([], dtype=np.int64)
     g_metric, g_op = s.metric[starts], s.operator[starts]
     series = pd.DataFrame({
         "rid": s.rid[starts],
@@ -115,10 +128,11 @@ def series_reduction(s: Samples) -> tuple[pd.DataFrame, pd.DataFrame]:
         "operator": np.array(s.operator_names, dtype=object)[g_op] if len(starts) else [],
         "area": _group_sum(s.value * dt, starts),
         "span": _group_sum(dt, starts),
-        "plain_mean": np.add.reduceat(s.value, starts) / n if len(starts) else [],
-        "max": np.maximum.reduceat(s.value, starts) if len(starts) else [],
-        "min": np.minimum.reduceat(s.value, starts) if len(starts) else [],
-        "last": s.value[ends],
+        "plain_mean": _group_sum(s.value, starts) / np.maximum(n, 1) if len(starts) else [],
+        "max": np.fmax.reduceat(s.value, starts) if len(starts) else [],
+        "min": np.fmin.reduceat(s.value, starts) if len(starts) else [],
+        "last": _last_measured(s.value, starts, ends),
+        "tail": s.value[ends],
         "last_ts": s.ts[ends],
         "n": n,
         "p50": np.nan,
@@ -128,8 +142,8 @@ def series_reduction(s: Samples) -> tuple[pd.DataFrame, pd.DataFrame]:
     pct_codes = [s.code(s.metric_names, m) for m in PERCENTILE_METRICS]
     pct_groups = np.flatnonzero(np.isin(g_metric, pct_codes) & (g_op == empty_op))
     if len(pct_groups):
-        group_of_row = np.repeat(np.arange(len(starts)), n)
-        rows = np.isin(group_of_row, pct_groups)
+        group_of_row = np.repeat(np.arange(len(starts)), ends - starts + 1)
+        rows = np.isin(group_of_row, pct_groups) & measured
         local = np.searchsorted(pct_groups, group_of_row[rows])
         pct = _percentiles(s.value[rows], local, len(pct_groups), (0.5, 0.95))
         series.loc[pct_groups, "p50"] = pct[:, 0]
@@ -140,6 +154,7 @@ def series_reduction(s: Samples) -> tuple[pd.DataFrame, pd.DataFrame]:
         "run_start": np.minimum.reduceat(s.ts, run_starts) if len(run_starts) else [],
         "run_end": np.maximum.reduceat(s.ts, run_starts) if len(run_starts) else [],
     })
+    series = series[series["n"] > 0].reset_index(drop=True)  # never measured: absent, not a row of NaNs
     return series[SERIES_COLUMNS], bounds[BOUNDS_COLUMNS]
 
 
@@ -309,9 +324,10 @@ def excess_reduction(s: Samples) -> pd.DataFrame:
 
 def reduce_batch(s: Samples, consts: RunConstants) -> Reductions:
     """Every reduction of one batch's samples."""
-    series, bounds = series_reduction(s)
-    return Reductions(bounds, series, provisioning_reduction(s, consts), qos_reduction(s, consts, bounds),
-                      excess_reduction(s))
+    series, bounds = series_reduction(s)  # sees the gaps
+    m = s.measured()
+    return Reductions(bounds, series, provisioning_reduction(m, consts), qos_reduction(m, consts, bounds),
+                      excess_reduction(m))
 
 
 def reduce(refs: Sequence[RunRef]) -> Reductions:

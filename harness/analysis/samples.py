@@ -32,7 +32,10 @@ def read_timeseries(ref: RunRef) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Samples:
-    """A batch's samples (subtask -1, NaN dropped) as flat arrays sorted by (rid, metric, operator, ts).
+    """A batch's samples (subtask -1) as flat arrays sorted by (rid, metric, operator, ts).
+
+    A NaN value is a gap marker (`metrics` conventions: the series was not measured from there to its
+    next sample); `measured()` is the same batch without them.
 
     `metric` and `operator` are codes into `metric_names` / `operator_names`
     (sorted, so code order is name order). Series are the runs of equal
@@ -48,6 +51,17 @@ class Samples:
     operator_names: list[str]
     starts: np.ndarray
     ends: np.ndarray
+
+    def measured(self) -> Samples:
+        """The measured samples only (gap markers dropped), regrouped."""
+        keep = ~np.isnan(self.value)
+        if keep.all():
+            return self
+        rid, metric, op = self.rid[keep], self.metric[keep], self.operator[keep]
+        starts = boundaries(rid, metric, op)
+        ends = np.append(starts[1:], int(keep.sum())) - 1
+        return Samples(rid, metric, op, self.ts[keep], self.value[keep], self.metric_names, self.operator_names,
+                       starts, ends)
 
     def code(self, names: list[str], name: str) -> int:
         """A name's code, or -1 when no sample of this batch has it."""
@@ -86,7 +100,7 @@ def read_samples(paths: Sequence[tuple[int, Path]]) -> Samples:
             continue
         subtask = table.column("subtask").to_numpy()
         value = table.column("value").to_numpy()
-        keep = (subtask == -1) & ~np.isnan(value)
+        keep = subtask == -1  # NaN values stay: they mark gaps
         metrics, ops = _dictionary_codes(table.column("metric")), _dictionary_codes(table.column("operator"))
         for names, _ in metrics:
             metric_names.update(names)

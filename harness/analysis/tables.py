@@ -17,14 +17,23 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.metrics import fmt_latency, fmt_share
 from harness.analysis.rounding import PM_LEGEND, with_ci
 
 # (column in the cell aggregates, header) per table kind
 TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "thesis": [("tm_avg", "avg(TM)"), ("tm_max", "max(TM)"), ("lat_avg", "avg(lat) s"), ("lat_p50", "p50 s"),
-               ("lat_p95", "p95 s"), ("lat_max", "max(lat) s"), ("input_rate_avg", "input rec/s"),
-               ("throughput_avg", "throughput rec/s"), ("throughput_ratio", "thr/input"), ("cpu_avg", "CPU"),
-               ("scale_count", "scale count"), ("flagged", "flagged")],
+    "thesis": [("tm_avg", "avg(TM)"), ("tm_max", "max(TM)"), ("latency_kafka_avg", "kafka lat avg"),
+               ("latency_kafka_p50", "kafka p50"), ("latency_kafka_p95", "kafka p95"),
+               ("latency_kafka_max", "kafka max"), ("input_rate_avg", "input rec/s"),
+               ("throughput_avg", "throughput rec/s"), ("throughput_ratio", "thr/input"),
+               ("load_shortfall", "shortfall"), ("cpu_avg", "CPU"), ("scale_count", "scale count"),
+               ("decisions_skipped", "skipped decisions"), ("flagged", "flagged")],
+    # both latencies side by side (METRICS.md): time in Kafka (thesis) and end to end (sink - event time)
+    "latency": [("latency_kafka_avg", "kafka avg"), ("latency_kafka_p50", "kafka p50"),
+                ("latency_kafka_p95", "kafka p95"), ("latency_kafka_max", "kafka max"),
+                ("latency_e2e_avg", "e2e avg"), ("latency_e2e_p50", "e2e p50"), ("latency_e2e_p95", "e2e p95"),
+                ("latency_e2e_max", "e2e max"), ("load_shortfall", "load shortfall"),
+                ("shortfall_flagged", "shortfall > 1 %"), ("decisions_skipped", "skipped decisions")],
     "spec": [("spec_accuracy_o", "accuracyO"), ("spec_accuracy_u", "accuracyU"),
              ("spec_timeshare_o", "timeshareO %"), ("spec_timeshare_u", "timeshareU %"),
              ("spec_excess_time", "excess time"), ("spec_reconfigurations", "#reconf."),
@@ -61,6 +70,15 @@ def fmt(value: float, ci: float = math.nan) -> str:
     return with_ci(value, ci)
 
 
+def formatter(column: str) -> Any:
+    """How a summary column is shown: latencies in ms/s, the load shortfall in %, the rest as numbers."""
+    if column.startswith("latency_"):
+        return fmt_latency
+    if column == "load_shortfall":
+        return fmt_share
+    return fmt
+
+
 def row_labels(cells: pd.DataFrame) -> list[str]:
     """Autoscaler name plus its parameters that vary among its cells here; cell id if still ambiguous."""
     params = [json.loads(p) if isinstance(p, str) and p else {} for p in cells["params"]]
@@ -88,7 +106,8 @@ def _table(cells: pd.DataFrame, labels: list[str], columns: list[tuple[str, str]
     for c, h in present:
         raw[c] = cells[c].to_numpy()
         raw[f"{c}_ci"] = cells[f"{c}_ci"].to_numpy() if f"{c}_ci" in cells else math.nan
-        shown[h] = [fmt(v, e) for v, e in zip(cells[c], cells.get(f"{c}_ci", [math.nan] * len(cells)), strict=True)]
+        show = formatter(c)
+        shown[h] = [show(v, e) for v, e in zip(cells[c], cells.get(f"{c}_ci", [math.nan] * len(cells)), strict=True)]
     return pd.DataFrame(raw), pd.DataFrame(shown)
 
 

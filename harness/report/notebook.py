@@ -94,6 +94,15 @@ def require(frame: pd.DataFrame, columns: list[str], what: str) -> None:
                                  f"they have: {known}")
 
 
+def unit(metric: str, values: pd.Series | list[float]) -> tuple[float, str]:
+    """(factor, suffix) to show a metric in: latencies in ms when all are below 1 s, else s."""
+    if not metric.startswith("latency_"):
+        return 1.0, ""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    return (1000.0, " (ms)") if len(arr) and np.abs(arr).max() < 1.0 else (1.0, " (s)")
+
+
 def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | str = "pattern",
            title: str | None = None) -> None:
     """Grouped bars: one group per `group` value, one bar per configuration (coloured by autoscaler), 95 % CI
@@ -103,6 +112,7 @@ def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | st
 
     group = [group] if isinstance(group, str) else group
     require(cells, [metric, *group, "autoscaler", "params", "cell_id"], f"bar chart of {metric}")
+    factor, suffix = unit(metric, cells[metric]) if metric in cells else (1.0, "")
     cells = with_labels(cells)
     keys = sorted({tuple(r) for r in cells[group].itertuples(index=False)})
     labels = list(dict.fromkeys(cells["label"]))
@@ -119,12 +129,12 @@ def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | st
             ci = row.get(f"{metric}_ci")
             errs.append(float(ci.mean()) if ci is not None and not row.empty and not ci.isna().all() else 0.0)
         colour, _line, hatch = styles[label]
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=errs, capsize=3, label=label, color=colour,
-               hatch=hatch, edgecolor="black", linewidth=0.4)
+        ax.bar(x + i * width - 0.4 + width / 2, [v * factor for v in vals], width, yerr=[e * factor for e in errs],
+               capsize=3, label=label, color=colour, hatch=hatch, edgecolor="black", linewidth=0.4)
     ax.set_xticks(x, ["/".join(k) for k in keys])
-    name, unit = label_of(metric)
+    name, unit_label = label_of(metric)
     ax.set_title(title or name)
-    ax.set_ylabel(unit)
+    ax.set_ylabel(suffix.strip(" ()") or unit_label)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
 
@@ -161,15 +171,17 @@ def sensitivity(axes: list[plt.Axes], cells: pd.DataFrame, metrics: list[str]) -
             ax.set_title("no parameter varies in these results")
         return points
     for ax, metric in zip(axes, metrics, strict=False):
+        factor, suffix = unit(metric, points[metric])
         groups = list(points.groupby(["autoscaler", "query", "pattern"]))
         styles = variant_styles([str(k[0]) for k, _ in groups])
         for ((name, query, pattern), grp), (colour, line, _h) in zip(groups, styles, strict=True):
             grp = grp.sort_values("value")
-            ax.errorbar(grp["value"], grp[metric], yerr=grp[f"{metric}_ci"].fillna(0.0), marker="o", capsize=3,
-                        color=colour, linestyle=line, label=f"{name} {query}/{pattern} ({grp['parameter'].iloc[0]})")
-        title, unit = label_of(metric)
+            ax.errorbar(grp["value"], grp[metric] * factor, yerr=grp[f"{metric}_ci"].fillna(0.0) * factor,
+                        marker="o", capsize=3, color=colour, linestyle=line,
+                        label=f"{name} {query}/{pattern} ({grp['parameter'].iloc[0]})")
+        title, unit_label = label_of(metric)
         ax.set_title(title)
-        ax.set_ylabel(unit)
+        ax.set_ylabel(suffix.strip(" ()") or unit_label)
         ax.set_xlabel("parameter value")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small")

@@ -27,9 +27,10 @@ import pyarrow.parquet as pq
 from harness.analysis import freshness
 from harness.analysis.loader import read_events
 from harness.analysis.meta import load_meta
+from harness.analysis.metrics import SHORTFALL_FLAG
 from harness.analysis.pipeline import analyze, default_out, load_outputs
 from harness.analysis.rounding import PM_LEGEND
-from harness.analysis.tables import Table, build_tables, row_labels, to_markdown
+from harness.analysis.tables import Table, build_tables, fmt_share, row_labels, to_markdown
 from harness.report import cell_figures, figures
 from harness.report.applicability import applies, why_not
 from harness.report.figures import Trace
@@ -209,38 +210,59 @@ def build_report(results_dir: Path, out_dir: Path | None = None, analysis_dir: P
 
 def _header(results_dir: Path, runs: pd.DataFrame, skipped: int) -> str:
     flagged = int(runs["flagged"].sum()) if "flagged" in runs else 0
+    short = int(runs["shortfall_flagged"].fillna(False).astype(bool).sum()) if "shortfall_flagged" in runs else 0
     stopped = int((runs["status"].astype(str) == "interrupted").sum()) if "status" in runs else 0
     text = (f"{len(runs)} runs under `{results_dir}`; {flagged} flagged (crash, failed rescale, failed run or "
-            "injected fault; kept and counted).")
+            f"injected fault; kept and counted); {short} flagged for load shortfall (more than {SHORTFALL_FLAG:.0%} "
+            "of the pattern's records never offered: generator skips and records expired in Kafka).")
     if stopped:
         text += f" {stopped} interrupted (left out of means, intervals and crash rates)."
     if skipped:
         text += f" {skipped} corrupt run record(s) skipped (see skipped.csv)."
-    return text + " " + PM_LEGEND.replace("`", "")
+    return (text + " Latencies: kafka = time in Kafka (thesis), e2e = sink time - event time, in ms below 1 s. "
+            + PM_LEGEND.replace("`", ""))
 
 
 TABLE_TITLES = {"thesis": "Thesis metrics (ch. 5.3)", "latency": "Latency, both definitions",
                 "spec": "SPEC metrics (Gesscale, sec. V)", "saso": "SASO metrics (De Matteis & Mencagli, sec. 5)",
                 "mead": "MEAD metrics (Russo Russo et al. 2021)", "convergence": "Convergence per stage"}
 CRASH_TITLE, RECOVERY_TITLE = "Crash rate per autoscaler", "Recovery after injected faults (s)"
+SHORTFALL_TITLE = f"Runs flagged for load shortfall (> {SHORTFALL_FLAG:.0%})"
 
 
-def _contents(crashes: pd.DataFrame, recovery: pd.DataFrame, sections: list[_Section]) -> list[tuple[str, str]]:
+def _contents(crashes: pd.DataFrame, shortfall: pd.DataFrame, recovery: pd.DataFrame,
+              sections: list[_Section]) -> list[tuple[str, str]]:
     """(title, anchor) of every top-level section, in page order."""
     out = []
     if not crashes.empty:
         out.append((CRASH_TITLE, _slug(CRASH_TITLE)))
+    if not shortfall.empty:
+        out.append((SHORTFALL_TITLE, _slug(SHORTFALL_TITLE)))
     if not recovery.empty:
         out.append((RECOVERY_TITLE, _slug(RECOVERY_TITLE)))
     return out + [(s.title, s.anchor or _slug(s.title)) for s in sections]
 
 
+def shortfall_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs flagged for load shortfall, with what was lost (the report lists them by name)."""
+    cols = ["run_id", "load_shortfall", "load_skipped", "load_expired"]
+    if runs.empty or "shortfall_flagged" not in runs:
+        return pd.DataFrame(columns=cols)
+    sel = runs[runs["shortfall_flagged"].fillna(False).astype(bool)]
+    out = sel[[c for c in cols if c in sel]].copy()
+    out["load_shortfall"] = [fmt_share(v) for v in out["load_shortfall"]]
+    return out.reset_index(drop=True)
+
+
 def _markdown(results_dir: Path, runs: pd.DataFrame, crashes: pd.DataFrame, recovery: pd.DataFrame, skipped: int,
               sections: list[_Section], out_dir: Path) -> str:
+    short = shortfall_runs(runs)
     lines = ["# Autoscaler benchmark report", "", _header(results_dir, runs, skipped), "", "## Contents", ""]
-    lines += [f"- [{title}](#{anchor})" for title, anchor in _contents(crashes, recovery, sections)] + [""]
+    lines += [f"- [{title}](#{anchor})" for title, anchor in _contents(crashes, short, recovery, sections)] + [""]
     if not crashes.empty:
         lines += [f"## {CRASH_TITLE}", "", to_markdown(crashes), ""]
+    if not short.empty:
+        lines += [f"## {SHORTFALL_TITLE}", "", to_markdown(short), ""]
     if not recovery.empty:
         lines += [f"## {RECOVERY_TITLE}", "", to_markdown(recovery), ""]
     for s in sections:
@@ -265,12 +287,16 @@ def _html(results_dir: Path, runs: pd.DataFrame, crashes: pd.DataFrame, recovery
           sections: list[_Section]) -> str:
     body = [f"<h1>Autoscaler benchmark report</h1><p class='muted'>{html.escape(_header(results_dir, runs, skipped))}"
             "</p>"]
+    short = shortfall_runs(runs)
     toc = "".join(f"<li><a href='#{anchor}'>{html.escape(title)}</a></li>"
-                  for title, anchor in _contents(crashes, recovery, sections))
+                  for title, anchor in _contents(crashes, short, recovery, sections))
     body.append(f"<nav id='contents'><h2>Contents</h2><ul>{toc}</ul></nav>")
     if not crashes.empty:
         body.append(f"<h2 id='{_slug(CRASH_TITLE)}'>{CRASH_TITLE}</h2>"
                     + crashes.to_html(index=False, float_format="%.3g"))
+    if not short.empty:
+        body.append(f"<h2 id='{_slug(SHORTFALL_TITLE)}'>{html.escape(SHORTFALL_TITLE)}</h2>"
+                    + short.to_html(index=False, float_format="%.3g"))
     if not recovery.empty:
         body.append(f"<h2 id='{_slug(RECOVERY_TITLE)}'>{RECOVERY_TITLE}</h2>"
                     + recovery.to_html(index=False, float_format="%.3g"))

@@ -14,14 +14,24 @@ from harness.vocabulary import EventKind, Metric
 
 
 def hand_made_run(run_dir: Path) -> Path:
-    """Four samples at irregular steps (0, 10, 30, 60 s); every answer is worked out in the tests."""
+    """Four samples at irregular steps (0, 10, 30, 60 s); every answer is worked out in the tests.
+
+    NaN marks a gap (nothing measured from 10 to 30 s for the end-to-end latency and the CPU)."""
     ts = [0.0, 10.0, 30.0, 60.0]
+    nan = float("nan")
     rows = []
     for metric, values in {
         Metric.TASKMANAGERS: [3, 3, 6, 6],
         Metric.LATENCY_KAFKA: [1, 2, 3, 10],
         Metric.INPUT_RATE: [100, 100, 100, 100],
         Metric.THROUGHPUT: [100, 90, 100, 100],
+        Metric.LATENCY_E2E_MEAN: [0.5, nan, 4, 2],
+        Metric.LATENCY_E2E_P50: [0.4, nan, 3, 1.5],
+        Metric.LATENCY_E2E_P95: [0.9, nan, 8, 3],
+        Metric.LATENCY_E2E_MAX: [1, nan, 31, 5],
+        Metric.CPU: [0.5, nan, 0.7, 0.7],
+        Metric.SKIPPED_TOTAL: [0, 0, 50, 50],
+        Metric.EXPIRED_TOTAL: [0, 0, 0, 20],
     }.items():
         rows += [{"ts": t, "metric": metric, "value": float(v)} for t, v in zip(ts, values, strict=True)]
     for op, values in {"bids_source": [1, 1, 2, 2], "map": [1, 1, 3, 3], "sink": [1, 1, 1, 1]}.items():
@@ -36,12 +46,15 @@ def hand_made_run(run_dir: Path) -> Path:
     events.add(50.0, EventKind.ACTION, "down", before={"bids_source": 2, "map": 3, "sink": 1},
                after={"bids_source": 2, "map": 2, "sink": 1})
     events.add(20.0, EventKind.FAULT, "rescale failed: boom")
+    events.add(15.0, EventKind.DECISION_SKIPPED, "no decision: job metrics not measured: input_rate")
+    events.add(25.0, EventKind.DECISION_SKIPPED, "no decision: job metrics not measured: input_rate")
     config = {
         "name": "hand", "backend": "sim", "query": "q1", "pattern": {"name": "constant", "time_scale": 1.0},
         "autoscaler": {"name": "ds2", "params": {"overprovisioning": 1.2}},
         "loop": {"period_s": 10.0, "cooldown_s": 5.0}, "slo": {"latency_s": 2.5, "throughput_ratio": 0.95},
     }
-    return write_run_record(run_dir, {"run_id": run_dir.name, "config": config, "duration_s": 60.0},
+    return write_run_record(run_dir, {"run_id": run_dir.name, "config": config, "duration_s": 60.0,
+                                      "pattern": {"records": 6000.0}},
                             pd.DataFrame(rows), events, "completed")
 
 

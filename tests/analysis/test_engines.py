@@ -35,10 +35,10 @@ def test_identity_comes_from_run_yaml_and_the_directory(row: pd.Series):
 def test_thesis_metrics(row: pd.Series):
     assert row.tm_avg == pytest.approx((3 * 10 + 3 * 20 + 6 * 30) / 60)
     assert row.tm_max == 6
-    assert row.lat_avg == pytest.approx((1 * 10 + 2 * 20 + 3 * 30) / 60)
-    assert row.lat_p50 == pytest.approx(2.5)
-    assert row.lat_p95 == pytest.approx(3 + 0.85 * 7)
-    assert row.lat_max == 10
+    assert row.latency_kafka_avg == pytest.approx((1 * 10 + 2 * 20 + 3 * 30) / 60)
+    assert row.latency_kafka_p50 == pytest.approx(2.5)
+    assert row.latency_kafka_p95 == pytest.approx(3 + 0.85 * 7)
+    assert row.latency_kafka_max == 10
     assert row.throughput_avg == pytest.approx((100 * 10 + 90 * 20 + 100 * 30) / 60)
     assert row.throughput_ratio == pytest.approx(row.throughput_avg / 100)
     assert row.scale_count == 2 and row.duration_s == 60
@@ -50,7 +50,24 @@ def test_saso_and_mead(row: pd.Series):
     # (1,1,1)->(2,3,1): sqrt(1+4); (2,3,1)->(2,2,1): 1
     assert row.saso_amplitude == pytest.approx((math.sqrt(5) + 1) / 2)
     assert row.mead_rt_target == 2.5 and row.mead_target_met  # mean 140/60 s <= 2.5 s, though p95 is not
-    assert row.mead_rt_mean_ratio == pytest.approx(row.lat_avg / 2.5)
+    assert row.mead_rt_mean_ratio == pytest.approx(row.latency_kafka_avg / 2.5)
+
+
+def test_end_to_end_latency_with_a_gap(row: pd.Series):
+    # interval means 0.5, unknown (a gap from 10 to 30 s), 4, 2: the gap is left out, not held at 0.5
+    assert row.latency_e2e_avg == pytest.approx((0.5 * 10 + 4 * 30) / 40)
+    assert row.latency_e2e_p50 == pytest.approx(1.5)  # median of the interval medians 0.4, 3, 1.5
+    assert row.latency_e2e_p95 == pytest.approx(3 + 0.9 * 5)  # p95 of the interval p95s 0.9, 3, 8
+    assert row.latency_e2e_max == 31
+    assert row.cpu_avg == pytest.approx((0.5 * 10 + 0.7 * 30) / 40)  # the CPU gap is a gap too
+
+
+def test_lost_load_and_skipped_decisions(row: pd.Series):
+    # 50 skipped by the generator + 20 expired in Kafka, of the pattern's 100/s x 60 s
+    assert (row.load_skipped, row.load_expired) == (50, 20)
+    assert row.load_shortfall == pytest.approx(70 / 6000)
+    assert row.shortfall_flagged  # above 1 %
+    assert row.decisions_skipped == 2
 
 
 def test_spec_cost_and_ideal(row: pd.Series):
@@ -123,8 +140,8 @@ def _reference(ref: RunRef) -> dict[str, float]:
 
     tm, lat, inp, thr, lag = (job(m) for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.INPUT_RATE,
                                               Metric.THROUGHPUT, Metric.LAG))
-    out = {"tm_avg": mx.time_weighted_mean(*tm, end), "lat_p50": mx.percentile(lat[1], 50),
-           "lat_p95": mx.percentile(lat[1], 95), "spec_cost_replica_min": mx.replica_minutes(*tm, end)}
+    out = {"tm_avg": mx.time_weighted_mean(*tm, end), "latency_kafka_p50": mx.percentile(lat[1], 50),
+           "latency_kafka_p95": mx.percentile(lat[1], 95), "spec_cost_replica_min": mx.replica_minutes(*tm, end)}
     meta = ref.meta
     ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
     prov = mx.provisioning(inp[0], ideal, *tm, end)

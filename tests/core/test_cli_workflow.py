@@ -11,7 +11,7 @@ import math
 import shutil
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -85,12 +85,18 @@ def test_run_json_has_the_summary_tables_fields_and_quiet_prints_nothing(tmp_pat
     assert doc["run_dir"] == str(run_dir) and doc["status"] == "completed" and doc["autoscaler"] == "ds2"
     expected = summarise(read_run_record(run_dir))
     assert set(doc["summary"]) == {f.name for f in fields(RunSummary)}
-    for f in fields(RunSummary):
-        value = getattr(expected, f.name)
-        if isinstance(value, float) and math.isnan(value):
-            assert doc["summary"][f.name] is None  # NaN is not JSON: unknown is null
+    def same(got: object, want: object) -> None:
+        if is_dataclass(want) and not isinstance(want, type):  # e.g. a latency's avg/p50/p95/max
+            assert isinstance(got, dict) and set(got) == {g.name for g in fields(want)}
+            for g in fields(want):
+                same(got[g.name], getattr(want, g.name))
+        elif isinstance(want, float) and math.isnan(want):
+            assert got is None  # NaN is not JSON: unknown is null
         else:
-            assert doc["summary"][f.name] == (pytest.approx(value) if isinstance(value, float) else value)
+            assert got == (pytest.approx(want) if isinstance(want, float) else want)
+
+    for f in fields(RunSummary):
+        same(doc["summary"][f.name], getattr(expected, f.name))
     assert doc["summary"]["avg_tm"] > 1 and doc["summary"]["throughput"] > 0
     res = runner.invoke(app, [*args, "--quiet"])
     assert res.exit_code == 0 and res.stdout == ""
