@@ -119,8 +119,9 @@ def _print_cells(outputs: Any, started: float) -> None:
     summary = outputs.result.summary
     table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({outputs.engine}, "
                             f"{time.monotonic() - started:.1f} s)", box=box.SIMPLE_HEAD, padding=0,
-                      pad_edge=False, show_edge=False, caption="p95 of the time in Kafka and end to end; lost = load shortfall; "
-                                              "skips = decisions skipped (unmeasured inputs)")
+                      pad_edge=False, show_edge=False,
+                      caption="p95 of the time in Kafka and end to end; lost = load shortfall; "
+                              "skips = decisions skipped (unmeasured inputs)")
     for col in ("cell #config", "n", "TM avg", "TM max", "kafka p95", "e2e p95", "lost", "scales", "skips", "flag"):
         # cell names are long: they wrap inside their column (every character kept); the numbers never wrap
         table.add_column(col, justify="left" if col.startswith("cell") else "right",
