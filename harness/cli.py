@@ -31,6 +31,8 @@ app = typer.Typer(
 )
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+JSON_HELP = "print one JSON document on stdout (tables, progress and logs go to stderr)"
+QUIET_HELP = "print nothing but errors"
 
 LOCAL_DEFAULT_SCALE = 0.005  # thesis rates x 0.005: q1 cosine peaks near 11 k records/s
 LOCAL_DEFAULT_TIME_SCALE = 10.0  # 140 minutes play in 14
@@ -160,9 +162,10 @@ def run(
                                              "kill-taskmanager@300, stop-prometheus@600+60")] = [],  # noqa: B006
     results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
     plot: Annotated[Path | None, typer.Option(help="save a PNG of the run")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run one experiment and print its summary table."""
-    from harness import interrupts
     from harness.config import ConfigError, Experiment, expand_shorthand, read_yaml, set_path, validate_model
 
     _check_paths(results=results, plot=plot)
@@ -210,8 +213,16 @@ def run(
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
+    from harness.machine_output import machine_output
+
+    with machine_output(as_json, quiet) as out:
+        _run_and_report(experiment, results, plot, out)
+
+
+def _run_and_report(experiment: Any, results: Path, plot: Path | None, out: Any) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from harness import interrupts
     from harness.runner import run_experiment
 
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
@@ -228,6 +239,7 @@ def run(
         TimeElapsedColumn(),
         console=console,
         transient=False,
+        disable=out.quiet,
     )
     task = progress.add_task("running", total=1.0)
 
@@ -254,12 +266,20 @@ def run(
     finally:
         if live is not None:
             live.remove()
-    _print_summary(path)
+    if out.json:
+        from harness.machine_output import run_document
+
+        out.emit(run_document(path))
+    if out.tables:
+        _print_summary(path)
     if plot is not None:
         from harness.report.run_figure import plot_run
 
         plot_run(path, plot)
-        console.print(f"plot saved to {plot}")
+        if out.chatty:
+            err.print(f"plot saved to {plot}", highlight=False, markup=False)
+        if out.json:
+            out.document["plot"] = str(plot)
     status = (path / "status").read_text().strip()
     if status != "completed":
         raise typer.Exit(1)
@@ -378,9 +398,19 @@ def matrix(
                                                                       "(kept as data otherwise)")] = False,
     dry_run: Annotated[bool, typer.Option(help="show each run's state (done / to do / stale / failed / "
                                                "interrupted), run nothing")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run every cell of a matrix, resumably: a run counts as done when its record is complete and was
     made with the cell's configuration (config hash)."""
+    from harness.machine_output import machine_output
+
+    with machine_output(as_json, quiet) as out:
+        _matrix(file, results, workers, backend, set_, fault, only, rerun_stale, retry_failed, dry_run, out)
+
+
+def _matrix(file: Path, results: Path, workers: int | None, backend: str | None, set_: list[str], fault: list[str],
+            only: list[str], rerun_stale: bool, retry_failed: bool, dry_run: bool, out: Any) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -429,6 +459,13 @@ def matrix(
         raise _fail(f"--only {' '.join(only)}: selects none of the {len(cells)} run(s) of {file}")
     counts = {state: sum(p.state == state for p in plans) for state in CellState}
     summary = ", ".join(f"{n} {state.value}" for state, n in counts.items() if n)
+    if dry_run and out.json:
+        todo_ids = {p.run_id for p in runnable(plans, rerun_stale, retry_failed)}
+        out.emit({"matrix": m.name, "results": str(results / m.name), "dry_run": True,
+                  "counts": {state.value: n for state, n in counts.items()},
+                  "runs": [{"run_id": p.run_id, "state": p.state.value, "would_run": p.run_id in todo_ids,
+                            "detail": p.why} for p in plans]})
+        return
     if dry_run:
         table = Table(title=f"{m.name}: {len(plans)} run(s) under {results / m.name}")
         for col in ("run", "state", "detail"):
@@ -472,6 +509,7 @@ def matrix(
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 console=console,
+                disable=out.quiet,
             ) as progress:
                 task = progress.add_task(m.name, total=len(todo))
                 live.update(progress=progress, task=task)
@@ -499,6 +537,11 @@ def matrix(
     ran = len(outcome.outcomes)
     skipped = counts[CellState.DONE]
     note = f", {failed_kept} failed earlier (kept; --retry-failed reruns them)" if failed_kept else ""
+    if out.json:
+        out.emit({"matrix": m.name, "results": str(results / m.name), "dry_run": False, "runs": len(plans),
+                  "ran": ran - failed, "already_complete": skipped, "failed": failed, "failed_earlier": failed_kept,
+                  "outcomes": [{"run_id": o.run_id, "status": o.status} for o in outcome.outcomes],
+                  "states": [{"run_id": p.run_id, "state": p.state.value} for p in after]})
     console.print(
         f"{len(plans)} run(s): {ran - failed} ran, {skipped} already complete, {failed} failed{note} "
         f"-> {results / m.name}"
@@ -699,9 +742,9 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.backends.k8s.commands",
-                "harness.backends.k8s.testcluster.commands", "harness.calibration.commands",
-                "harness.fidelity.commands"):
+for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.analysis.compare_commands",
+                "harness.backends.k8s.commands", "harness.backends.k8s.testcluster.commands",
+                "harness.calibration.commands", "harness.fidelity.commands"):
     _register_optional(_module)
 
 

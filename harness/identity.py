@@ -20,13 +20,18 @@ from harness import __version__
 HASH_LENGTH = 12  # hex digits: plenty for the cells of one results directory, short enough to read
 HASH_PREFIX = "c"  # a hash is never all digits, so no CSV reader takes it for a number
 EXCLUDED = ("seed", "repetitions")  # what differs between the repetitions of one cell
+# settings blocks a run of a backend never reads: editing them must not make its records stale
+UNREAD_SETTINGS = {"sim": ("local", "k8s"), "local": ("sim",), "k8s": ("sim",)}
 
 
 def identity_view(config: dict[str, Any]) -> dict[str, Any]:
     """The part of a resolved config (an `Experiment.model_dump(mode="json")`) the hash covers.
 
-    An empty `faults` list is left out: it is what every record written before faults existed meant."""
-    return {k: v for k, v in config.items() if k not in EXCLUDED and not (k == "faults" and not v)}
+    An empty `faults` list is left out: it is what every record written before faults existed meant.
+    So are the settings blocks of the backends the run does not use (a sim run never reads `k8s:`)."""
+    unread = UNREAD_SETTINGS.get(str(config.get("backend")), ())
+    return {k: v for k, v in config.items()
+            if k not in EXCLUDED and k not in unread and not (k == "faults" and not v)}
 
 
 def config_hash(config: dict[str, Any]) -> str:

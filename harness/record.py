@@ -188,6 +188,9 @@ def is_complete(run_dir: Path) -> bool:
     return status.exists() and status.read_text().strip() == STATUS_COMPLETED
 
 
+RUN_LOG = "bench.log"  # the run's log lines: the harness's, librdkafka's (never on the console)
+
+
 def write_run_record(
     run_dir: Path,
     run_yaml: dict[str, Any],
@@ -195,11 +198,13 @@ def write_run_record(
     events: EventLog,
     status: str,
     artifacts: Callable[[Path], dict[str, Any]] | None = None,
+    log_file: Path | None = None,
 ) -> Path:
     """Write the whole record into a temp sibling, then rename it into place.
 
     `artifacts(tmp_dir)` lets a backend add files (e.g. a Prometheus snapshot)
-    and returns facts merged into run.yaml under `artifacts`.
+    and returns facts merged into run.yaml under `artifacts`; `log_file` (the
+    run's log lines so far) is copied in as `RUN_LOG`.
     """
     run_dir = Path(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +219,8 @@ def write_run_record(
             yaml.dump(_plain(run_yaml), fh, Dumper=_YAML_DUMPER, sort_keys=False)
         pq.write_table(normalise_timeseries(timeseries), tmp / "timeseries.parquet")
         pq.write_table(events.to_table(), tmp / "events.parquet")
+        if log_file is not None and Path(log_file).exists():
+            shutil.copyfile(log_file, tmp / RUN_LOG)
         (tmp / "status").write_text(status + "\n")
         # a record being replaced is moved aside first: a kill between the two renames leaves no
         # record (the run is redone), never a mix of two

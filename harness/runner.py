@@ -25,6 +25,7 @@ from harness.config import Experiment
 from harness.fault_injection import FaultInjector
 from harness.identity import identity_block
 from harness.interrupts import Interrupted, interruptible
+from harness.logs import log_to
 from harness.mape import MapeLoop
 from harness.record import STATUS_COMPLETED, EventLog, empty_timeseries, host_facts, write_run_record
 from harness.run_status import RunStatus, status_line
@@ -78,7 +79,29 @@ def run_experiment(
 ) -> Path:
     """Run one experiment and write its record to `run_dir`; returns `run_dir`.
 
-    With `live`, every monitoring step is also written to that live-status file (`harness.live`)."""
+    Log lines (the harness's, librdkafka's) go to a file beside the record while it
+    runs, then into the record as `RUN_LOG` - never to the console. With `live`, every
+    monitoring step is also written to that live-status file (`harness.live`).
+    """
+    run_dir = Path(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    log_file = run_dir.parent / f".{run_dir.name}.log-{os.getpid()}"
+    try:
+        with log_to(log_file):
+            return _run_experiment(experiment, run_dir, on_progress, backend, on_phase, live, log_file)
+    finally:
+        log_file.unlink(missing_ok=True)
+
+
+def _run_experiment(
+    experiment: Experiment,
+    run_dir: Path,
+    on_progress: Callable[[float, float], None] | None,
+    backend: Backend | None,
+    on_phase: Callable[[str], None] | None,
+    live: LiveFile | None,
+    log_file: Path,
+) -> Path:
     topology = load_topology(experiment.query)
     pattern = build_pattern(experiment.pattern, experiment.seed, experiment.query)
     duration = run_duration(experiment, pattern)
@@ -173,7 +196,9 @@ def run_experiment(
                     for o in topology.operators
                 ],
             },
-            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate},
+            # records: what the pattern asks for over the run, the base of the load shortfall
+            "pattern": {"stages": [vars(s) for s in pattern.stages], "max_rate": pattern.max_rate,
+                        "records": pattern.records_between(0.0, duration)},
             # resolved: partitions per topic (thesis ch. 6.3.1: the most consumers) and retention
             "kafka": {**experiment.kafka.model_dump(mode="json"), "partitions": experiment.partitions},
             "backend": backend_facts,
@@ -184,7 +209,7 @@ def run_experiment(
             # an interrupted run is torn down quickly: no TSDB snapshot (its series are in the record)
             write_run_record(
                 run_dir, run_yaml, timeseries, events, status,
-                artifacts=None if interrupted else (lambda d: _artifacts(backend, d, events)),
+                artifacts=None if interrupted else (lambda d: _artifacts(backend, d, events)), log_file=log_file,
             )
             saved = True
         finally:

@@ -1,48 +1,99 @@
 """The end-of-run table `bench run` prints (thesis ch. 5.3 metrics for one run).
 
 The PySpark analysis computes the same numbers over many runs; this module is
-the quick single-run view and reuses the analysis metric core.
+the quick single-run view and reuses the analysis metric core and definitions
+(`harness.analysis.summary`): both latencies labelled by what they measure,
+in ms below 1 s, the load the run could not offer, and the decisions the loop
+skipped for want of a measured metric.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.metrics import percentile, time_weighted_mean
+from harness.analysis.metrics import (
+    SHORTFALL_FLAG,
+    fmt_latency,
+    fmt_share,
+    load_shortfall,
+    percentile,
+    time_weighted_mean,
+)
 from harness.record import RunRecord
 from harness.vocabulary import EventKind, Metric
+
+
+@dataclass(frozen=True)
+class Latency:
+    """avg / p50 / p95 / max of one latency over the run, in seconds (NaN: never measured)."""
+
+    avg: float
+    p50: float
+    p95: float
+    max: float
+
+    def text(self) -> str:
+        """ms below 1 s (a healthy run no longer reads "p50 0.00")."""
+        return " / ".join(fmt_latency(v) for v in (self.avg, self.p50, self.p95, self.max))
 
 
 @dataclass(frozen=True)
 class RunSummary:
     avg_tm: float
     max_tm: float
-    latency_avg: float
-    latency_p50: float
-    latency_p95: float
-    latency_max: float
+    latency_kafka: Latency
+    latency_e2e: Latency
     scale_count: int
     input_rate: float
     throughput: float
+    load_skipped: float  # records the generator could not offer (NaN: not measured)
+    load_expired: float  # records Kafka retention deleted before the job read them
+    pattern_records: float  # records the pattern asked for over the run
+    decisions_skipped: int
     cpu: float
     cpu_share: float  # mean CPU share per task manager (vertical scaling); nan when never set
     status: str
     flagged: bool
+
+    @property
+    def load_shortfall(self) -> float:
+        return load_shortfall(self.load_skipped, self.load_expired, self.pattern_records)
+
+    @property
+    def shortfall_flagged(self) -> bool:
+        return bool(self.load_shortfall > SHORTFALL_FLAG)
+
+    def _shortfall_text(self) -> str:
+        if math.isnan(self.load_shortfall):
+            return "not measured"
+        text = (f"{fmt_share(self.load_shortfall)} ({self.load_skipped:,.0f} skipped + "
+                f"{self.load_expired:,.0f} expired of {self.pattern_records:,.0f})")
+        if self.shortfall_flagged:
+            text += f" FLAGGED: > {SHORTFALL_FLAG:.0%} never offered"
+        return text
 
     def rows(self) -> list[tuple[str, str]]:
         return [
             ("status", self.status + (" (flagged: faults recorded)" if self.flagged else "")),
             ("avg task managers", f"{self.avg_tm:.2f}"),
             ("max task managers", f"{self.max_tm:.0f}"),
-            ("latency avg / p50 / p95 / max (s)",
-             f"{self.latency_avg:.2f} / {self.latency_p50:.2f} / {self.latency_p95:.2f} / {self.latency_max:.2f}"),
+            ("latency_kafka avg/p50/p95/max", self.latency_kafka.text()),
+            ("latency_e2e avg/p50/p95/max", self.latency_e2e.text()),
             ("scale count", str(self.scale_count)),
+            ("decisions skipped", str(self.decisions_skipped)),
             ("input rate vs throughput (rec/s)", f"{self.input_rate:,.0f} vs {self.throughput:,.0f}"),
+            ("load shortfall", self._shortfall_text()),
             ("avg task manager CPU load", f"{self.cpu:.2f}"),
             *([("mean CPU share per operator", f"{self.cpu_share:.2f}")] if not np.isnan(self.cpu_share) else []),
         ]
+
+
+def _nanmax(v: np.ndarray) -> float:
+    v = v[~np.isnan(v)]
+    return float(v.max()) if len(v) else math.nan
 
 
 def summarise(record: RunRecord) -> RunSummary:
@@ -51,20 +102,31 @@ def summarise(record: RunRecord) -> RunSummary:
     series = record.arrays
     tm_t, tm_v = series(Metric.TASKMANAGERS)
     lat_t, lat_v = series(Metric.LATENCY_KAFKA)
-    _, in_v = series(Metric.INPUT_RATE)
-    _, thr_v = series(Metric.THROUGHPUT)
+    e2e_t, e2e_v = series(Metric.LATENCY_E2E_MEAN)
+    _, e2e_p50 = series(Metric.LATENCY_E2E_P50)
+    _, e2e_p95 = series(Metric.LATENCY_E2E_P95)
+    _, e2e_max = series(Metric.LATENCY_E2E_MAX)
+    in_t, in_v = series(Metric.INPUT_RATE)
+    thr_t, thr_v = series(Metric.THROUGHPUT)
     cpu_t, cpu_v = series(Metric.CPU)
+    _, skipped = series(Metric.SKIPPED_TOTAL)
+    _, expired = series(Metric.EXPIRED_TOTAL)
     shares = record.operator_values(Metric.CPU_SHARE)
+    records = (record.meta.get("pattern") or {}).get("records")
     return RunSummary(
         avg_tm=time_weighted_mean(tm_t, tm_v, end),
-        max_tm=float(tm_v.max()) if len(tm_v) else float("nan"),
-        latency_avg=float(lat_v.mean()) if len(lat_v) else float("nan"),
-        latency_p50=percentile(lat_v, 50),
-        latency_p95=percentile(lat_v, 95),
-        latency_max=float(lat_v.max()) if len(lat_v) else float("nan"),
+        max_tm=_nanmax(tm_v),
+        latency_kafka=Latency(time_weighted_mean(lat_t, lat_v, end), percentile(lat_v, 50), percentile(lat_v, 95),
+                              _nanmax(lat_v)),
+        latency_e2e=Latency(time_weighted_mean(e2e_t, e2e_v, end), percentile(e2e_p50, 50),
+                            percentile(e2e_p95, 95), _nanmax(e2e_max)),
         scale_count=len(record.events_of(EventKind.ACTION)),
-        input_rate=float(in_v.mean()) if len(in_v) else float("nan"),
-        throughput=float(thr_v.mean()) if len(thr_v) else float("nan"),
+        input_rate=time_weighted_mean(in_t, in_v, end),
+        throughput=time_weighted_mean(thr_t, thr_v, end),
+        load_skipped=_nanmax(skipped),
+        load_expired=_nanmax(expired),
+        pattern_records=float(records) if records is not None else math.nan,
+        decisions_skipped=len(record.events_of(EventKind.DECISION_SKIPPED)),
         cpu=time_weighted_mean(cpu_t, cpu_v, end),
         cpu_share=float(shares.mean()) if len(shares) else float("nan"),
         status=record.status,

@@ -12,6 +12,7 @@ out of means, intervals and crash rates, and counted in `interrupted`.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -91,7 +92,11 @@ def aggregate_cells(summary: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 def ci_half_width(sd: float, n: int, level: float = 0.95) -> float:
     if n < 2 or sd is None or (isinstance(sd, float) and math.isnan(sd)):
         return math.nan
-    return t_factor(n, level) * float(sd) / math.sqrt(n)
+    return _t_factor(n, level) * float(sd) / math.sqrt(n)
+
+
+# a cell x metric table asks for the same few quantiles thousands of times; scipy's ppf is slow per call
+_t_factor = functools.lru_cache(maxsize=1024)(t_factor)
 
 
 def crash_rates(summary: pd.DataFrame) -> pd.DataFrame:

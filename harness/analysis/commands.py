@@ -4,40 +4,68 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+
+from harness.analysis.engine import ENGINES, LOG_NAME, SPARK_MIN_RUNS
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
 console = Console(stderr=True, soft_wrap=True)  # one message, one line (wrapping breaks greps)
 
-ENGINES = ("spark", "pandas")
-
 
 def complete_engine(incomplete: str) -> list[str]:
     return [e for e in ENGINES if e.startswith(incomplete)]
 
 
-def _progress() -> Progress:
+def _progress(disable: bool = False) -> Progress:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                    transient=True)
+                    transient=True, disable=disable)
+
+
+def analysis_document(outputs: Any, seconds: float) -> dict[str, Any]:
+    """`bench analyze --json`: where the outputs are, and the per-cell table (every column of cells.csv)."""
+    from harness.machine_output import records
+
+    return {"out_dir": str(outputs.out_dir), "engine": outputs.engine, "runs": len(outputs.result.summary),
+            "cells": records(outputs.cells),
+            "interrupted": outputs.interrupted,
+            "skipped": [{"path": str(s.path), "why": s.why} for s in outputs.skipped],
+            "fault_recovery": records(outputs.fault_recovery) if not outputs.fault_recovery.empty else [],
+            "tables": [str(p) for p in outputs.tables], "seconds": seconds}
 
 
 def analyze_command(
     results_dir: Annotated[Path, typer.Argument(help="directory holding run records (searched recursively)")],
     out: Annotated[Path | None, typer.Option("--out", help="output directory [default: RESULTS_DIR/analysis]")] = None,
-    master: Annotated[str, typer.Option("--master", help="Spark master URL")] = "local[*]",
-    engine: Annotated[str, typer.Option("--engine", help="spark or pandas (same numbers)",
-                                        autocompletion=complete_engine)] = "spark",
+    master: Annotated[str | None, typer.Option(
+        "--master", help="Spark master URL, e.g. spark://host:7077 (implies Spark) [default: local[*] when "
+                         "Spark runs]")] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help=f"auto, spark or pandas (same numbers). auto: pandas below {SPARK_MIN_RUNS:,} run "
+                         f"records, Spark from {SPARK_MIN_RUNS:,} or when --master is given (threshold measured "
+                         "with benchmarks/bench_analysis.py on 2 cores: docs/analysis.md)",
+        autocompletion=complete_engine)] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document on stdout (progress and "
+                                                         "logs go to stderr)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors")] = False,
 ) -> None:
-    """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX)."""
-    from rich.table import Table as RichTable
+    """Per-run summaries, per-cell means with 95 % CIs, and comparison tables (CSV, Markdown, LaTeX).
 
+    Spark's and the JVM's log lines go to OUT/analysis.log, not the console.
+    """
+    from harness.machine_output import machine_output
+
+    with machine_output(as_json, quiet) as output:
+        _analyze(results_dir, out, master, engine, output)
+
+
+def _analyze(results_dir: Path, out: Path | None, master: str | None, engine: str, output: Any) -> None:
     from harness.analysis.pipeline import NoRunRecords, analyze
     from harness.paths import PathError, check_input_dir, check_output_dir
 
@@ -52,25 +80,20 @@ def analyze_command(
         console.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
     started = time.monotonic()
-    with _progress() as bar:
-        task = bar.add_task(f"analysing {results_dir} with {engine}")
+    with _progress(disable=output.quiet) as bar:
+        task = bar.add_task(f"analysing {results_dir}")
         try:
             outputs = analyze(results_dir, out, engine=engine, master=master,  # type: ignore[arg-type]
-                              progress=lambda msg: bar.update(task, description=f"{engine}: {msg}"),
+                              progress=lambda msg: bar.update(task, description=msg),
                               warn=lambda s: bar.console.print(f"warning: {s.line()}", markup=False,
                                                                highlight=False))
         except NoRunRecords as exc:
             console.print(f"error: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from None
-    summary = outputs.result.summary
-    table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({time.monotonic() - started:.1f} s)")
-    for col in ("cell", "config", "n", "avg(TM)", "max(TM)", "avg(lat)", "p95", "scale count", "flagged"):
-        table.add_column(col, justify="left" if col in ("cell", "config") else "right")
-    for r in outputs.cells.itertuples(index=False):
-        table.add_row(f"{r.matrix}/{r.cell_id}", str(getattr(r, "config_hash", "")), str(r.runs),
-                      f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", f"{r.lat_avg:.3g}", f"{r.lat_p95:.3g}",
-                      f"{r.scale_count:.1f}", f"{r.flagged:.0%}")
-    Console().print(table)
+    if output.json:
+        output.emit(analysis_document(outputs, time.monotonic() - started))
+    if output.tables:
+        _print_cells(outputs, started)
     notes = []
     if outputs.interrupted:
         notes.append(f"{outputs.interrupted} interrupted run(s) left out of means and crash rates")
@@ -78,6 +101,44 @@ def analyze_command(
         notes.append(f"{len(outputs.skipped)} corrupt run record(s) skipped (listed in skipped.csv)")
     for note in notes:
         console.print(note, markup=False, highlight=False)
+    if output.tables and not outputs.fault_recovery.empty:
+        _print_recovery(outputs)
+    if output.chatty:
+        console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'} "
+                      f"(log: {outputs.out_dir / LOG_NAME})", markup=False, highlight=False)
+
+
+def _print_cells(outputs: Any, started: float) -> None:
+    """One line per cell that fits 80 columns: the headline numbers (both latencies' p95); the full
+    set, means and intervals included, is in the tables `analyze` writes."""
+    from rich import box
+    from rich.table import Table as RichTable
+
+    from harness.analysis.tables import fmt_latency, fmt_share
+
+    summary = outputs.result.summary
+    table = RichTable(title=f"{len(summary)} runs, {len(outputs.cells)} cells ({outputs.engine}, "
+                            f"{time.monotonic() - started:.1f} s)", box=box.SIMPLE_HEAD, padding=0,
+                      pad_edge=False, show_edge=False,
+                      caption="p95 of the time in Kafka and end to end; lost = load shortfall; "
+                              "skips = decisions skipped (unmeasured inputs)")
+    for col in ("cell #config", "n", "TM avg", "TM max", "kafka p95", "e2e p95", "lost", "scales", "skips", "flag"):
+        # cell names are long: they wrap inside their column (every character kept); the numbers never wrap
+        table.add_column(col, justify="left" if col.startswith("cell") else "right",
+                         overflow="fold" if col.startswith("cell") else "ellipsis", no_wrap=not col.startswith("cell"),
+                         min_width=18 if col.startswith("cell") else None)
+    for r in outputs.cells.itertuples(index=False):
+        config = str(getattr(r, "config_hash", "") or "")
+        table.add_row(f"{r.matrix}/{r.cell_id}" + (f" #{config[:8]}" if config else ""), str(r.runs),
+                      f"{r.tm_avg:.2f}", f"{r.tm_max:.0f}", fmt_latency(r.latency_kafka_p95),
+                      fmt_latency(r.latency_e2e_p95), fmt_share(r.load_shortfall),
+                      f"{r.scale_count:.1f}", f"{r.decisions_skipped:.1f}", f"{r.flagged:.0%}")
+    Console().print(table)
+
+
+def _print_recovery(outputs: Any) -> None:
+    from rich.table import Table as RichTable
+
     if not outputs.fault_recovery.empty:
         rec = RichTable(title="recovery after injected faults (s)")
         for col in ("autoscaler", "fault", "faults", "recovered", "mean", "max"):
@@ -86,7 +147,6 @@ def analyze_command(
             rec.add_row(str(f.autoscaler), str(f.fault_kind), str(f.faults), str(f.recovered),
                         f"{f.recovery_s:.3g}", f"{f.recovery_s_max:.3g}")
         Console().print(rec)
-    console.print(f"wrote {len(outputs.tables)} table files under {outputs.out_dir / 'tables'}")
 
 
 def report_command(

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pandas as pd
 
@@ -17,6 +18,9 @@ from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import Stage, StageConvergence, amplitude, convergence
 from harness.run_status import RunStatus
 from harness.vocabulary import EventKind
+
+# a run's events.parquet: a frame, or its rows as dicts (ts, kind, reason, data as JSON text)
+Events: TypeAlias = pd.DataFrame | Sequence[Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -29,19 +33,26 @@ class EventFacts:
     failed_rescales: int
     recoveries: int
     phase_stages: tuple[Stage, ...]
+    decisions_skipped: int = 0  # ticks the loop took no decision for want of a measured metric
 
 
-def _rows(events: pd.DataFrame, kind: str) -> list[dict[str, Any]]:
-    if events is None or events.empty:
+def _rows(events: Events, kind: str) -> list[dict[str, Any]]:
+    """The events of one kind, by time, with `data` parsed (a run has a few dozen: plain Python beats pandas)."""
+    if events is None or len(events) == 0:
         return []
-    ev = events[events["kind"] == kind].sort_values("ts", kind="stable")
-    out = []
-    for r in ev.itertuples(index=False):
+    records = events.to_dict("records") if isinstance(events, pd.DataFrame) else events
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if r["kind"] != kind:
+            continue
+        raw = r.get("data")
         try:
-            data = json.loads(r.data) if isinstance(r.data, str) and r.data else {}
+            data = json.loads(raw) if isinstance(raw, str) and raw else {}
         except json.JSONDecodeError:
             data = {}
-        out.append({"ts": float(r.ts), "reason": str(r.reason or ""), "data": data if isinstance(data, dict) else {}})
+        out.append({"ts": float(r["ts"]), "reason": str(r.get("reason") or ""),
+                    "data": data if isinstance(data, dict) else {}})
+    out.sort(key=lambda e: float(e["ts"]))  # stable, like the log's order for equal times
     return out
 
 
@@ -52,7 +63,7 @@ def _vector(data: dict[str, Any], par_key: str, cpu_key: str) -> dict[str, float
     return vec
 
 
-def phase_stages(events: pd.DataFrame, run_end: float) -> tuple[Stage, ...]:
+def phase_stages(events: Events, run_end: float) -> tuple[Stage, ...]:
     """Stages announced by `phase` events ("stage1 start", data {stage, start, end})."""
     found: list[tuple[str, float, float | None]] = []
     for row in _rows(events, EventKind.PHASE):
@@ -74,7 +85,7 @@ def phase_stages(events: pd.DataFrame, run_end: float) -> tuple[Stage, ...]:
     return tuple(stages)
 
 
-def event_facts(events: pd.DataFrame, run_end: float) -> EventFacts:
+def event_facts(events: Events, run_end: float) -> EventFacts:
     actions = _rows(events, EventKind.ACTION)
     faults = _rows(events, EventKind.FAULT)
     return EventFacts(
@@ -89,6 +100,7 @@ def event_facts(events: pd.DataFrame, run_end: float) -> EventFacts:
         failed_rescales=sum(1 for f in faults if "rescale" in f["reason"].lower()),
         recoveries=len(_rows(events, EventKind.RECOVERY)),
         phase_stages=phase_stages(events, run_end),
+        decisions_skipped=len(_rows(events, EventKind.DECISION_SKIPPED)),
     )
 
 
@@ -97,12 +109,13 @@ def stage_convergence(meta: RunMeta, facts: EventFacts) -> list[StageConvergence
     return [convergence(s, facts.action_ts, meta.settle_s) for s in stages]
 
 
-def event_metrics(meta: RunMeta, events: pd.DataFrame, run_end: float) -> tuple[dict[str, Any], list[StageConvergence]]:
+def event_metrics(meta: RunMeta, events: Events, run_end: float) -> tuple[dict[str, Any], list[StageConvergence]]:
     """Per-run columns derived from events, plus the per-stage convergence rows."""
     facts = event_facts(events, run_end)
     n_actions = len(facts.action_ts)
     out: dict[str, Any] = {
         "scale_count": n_actions,
+        "decisions_skipped": facts.decisions_skipped,
         "faults": facts.faults,
         "injected_faults": facts.injected,
         "crashes": facts.crashes,

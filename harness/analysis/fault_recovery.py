@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.analysis.aggregate import ci_half_width
+from harness.analysis.events import Events
 from harness.analysis.loader import RunRef
 from harness.vocabulary import EventKind, Metric
 
@@ -37,24 +39,30 @@ def _data(raw: Any) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
-def injected_faults(events: pd.DataFrame) -> list[dict[str, Any]]:
-    """The injection events (one per scheduled fault that was injected)."""
-    if events is None or events.empty:
+def _records(events: Events, kind: str) -> list[dict[str, Any]]:
+    """The events of one kind as dicts (a frame's rows or the loader's plain rows)."""
+    if events is None or len(events) == 0:
         return []
+    rows = events.to_dict("records") if isinstance(events, pd.DataFrame) else events
+    return [dict(r) for r in rows if r["kind"] == kind]
+
+
+def injected_faults(events: Events) -> list[dict[str, Any]]:
+    """The injection events (one per scheduled fault that was injected)."""
     out = []
-    for r in events[events["kind"] == EventKind.FAULT].itertuples(index=False):
-        d = _data(r.data)
-        if d.get("injected") and "fault_id" in d and str(r.reason).startswith("injected fault"):
-            out.append({"ts": float(r.ts), **d})
+    for r in _records(events, EventKind.FAULT):
+        d = _data(r.get("data"))
+        if d.get("injected") and "fault_id" in d and str(r.get("reason") or "").startswith("injected fault"):
+            out.append({"ts": float(r["ts"]), **d})
     return sorted(out, key=lambda f: f["ts"])
 
 
-def _backend_recoveries(events: pd.DataFrame) -> dict[int, float]:
+def _backend_recoveries(events: Events) -> dict[int, float]:
     out: dict[int, float] = {}
-    for r in events[events["kind"] == EventKind.RECOVERY].itertuples(index=False):
-        d = _data(r.data)
+    for r in _records(events, EventKind.RECOVERY):
+        d = _data(r.get("data"))
         if "fault_id" in d:
-            out[int(d["fault_id"])] = max(out.get(int(d["fault_id"]), -math.inf), float(r.ts))
+            out[int(d["fault_id"])] = max(out.get(int(d["fault_id"]), -math.inf), float(r["ts"]))
     return out
 
 
@@ -88,7 +96,7 @@ def recovery_time(df: pd.DataFrame, t0: float, t1: float, period_s: float) -> fl
     return math.nan
 
 
-def fault_rows(refs: list[RunRef]) -> pd.DataFrame:
+def fault_rows(refs: Sequence[RunRef]) -> pd.DataFrame:
     """One row per injected fault of every run that had one (interrupted runs left out)."""
     rows: list[dict[str, Any]] = []
     for ref in refs:

@@ -22,6 +22,8 @@ from harness.analysis.profile import OperatorProfile, demand_coefficients
 from harness.identity import recorded_hash
 from harness.run_status import RunStatus
 
+# libyaml's safe loader when PyYAML was built with it: run.yaml is read once per run, thousands per analysis
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _REP_SUFFIX = re.compile(r"^(?P<cell>.+)-r(?P<rep>\d+)$")
 
 # identity columns of the per-run summary, in table order
@@ -59,6 +61,7 @@ class RunMeta:
     topic_shares: dict[str, float] | None = None  # share of the input rate per topic (backend fact)
     stages: tuple[Stage, ...] = ()
     yaml_faults: int = 0
+    pattern_records: float | None = None  # records the pattern asks for over the run (None: not recorded)
     config_hash: str = ""  # the cell's configuration identity (harness.identity); "" when unknown
     status_reason: str = ""  # the rest of the status line ("failed: <why>")
     extra: dict[str, Any] = field(default_factory=dict)
@@ -189,6 +192,7 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         pattern = {"name": pattern}
     query = str(config.get("query") or _get(raw, "topology", "query", default=""))
     duration = raw.get("duration_s")
+    records = _get(raw, "pattern", "records")
     return RunMeta(
         run_id=run_id,
         path=run_dir,
@@ -218,6 +222,7 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         topic_shares=_topic_shares(raw),
         stages=_stages(raw, config),
         yaml_faults=int(raw.get("faults", 0) or 0),
+        pattern_records=float(records) if records is not None else None,
     )
 
 
@@ -228,7 +233,7 @@ def read_status(run_dir: Path) -> str:
 
 def load_meta(run_dir: Path, results_dir: Path | None = None) -> RunMeta:
     with (Path(run_dir) / "run.yaml").open() as fh:
-        raw = yaml.safe_load(fh) or {}
+        raw = yaml.load(fh, Loader=_YAML_LOADER) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"run.yaml holds a {type(raw).__name__}, not a mapping")
     return parse_meta(raw, Path(run_dir), results_dir, read_status(run_dir))

@@ -4,9 +4,19 @@ Every engine (the pandas cross-check and the PySpark jobs) implements the same
 definitions; this module is the reference and the tests pin it down with
 hand-made series. Conventions shared by all engines:
 
-- A series is a step function: each sample holds until the next one, the last
-  until the run's end (the latest timestamp of the run). Samples whose value is
-  NaN are dropped, so the previous value holds over a gap.
+- A series is a step function: each measured sample holds until the next
+  sample, the last until the run's end (the latest timestamp of the run).
+- A gap is a gap: a NaN sample marks the series as unknown from its time to the
+  next sample. That time counts in neither the area nor the span of the
+  time-weighted statistics (mean, sum, span), so an outage is never covered by
+  the value from before it (METRICS.md: "a gap in the samples is a gap, never
+  the last value held"). The backends write such markers where a measurement
+  was missing (a Prometheus range query without a point at a step, a snapshot
+  that could not be measured, an interval without records for a latency).
+  Max, min, last and percentiles are over the measured samples.
+- SPEC provisioning, control-step QoS and excess time take the measured
+  samples only (an unmeasured resource count holds its last value there: it
+  does not change without an action).
 - Percentiles are over samples (linear interpolation, numpy's default and
   Spark's exact `percentile`), as the thesis aggregated equally spaced
   Prometheus samples (Kanis 2023, ch. 5.3, after Cardellini et al.).
@@ -25,7 +35,7 @@ CEIL_EPS = 1e-9
 
 
 def step_widths(ts: np.ndarray, end: float | None = None) -> np.ndarray:
-    """Duration each sample holds: up to the next sample, the last one up to `end`."""
+    """Duration each sample holds: up to the next sample (measured or a gap marker), the last one up to `end`."""
     ts = np.asarray(ts, dtype=float)
     if len(ts) == 0:
         return ts
@@ -42,22 +52,44 @@ def _clean(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarra
     return t_arr[order], v_arr[order]
 
 
+def _sorted(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    t_arr = np.asarray(ts, dtype=float)
+    v_arr = np.asarray(values, dtype=float)
+    order = np.argsort(t_arr, kind="stable")
+    return t_arr[order], v_arr[order]
+
+
+def held_area(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
+              end: float | None = None) -> tuple[float, float]:
+    """(area, span) of a step function with gaps: value x duration and the duration, summed over the
+    measured samples; a NaN sample's duration (a gap) counts in neither."""
+    ts_s, v = _sorted(ts, values)
+    if len(ts_s) == 0:
+        return 0.0, 0.0
+    widths = step_widths(ts_s, end)
+    ok = ~np.isnan(v)
+    return float((widths[ok] * v[ok]).sum()), float(widths[ok].sum())
+
+
 def time_weighted_mean(ts: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray,
                        end: float | None = None) -> float:
-    """Mean of a step function over [first sample, end] (thesis ch. 5.3: avg(TM) over time).
+    """Mean of a step function over the time it was measured, from its first sample to `end`
+    (thesis ch. 5.3: avg(TM) over time).
 
     Irregular steps weigh by their duration, so a value held for a minute counts
-    twelve times as much as one held for five seconds. A single sample (or all
-    samples at one instant) has no duration: its plain mean is returned.
+    twelve times as much as one held for five seconds; a gap (from a NaN sample to
+    the next sample) counts for nothing. Without any measured duration (a single
+    sample, or all at one instant) the plain mean of the measured values is returned.
     """
-    ts, values = _clean(ts, values)
-    if len(ts) == 0:
+    _, v = _sorted(ts, values)
+    measured_v = v[~np.isnan(v)]
+    if len(measured_v) == 0:
         return math.nan
-    widths = step_widths(ts, end)
-    total = widths.sum()
-    if total <= 0:
-        return float(values.mean())
-    return float((widths * values).sum() / total)
+    area, span = held_area(ts, values, end)
+    if span <= 0:
+        return float(measured_v.mean())
+    return area / span
 
 
 def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
@@ -184,11 +216,10 @@ def provisioning(ts_ideal: np.ndarray, ideal: np.ndarray, ts_actual: np.ndarray,
 
 
 def replica_minutes(ts: np.ndarray, resources: np.ndarray, end: float | None = None) -> float:
-    """Gesscale's cost: one unit per replica per minute (area under the resource curve / 60)."""
-    ts, resources = _clean(ts, resources)
-    if len(ts) == 0:
+    """Gesscale's cost: one unit per replica per minute (area under the measured resource curve / 60)."""
+    if not (~np.isnan(np.asarray(resources, dtype=float))).any():
         return math.nan
-    return float((resources * step_widths(ts, end)).sum() / 60.0)
+    return held_area(ts, resources, end)[0] / 60.0
 
 
 # ---------------------------------------------------------------- SASO (De Matteis & Mencagli, sec. 5.3)
@@ -232,7 +263,9 @@ def t_factor(n: int, level: float = 0.95) -> float:
     """Student-t quantile for a two-sided `level` interval with n - 1 degrees of freedom."""
     if n < 2:
         return math.nan
-    from scipy import stats  # here, not at the top: `bench run` summarises with this module, without scipy
+    # here, not at the top: `bench run` summarises with this module without scipy, and importing
+    # scipy.stats costs seconds per analysis worker
+    from scipy import stats
 
     return float(stats.t.ppf(0.5 + level / 2.0, n - 1))
 
@@ -248,3 +281,36 @@ def mean_ci(values: Iterable[float], level: float = 0.95) -> MeanCI:
         return MeanCI(float(arr[0]), math.nan, 1)
     sd = float(arr.std(ddof=1))
     return MeanCI(float(arr.mean()), t_factor(n, level) * sd / math.sqrt(n), n)
+
+
+# A run that could not offer more than this fraction of its pattern's records is flagged (summary, report).
+SHORTFALL_FLAG = 0.01
+
+
+def load_shortfall(skipped: float, expired: float, pattern_records: float | None) -> float:
+    """Share of the pattern's records never offered to the job: generator skips + records expired unread.
+
+    NaN when either count or the pattern's total is unknown (unknown is not zero)."""
+    total = pattern_records if pattern_records is not None else math.nan
+    return (skipped + expired) / total if total > 0 else math.nan
+
+
+def fmt_latency(seconds: float, ci: float = math.nan) -> str:
+    """A latency in ms below 1 s, else in s (three significant figures; '+- ci' in the same unit)."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    scale, unit = (1000.0, "ms") if abs(float(seconds)) < 1.0 else (1.0, "s")
+    text = f"{float(seconds) * scale:.3g} {unit}"
+    if ci is not None and not math.isnan(ci) and ci > 0:
+        text += f" ± {float(ci) * scale:.3g} {unit}"
+    return text
+
+
+def fmt_share(value: float, ci: float = math.nan) -> str:
+    """A fraction as a percentage ("0.52 %")."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    text = f"{100.0 * float(value):.3g} %"
+    if ci is not None and not math.isnan(ci) and ci > 0:
+        text += f" ± {100.0 * float(ci):.3g} %"
+    return text

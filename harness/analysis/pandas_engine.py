@@ -1,118 +1,45 @@
-"""Per-run summaries computed run by run with pandas and the metric core.
+"""The in-process engine: batches of runs analysed one after another in this process.
 
-This is the reference the Spark jobs are checked against: it calls the pure
-functions of `metrics` directly, one run at a time.
+No start-up cost and no copies: the right engine below `engine.SPARK_MIN_RUNS` runs
+(2,000, measured). Memory stays bounded: one batch of `BATCH_RUNS` runs'
+samples is in memory at a time.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import pyarrow.parquet as pq
-
-from harness.analysis import metrics as mx
-from harness.analysis import papers
-from harness.analysis.events import event_metrics
+from harness.analysis.assembly import RunRows, analyse, analyse_dirs
 from harness.analysis.loader import RunRef
-from harness.analysis.summary import (
-    PERCENTILE_METRICS,
-    SERIES_STATS_COLUMNS,
-    AnalysisResult,
-    RunPieces,
-    SeriesStats,
-    SpecFacts,
-    assemble_row,
-    convergence_rows,
-    final_parallelism,
-    operator_rows,
-    paper_spec,
-)
-from harness.vocabulary import Metric
+from harness.analysis.summary import AnalysisResult
+
+# runs per batch: ~25 k samples each for a 140-minute run at 5 s, so ~3 M samples (~150 MB) at a time
+BATCH_RUNS = 128
 
 
-def read_timeseries(ref: RunRef) -> pd.DataFrame:
-    if ref.timeseries_path is None:
-        return pd.DataFrame({"ts": [], "metric": [], "operator": [], "subtask": [], "value": []})
-    df = pq.read_table(ref.timeseries_path, columns=["ts", "metric", "operator", "subtask", "value"]).to_pandas()
-    return df[df["value"].notna()]
+def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def series_stats(ts: np.ndarray, values: np.ndarray, end: float, percentiles: bool) -> SeriesStats:
-    order = np.argsort(ts, kind="stable")
-    ts, values = ts[order], values[order]
-    widths = mx.step_widths(ts, end)
-    span = float(widths.sum())
-    return SeriesStats(
-        tw_mean=mx.time_weighted_mean(ts, values, end),
-        tw_sum=float((widths * values).sum()),
-        span=span,
-        max=float(values.max()),
-        min=float(values.min()),
-        last=float(values[-1]),
-        n=len(values),
-        p50=mx.percentile(values, 50) if percentiles else math.nan,
-        p95=mx.percentile(values, 95) if percentiles else math.nan,
-    )
-
-
-def run_pieces(ref: RunRef, df: pd.DataFrame) -> RunPieces:
-    meta = ref.meta
-    if df.empty:
-        return RunPieces(0.0, 0.0)
-    df = df[df["subtask"] == -1]  # per-subtask series are not summarised; the run spans the rest
-    if df.empty:
-        return RunPieces(0.0, 0.0)
-    start, end = float(df["ts"].min()), float(df["ts"].max())
-    pieces = RunPieces(start, end)
-    arrays: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    for (metric, op), g in df.groupby(["metric", "operator"], sort=True):
-        ts, values = g["ts"].to_numpy(float), g["value"].to_numpy(float)
-        arrays[(metric, op)] = (ts, values)
-        pieces.series[(metric, op)] = series_stats(ts, values, end, metric in PERCENTILE_METRICS and op == "")
-
-    def job(metric: str) -> tuple[np.ndarray, np.ndarray] | None:
-        got = arrays.get((metric, ""))
-        if got is None:
-            return None
-        order = np.argsort(got[0], kind="stable")
-        return got[0][order], got[1][order]
-
-    inp, tm = job(Metric.INPUT_RATE), job(Metric.TASKMANAGERS)
-    if inp is not None and tm is not None and meta.coefficients:
-        ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
-        prov = mx.provisioning(inp[0], ideal, tm[0], tm[1], end)
-        pieces.spec = SpecFacts(prov.accuracy_u, prov.accuracy_o, prov.timeshare_u, prov.timeshare_o,
-                                mx.time_weighted_mean(inp[0], ideal, end))
-    wanted = df["metric"].isin(papers.JOB_METRICS) & (df["operator"] == "")
-    wanted |= df["metric"].isin(papers.OPERATOR_METRICS) & (df["operator"] != "")
-    pieces.scores = papers.score_run(df[wanted], paper_spec(meta, start, end, final_parallelism(pieces.series)))
-    return pieces
-
-
-def summarise(refs: list[RunRef], progress: Callable[[int], Any] | None = None) -> AnalysisResult:
-    """The per-run summary of every run, computed with pandas."""
-    rows: list[dict[str, Any]] = []
-    conv: list[dict[str, Any]] = []
-    ops: list[dict[str, Any]] = []
-    stats: list[dict[str, Any]] = []
-    for ref in refs:
-        df = read_timeseries(ref)
-        pieces = run_pieces(ref, df)
-        event_cols, stages = event_metrics(ref.meta, ref.events, pieces.run_end)
-        rows.append(assemble_row(ref.meta, pieces, event_cols))
-        conv.extend(convergence_rows(ref.meta, stages))
-        ops.extend(operator_rows(ref.meta, pieces))
-        stats.extend({"run_id": ref.meta.run_id, "metric": m, "operator": op, **vars(st)}
-                     for (m, op), st in pieces.series.items())
+def summarise(refs: Sequence[RunRef], progress: Callable[[int], Any] | None = None,
+              batch_runs: int = BATCH_RUNS) -> AnalysisResult:
+    """The per-run summary of every run in `refs`, `batch_runs` runs at a time."""
+    rows = RunRows()
+    for batch in _batches(refs, batch_runs):
+        rows.extend(analyse(batch))
         if progress is not None:
-            progress(1)
-    return AnalysisResult(
-        summary=pd.DataFrame(rows),
-        convergence=pd.DataFrame(conv),
-        operators=pd.DataFrame(ops),
-        series_stats=pd.DataFrame(stats, columns=SERIES_STATS_COLUMNS),
-    )
+            progress(len(batch))
+    return rows.result()
+
+
+def summarise_dirs(run_dirs: Sequence[Path], results_dir: Path, progress: Callable[[int], Any] | None = None,
+                   batch_runs: int = BATCH_RUNS) -> AnalysisResult:
+    """`summarise` of run directories, reading each batch's run.yaml and events only when it is its turn."""
+    rows = RunRows()
+    for batch in _batches(run_dirs, batch_runs):
+        rows.extend(analyse_dirs(batch, results_dir))
+        if progress is not None:
+            progress(len(batch))
+    return rows.result()

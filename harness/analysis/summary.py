@@ -13,26 +13,41 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from harness.analysis.meta import RunMeta
-from harness.analysis.metrics import StageConvergence
+from harness.analysis.metrics import SHORTFALL_FLAG, StageConvergence, load_shortfall
 from harness.analysis.papers import SCORE_COLUMNS, PaperSpec
 from harness.analysis.profile import drain_rate
 from harness.vocabulary import Metric
+
+if TYPE_CHECKING:
+    from harness.analysis.loader import SkippedRecord
 
 # columns of the long per-series statistics table both engines produce
 SERIES_STATS_COLUMNS = ["run_id", "metric", "operator", "tw_mean", "tw_sum", "span", "max", "min", "last",
                         "n", "p50", "p95"]
 # series whose percentiles are reported (keeps Spark's exact percentile cheap)
-PERCENTILE_METRICS = (Metric.LATENCY_KAFKA,)
+PERCENTILE_METRICS = (Metric.LATENCY_KAFKA, Metric.LATENCY_E2E_P50, Metric.LATENCY_E2E_P95)
+
+# Latency columns, both labelled by what they measure (METRICS.md), in seconds:
+# - latency_kafka_*: the thesis' time in Kafka; avg = time-weighted mean of the per-scrape samples (gaps
+#   are gaps), p50/p95 = percentiles over those samples, max = the largest sample;
+# - latency_e2e_*: sink processing time - event time of every record, recorded per interval (mean, p50,
+#   p95, p99, max over the interval's records); avg = time-weighted mean of the interval means, p50 / p95 =
+#   the median of the interval medians / the 95th percentile of the interval p95s, max = the oldest record.
+LATENCY_COLUMNS = ["latency_kafka_avg", "latency_kafka_p50", "latency_kafka_p95", "latency_kafka_max",
+                   "latency_e2e_avg", "latency_e2e_p50", "latency_e2e_p95", "latency_e2e_max"]
+# Offered vs lost load: records the generator skipped and Kafka retention deleted unread, and their
+# share of the pattern's records (`load_shortfall`; `shortfall_flagged` above SHORTFALL_FLAG).
+LOAD_COLUMNS = ["load_skipped", "load_expired", "load_shortfall", "shortfall_flagged"]
 
 # numeric columns of the summary, grouped as the tables show them
-THESIS_COLUMNS = ["tm_avg", "tm_max", "lat_avg", "lat_p50", "lat_p95", "lat_max", "input_rate_avg",
-                  "throughput_avg", "throughput_ratio", "cpu_avg", "lag_max", "lag_end", "scale_count",
-                  "duration_s"]
+THESIS_COLUMNS = ["tm_avg", "tm_max", *LATENCY_COLUMNS, "input_rate_avg",
+                  "throughput_avg", "throughput_ratio", *LOAD_COLUMNS, "cpu_avg", "lag_max", "lag_end",
+                  "scale_count", "decisions_skipped", "duration_s"]
 SPEC_COLUMNS = ["spec_accuracy_u", "spec_accuracy_o", "spec_timeshare_u", "spec_timeshare_o",
                 "spec_excess_time", "spec_reconfigurations", "spec_cost_replica_min", "spec_ideal_avg",
                 "spec_processed_in_trace", "spec_trace_s"]
@@ -113,6 +128,13 @@ def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]
     nan_stats = SeriesStats(math.nan, math.nan, 0.0, math.nan, math.nan, math.nan, 0)
     tm, lat, cpu, lag = (s.get((m, ""), nan_stats)
                          for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.CPU, Metric.LAG))
+    e2e_mean, e2e_p50, e2e_p95, e2e_max = (
+        s.get((m, ""), nan_stats)
+        for m in (Metric.LATENCY_E2E_MEAN, Metric.LATENCY_E2E_P50, Metric.LATENCY_E2E_P95, Metric.LATENCY_E2E_MAX))
+    # cumulative counters: their largest sample is the run's total (robust to a restarted exporter)
+    skipped = s.get((Metric.SKIPPED_TOTAL, ""), nan_stats).max
+    expired = s.get((Metric.EXPIRED_TOTAL, ""), nan_stats).max
+    shortfall = load_shortfall(skipped, expired, meta.pattern_records)
     inp, thr = s.get((Metric.INPUT_RATE, ""), nan_stats), s.get((Metric.THROUGHPUT, ""), nan_stats)
     duration = pieces.run_end - pieces.run_start
     shares = [st.tw_mean for (m, op), st in s.items() if m == Metric.CPU_SHARE and op]
@@ -122,9 +144,14 @@ def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]
     row: dict[str, Any] = {
         **meta.identity(),
         "tm_avg": tm.tw_mean, "tm_max": tm.max,
-        "lat_avg": lat.tw_mean, "lat_p50": lat.p50, "lat_p95": lat.p95, "lat_max": lat.max,
+        "latency_kafka_avg": lat.tw_mean, "latency_kafka_p50": lat.p50, "latency_kafka_p95": lat.p95,
+        "latency_kafka_max": lat.max,
+        "latency_e2e_avg": e2e_mean.tw_mean, "latency_e2e_p50": e2e_p50.p50, "latency_e2e_p95": e2e_p95.p95,
+        "latency_e2e_max": e2e_max.max,
         "input_rate_avg": inp.tw_mean, "throughput_avg": thr.tw_mean,
         "throughput_ratio": _div(thr.tw_mean, inp.tw_mean),
+        "load_skipped": skipped, "load_expired": expired, "load_shortfall": shortfall,
+        "shortfall_flagged": bool(shortfall > SHORTFALL_FLAG),
         "cpu_avg": cpu.tw_mean, "lag_max": lag.max, "lag_end": lag.last,
         "duration_s": duration,
         "spec_accuracy_u": spec.accuracy_u if spec else math.nan,
@@ -161,9 +188,12 @@ def operator_rows(meta: RunMeta, pieces: RunPieces) -> list[dict[str, Any]]:
 
 @dataclass
 class AnalysisResult:
-    """What an engine returns: per-run summary, per-stage convergence, per-operator stats."""
+    """What an engine returns: per-run summary, per-stage convergence, per-operator stats; per injected
+    fault its recovery (`fault_recovery.FAULT_COLUMNS`); the run records it could not read."""
 
     summary: pd.DataFrame
     convergence: pd.DataFrame
     operators: pd.DataFrame
     series_stats: pd.DataFrame
+    faults: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skipped: list[SkippedRecord] = field(default_factory=list)

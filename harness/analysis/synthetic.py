@@ -2,7 +2,9 @@
 
 A cheap, vectorised stand-in for a run: a cosine (or convergence) input rate,
 a reactive scaler that re-targets the ideal parallelism every `cooldown_s`,
-Kafka lag and latency from the capacity shortfall. Not a simulator - just
+Kafka lag and latency from the capacity shortfall, end-to-end latency a
+little above it, load the generator skipped while far behind, and a gap
+(NaN samples) in latencies and CPU at each rescale. Not a simulator - just
 realistic-looking long-format data written with `harness.record`.
 """
 
@@ -70,6 +72,7 @@ def synthetic_run(
         events.add(s["start_s"], EventKind.PHASE, f"{s['name']} start", stage=s["name"],
                    start=s["start_s"], end=s["end_s"])
     par = {o.name: np.ones(n) for o in ops}
+    rescaled = np.zeros(n, dtype=bool)  # steps of a rescale's downtime: nothing measured there
     current = {o.name: 1 for o in ops}
     next_ok = 0.0
     period = 15.0
@@ -82,10 +85,12 @@ def synthetic_run(
                        before=dict(current), after=dict(want))
             current = want
             next_ok = t[i] + cooldown_s
+            rescaled[i] = True
         for op in par:
             par[op][i:] = current[op]
     for k in range(faults):
         events.add(float(t[n // 2 + k]), EventKind.FAULT, "crash during rescale", crash=True)
+    events.add(float(t[n // 3]), EventKind.DECISION_SKIPPED, "no decision: job metrics not measured: input_rate")
     events.add(float(t[-1]), EventKind.PHASE, "end")
     capacity = np.min(np.stack([par[o.name] / coefs[o.name] for o in ops if coefs[o.name] > 0]), axis=0)
     throughput = np.empty(n)
@@ -97,14 +102,18 @@ def synthetic_run(
         backlog = avail - done
         throughput[i] = done / step_s
         lag[i] = backlog
-    latency = 0.05 + lag / np.maximum(throughput, 1.0)
+    latency = np.where(rescaled, np.nan, 0.05 + lag / np.maximum(throughput, 1.0))
+    e2e = latency + 0.02
+    skipped = np.cumsum(np.maximum(0.0, lag - rate * 10.0) * 0.001)  # the generator gives up far behind
     tm = sum(par.values())
-    cpu = np.clip(rate / np.maximum(capacity, 1.0), 0, 1) * 0.9
+    cpu = np.where(rescaled, np.nan, np.clip(rate / np.maximum(capacity, 1.0), 0, 1) * 0.9)
     frames = [
         pd.DataFrame({"ts": t, "metric": m, "value": v})
         for m, v in ((Metric.INPUT_RATE, rate), (Metric.THROUGHPUT, throughput), (Metric.LAG, lag),
-                     (Metric.LATENCY_KAFKA, latency),
-                     (Metric.TASKMANAGERS, tm), (Metric.CPU, cpu))
+                     (Metric.LATENCY_KAFKA, latency), (Metric.LATENCY_E2E_MEAN, e2e),
+                     (Metric.LATENCY_E2E_P50, e2e * 0.9), (Metric.LATENCY_E2E_P95, e2e * 1.5),
+                     (Metric.LATENCY_E2E_MAX, e2e * 2.0), (Metric.SKIPPED_TOTAL, skipped),
+                     (Metric.EXPIRED_TOTAL, np.zeros(n)), (Metric.TASKMANAGERS, tm), (Metric.CPU, cpu))
     ]
     demand = {o.name: c * o.capacity for o, c in zip(ops, coefs.values(), strict=True)}
     for o in ops:
@@ -130,7 +139,7 @@ def synthetic_run(
         "topology": {"query": query, "operators": [
             {"name": o.name, "upstream": list(o.upstream), "topic": o.topic, "capacity": o.capacity,
              "selectivity": o.selectivity} for o in ops]},
-        "pattern": {"stages": stages, "max_rate": float(rate.max())},
+        "pattern": {"stages": stages, "max_rate": float(rate.max()), "records": float(rate.sum() * step_s)},
         "backend": {"synthetic": True},
     }
     return write_run_record(run_dir, run_yaml, ts_df, events, STATUS_COMPLETED)

@@ -17,12 +17,23 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.metrics import fmt_latency, fmt_share
+from harness.analysis.rounding import PM_LEGEND, with_ci
+
 # (column in the cell aggregates, header) per table kind
 TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "thesis": [("tm_avg", "avg(TM)"), ("tm_max", "max(TM)"), ("lat_avg", "avg(lat) s"), ("lat_p50", "p50 s"),
-               ("lat_p95", "p95 s"), ("lat_max", "max(lat) s"), ("input_rate_avg", "input rec/s"),
-               ("throughput_avg", "throughput rec/s"), ("throughput_ratio", "thr/input"), ("cpu_avg", "CPU"),
-               ("scale_count", "scale count"), ("flagged", "flagged")],
+    "thesis": [("tm_avg", "avg(TM)"), ("tm_max", "max(TM)"), ("latency_kafka_avg", "kafka lat avg"),
+               ("latency_kafka_p50", "kafka p50"), ("latency_kafka_p95", "kafka p95"),
+               ("latency_kafka_max", "kafka max"), ("input_rate_avg", "input rec/s"),
+               ("throughput_avg", "throughput rec/s"), ("throughput_ratio", "thr/input"),
+               ("load_shortfall", "shortfall"), ("cpu_avg", "CPU"), ("scale_count", "scale count"),
+               ("decisions_skipped", "skipped decisions"), ("flagged", "flagged")],
+    # both latencies side by side (METRICS.md): time in Kafka (thesis) and end to end (sink - event time)
+    "latency": [("latency_kafka_avg", "kafka avg"), ("latency_kafka_p50", "kafka p50"),
+                ("latency_kafka_p95", "kafka p95"), ("latency_kafka_max", "kafka max"),
+                ("latency_e2e_avg", "e2e avg"), ("latency_e2e_p50", "e2e p50"), ("latency_e2e_p95", "e2e p95"),
+                ("latency_e2e_max", "e2e max"), ("load_shortfall", "load shortfall"),
+                ("shortfall_flagged", "shortfall > 1 %"), ("decisions_skipped", "skipped decisions")],
     "spec": [("spec_accuracy_o", "accuracyO"), ("spec_accuracy_u", "accuracyU"),
              ("spec_timeshare_o", "timeshareO %"), ("spec_timeshare_u", "timeshareU %"),
              ("spec_excess_time", "excess time"), ("spec_reconfigurations", "#reconf."),
@@ -54,21 +65,18 @@ class Table:
 
 
 def fmt(value: float, ci: float = math.nan) -> str:
-    """Three significant figures, thousands grouped; '+- ci' when there is an interval."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
+    """Three significant figures, thousands grouped; 'mean ± ci' rounded to the interval's precision
+    (`harness.analysis.rounding`: never `1 ± 1.41e-15`)."""
+    return with_ci(value, ci)
 
-    def one(v: float) -> str:
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        if v == int(v) and abs(v) < 1000:
-            return f"{int(v)}"
-        return f"{v:.3g}"
 
-    text = one(float(value))
-    if ci is not None and not math.isnan(ci) and ci > 0:
-        text += f" ± {one(float(ci))}"
-    return text
+def formatter(column: str) -> Any:
+    """How a summary column is shown: latencies in ms/s, the load shortfall in %, the rest as numbers."""
+    if column.startswith("latency_"):
+        return fmt_latency
+    if column == "load_shortfall":
+        return fmt_share
+    return fmt
 
 
 def row_labels(cells: pd.DataFrame) -> list[str]:
@@ -98,7 +106,8 @@ def _table(cells: pd.DataFrame, labels: list[str], columns: list[tuple[str, str]
     for c, h in present:
         raw[c] = cells[c].to_numpy()
         raw[f"{c}_ci"] = cells[f"{c}_ci"].to_numpy() if f"{c}_ci" in cells else math.nan
-        shown[h] = [fmt(v, e) for v, e in zip(cells[c], cells.get(f"{c}_ci", [math.nan] * len(cells)), strict=True)]
+        show = formatter(c)
+        shown[h] = [show(v, e) for v, e in zip(cells[c], cells.get(f"{c}_ci", [math.nan] * len(cells)), strict=True)]
     return pd.DataFrame(raw), pd.DataFrame(shown)
 
 
@@ -198,7 +207,7 @@ def write_tables(tables: list[Table], out_dir: Path) -> list[Path]:
     """`<out>/<matrix>/<query>-<pattern>-<kind>.{csv,md,tex}` plus an index.md of all of them."""
     out_dir = Path(out_dir)
     written: list[Path] = []
-    index = ["# Comparison tables", ""]
+    index = ["# Comparison tables", "", PM_LEGEND, ""]
     for t in tables:
         d = out_dir / t.matrix
         d.mkdir(parents=True, exist_ok=True)

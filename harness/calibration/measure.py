@@ -12,6 +12,7 @@ and an interrupted calibration resumes with the next query.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from harness.calibration.recorder import Recorder
 from harness.topology import Topology
 from workloads.generator import expected_shares
 from workloads.patterns import LoadPattern
+
+log = logging.getLogger(__name__)
 
 Say = Callable[[str], None]
 Tick = Callable[[float], None]
@@ -366,10 +369,10 @@ class QueryCalibration:
         try:
             if b._generator is not None:
                 b._generator.stop()
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001 - teardown goes on; the stack's own stop kills what is left
+            log.warning("calibration teardown: the generator did not stop cleanly: %s", exc)
         try:
             for jid in b.rest.active_job_ids():
                 b.rest.cancel(jid)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001 - teardown goes on; the stack's own stop kills what is left
+            log.warning("calibration teardown: jobs could not be cancelled: %s", exc)

@@ -13,6 +13,7 @@ operator and subtask directly. Rows are plain dicts; `frame()` turns them into a
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,8 @@ import requests
 
 from harness.backends.flink_rest import vertex_operators
 from workloads.generator import parse_prometheus
+
+log = logging.getLogger(__name__)
 
 T = "flink_taskmanager_job_task_"
 TASK_GAUGES = {
@@ -147,8 +150,8 @@ class Recorder:
                 last_host = (busy, total)
                 self.host.append({"t": self.now(), "phase": self.phase, "load1": os.getloadavg()[0],
                                   "host_busy": db / dtot if dtot > 0 else float("nan")})
-            except Exception:  # noqa: BLE001 - a missed sample is a gap, never a crash of the calibration
-                pass
+            except Exception as exc:  # noqa: BLE001 - a missed sample is a gap, never a crash of the calibration
+                log.info("calibration sample missed at t=%.1f s: %s", self.now(), exc)
             self._stop.wait(max(0.0, self.interval_s - (self.clock() - started)))
 
     def sample(self) -> None:

@@ -221,6 +221,7 @@ def build_snapshot(fetched: Fetched, view: JobView, t: float, window_s: float,
     host = {(k[0], k[1]): s.get("metric", {}).get("tm_id", "") for s in r.get("subtask_tm", [])
             for k in [_key(s, SUBTASK)]}
     tm_cpu, tm_jvm = _tm_cpu(fetched, view)
+    e2e = {name: _index(r.get(name, []), ()).get((), nan) for name in ("latency_e2e", "latency_e2e_p95")}
     pending = _index(r.get("pending_records", []), ("task_id",))
     pending_d = _index(r.get("pending_records_deriv", []), ("task_id",))
     topic_rate = _index(r.get("input_rate", []), ("topic",))
@@ -294,6 +295,8 @@ def build_snapshot(fetched: Fetched, view: JobView, t: float, window_s: float,
         throughput=_sum([o.records_out_per_s for o in sources]),
         # every source subtask that emitted in the window counts; one that emitted nothing has no lag
         latency_s=float(np.mean(lags_ms)) / 1000.0 if lags_ms and lag_complete else nan,
+        latency_e2e_s=e2e["latency_e2e"],
+        latency_e2e_p95_s=e2e["latency_e2e_p95"],
         taskmanagers=view.taskmanagers,
         cpu_load=float(np.mean(list(tm_cpu.values()))) if tm_cpu else nan,
         cpu_jvm_load=float(np.mean(list(tm_jvm.values()))) if tm_jvm else nan,
@@ -310,15 +313,27 @@ def _sum(values: Sequence[float]) -> float:
 # ------------------------------------------------------------------ the I/O edge
 
 
+class PrometheusUnreachable(ConnectionError):
+    """Prometheus refused or dropped the connection; the rest of this snapshot's queries are not sent."""
+
+
 class PrometheusMonitor:
-    """Queries a Prometheus server (prometheus-api-client) and builds snapshots."""
+    """Queries a Prometheus server (prometheus-api-client) and builds snapshots.
+
+    A server that cannot be reached fails fast: the client does not retry a refused connection (its
+    default retries with backoff would hold a snapshot for minutes), and once one query of a snapshot
+    found it unreachable the others are not sent; every metric is then unknown, with that reason.
+    """
 
     def __init__(self, url: str, step_s: float = 5.0, timeout_s: float = 10.0) -> None:
         from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
 
         self.url = url
         self.step_s = step_s
-        self._prom = PrometheusConnect(url=url, disable_ssl=True)
+        # answers with 5xx while starting up are retried briefly; a refused connection is not
+        retry = Retry(total=2, connect=0, backoff_factor=0.2, status_forcelist=[429, 502, 503, 504])
+        self._prom = PrometheusConnect(url=url, disable_ssl=True, retry=retry)
         self._timeout = timeout_s
 
     def query(self, promql: str) -> list[Series]:
@@ -338,5 +353,18 @@ class PrometheusMonitor:
 
     def snapshot(self, view: JobView, t: float, window_s: float,
                  interarrival_s: np.ndarray | None = None) -> MetricsSnapshot:
-        fetched = fetch(self.query, view, window_s, self.step_s)
+        import requests
+
+        unreachable: list[str] = []
+
+        def query(promql: str) -> list[Series]:
+            if unreachable:
+                raise PrometheusUnreachable(unreachable[0])
+            try:
+                return self.query(promql)
+            except requests.ConnectionError as exc:
+                unreachable.append(f"Prometheus at {self.url} unreachable ({type(exc).__name__})")
+                raise PrometheusUnreachable(unreachable[0]) from exc
+
+        fetched = fetch(query, view, window_s, self.step_s)
         return build_snapshot(fetched, view, t, window_s, interarrival_s)

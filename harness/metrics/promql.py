@@ -8,13 +8,15 @@ and connector versions, and the generator may be absent). Templates use `{job}` 
 
 Series names are those of Flink's Prometheus reporter (`flink_<scope>_<metric>`, labels
 `job_id`, `task_id` = job-vertex id, `task_name`, `subtask_index`, `tm_id`), of our Java load
-generator (`generator_records_produced_total{topic}`) and of the Kafka JMX exporter.
+generator (`generator_records_produced_total{topic}`), of the Kafka JMX exporter and of the
+sinks' end-to-end latency histogram (`harness.metrics.latency`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.metrics.latency import E2E_BUCKET, E2E_COUNT, E2E_MAX_MS, E2E_SUM_MS
 from harness.vocabulary import Metric
 
 # Per-subtask results are grouped by vertex id and subtask index; averaging over attempts merges
@@ -61,6 +63,30 @@ def _counter_rate(metric: str) -> str:
 
 
 T = "flink_taskmanager_job_task_"
+
+
+def e2e_mean(selector: str, window: str) -> str:
+    """Mean end-to-end latency (s) of the records the sinks took in the window: rate(sum) / rate(count)
+    (NaN when none arrived: the rates are 0)."""
+    return (f"sum(rate({E2E_SUM_MS}{selector}[{window}])) / sum(rate({E2E_COUNT}{selector}[{window}])) / 1000")
+
+
+def _e2e_max_ms(selector: str, window: str) -> str:
+    return f"max(max_over_time({E2E_MAX_MS}{selector}[{window}]))"
+
+
+def e2e_max(selector: str, window: str) -> str:
+    """Largest end-to-end latency (s) seen at any sink subtask in the window (its max gauge covers one
+    scrape interval before each scrape; NaN samples, meaning no record, are skipped by max_over_time)."""
+    return f"{_e2e_max_ms(selector, window)} / 1000"
+
+
+def e2e_quantile(q: float, selector: str, window: str) -> str:
+    """Quantile `q` of the end-to-end latency (s) over the records of the window, all sink subtasks together:
+    Prometheus' histogram_quantile over the buckets' increase (`le` in ms). Interpolating inside a bucket
+    can overshoot the oldest record, so the result is capped at the window's max."""
+    return (f"clamp_max(histogram_quantile({q:g}, sum by (le) (rate({E2E_BUCKET}{selector}[{window}]))), "
+            f"scalar({_e2e_max_ms(selector, window)})) / 1000")
 
 CATALOGUE: tuple[Query, ...] = (
     # ---- per subtask (operator level is aggregated from these in harness.metrics.prometheus) ----
@@ -157,6 +183,17 @@ CATALOGUE: tuple[Query, ...] = (
         ("topic",), "records/s", "records produced into each Kafka topic",
         "the input rate next to throughput; the generator's acked count, else Kafka's messages-in",
         feeds=(Metric.INPUT_RATE,)),
+    # ---- end-to-end latency at the sinks (histogram of every record's sink time - event time) ----
+    Query(
+        "latency_e2e", (e2e_mean('{job_id="{job}"}', "{w}"),), JOB, "s",
+        "sink processing time minus event time, mean over the records of the window",
+        "the latency a user of the job sees, next to the thesis' time in Kafka (METRICS.md)",
+        feeds=(Metric.LATENCY_E2E_MEAN,)),
+    Query(
+        "latency_e2e_p95", (e2e_quantile(0.95, '{job_id="{job}"}', "{w}"),), JOB, "s",
+        "95th percentile of the same per-record latency over the window",
+        "tail latency against an SLO",
+        feeds=(Metric.LATENCY_E2E_P95,)),
     # ---- job ----
     Query(
         "registered_taskmanagers",

@@ -72,9 +72,18 @@ def taskmanagers(traces: list[Trace], title: str = "Task managers over time") ->
 
 
 def latency(traces: list[Trace], title: str = "Latency over time") -> Figure:
-    fig = metric_over_time(traces, Metric.LATENCY_KAFKA, title, "latency (s)", step=False)
-    ax = fig.axes[0]
-    if any((tr.series(Metric.LATENCY_KAFKA) > 0).any() for tr in traces):
+    """Both latencies per run: time in Kafka (solid, the thesis') and end to end (dashed, mean per interval).
+
+    NaN samples (no record measured in the interval) stay gaps in the lines, never bridged."""
+    fig, ax = _axes(title, "latency (s)")
+    for i, tr in enumerate(traces):
+        for metric, style, what in ((Metric.LATENCY_KAFKA, "-", "kafka"), (Metric.LATENCY_E2E_MEAN, "--", "e2e")):
+            s = tr.series(metric)
+            if not s.empty:
+                ax.plot(s.index, s.to_numpy(), style, color=f"C{i % 10}", linewidth=1.0, label=f"{what}: {tr.label}")
+    if traces:
+        ax.legend(fontsize="small", ncols=2)
+    if any((tr.series(m) > 0).any() for tr in traces for m in (Metric.LATENCY_KAFKA, Metric.LATENCY_E2E_MEAN)):
         ax.set_yscale("symlog", linthresh=1.0)
     return fig
 

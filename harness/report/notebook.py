@@ -83,13 +83,41 @@ def table(cells: pd.DataFrame, kind: str = "thesis") -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def require(frame: pd.DataFrame, columns: list[str], what: str) -> None:
+    """Stop with one clear line when the analysed matrix lacks what a notebook plots (never a bare KeyError)."""
+    if frame.empty:
+        raise NotebookInputError(f"{what}: nothing to plot - these results have no rows for it")
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        known = ", ".join(c for c in frame.columns if not c.endswith(("_ci", "_n")))
+        raise NotebookInputError(f"{what}: the analysed results have no column(s) {', '.join(missing)}; "
+                                 f"they have: {known}")
+
+
+def unit(metric: str, values: pd.Series | list[float]) -> tuple[float, str]:
+    """(factor, suffix) to show a metric in: latencies in ms when all are below 1 s, else s."""
+    if not metric.startswith("latency_"):
+        return 1.0, ""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    return (1000.0, " (ms)") if len(arr) and np.abs(arr).max() < 1.0 else (1.0, " (s)")
+
+
 def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | str = "pattern",
            title: str | None = None) -> None:
-    """Grouped bars: one group per `group` value, one bar per configuration, 95 % CI as error bars."""
+    """Grouped bars: one group per `group` value, one bar per configuration (coloured by autoscaler), 95 % CI
+    as error bars, the metric's unit on the y axis."""
+    from harness.report.colours import variant_styles
+    from harness.report.units import label_of
+
     group = [group] if isinstance(group, str) else group
+    require(cells, [metric, *group, "autoscaler", "params", "cell_id"], f"bar chart of {metric}")
+    factor, suffix = unit(metric, cells[metric]) if metric in cells else (1.0, "")
     cells = with_labels(cells)
     keys = sorted({tuple(r) for r in cells[group].itertuples(index=False)})
     labels = list(dict.fromkeys(cells["label"]))
+    owner = {lab: str(a) for lab, a in zip(cells["label"], cells["autoscaler"], strict=True)}
+    styles = dict(zip(labels, variant_styles([owner[lab] for lab in labels]), strict=True))
     width = 0.8 / max(1, len(labels))
     x = np.arange(len(keys))
     for i, label in enumerate(labels):
@@ -100,9 +128,13 @@ def bar_ci(ax: plt.Axes, cells: pd.DataFrame, metric: str, group: list[str] | st
             vals.append(float(row[metric].mean()) if not row.empty else math.nan)
             ci = row.get(f"{metric}_ci")
             errs.append(float(ci.mean()) if ci is not None and not row.empty and not ci.isna().all() else 0.0)
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=errs, capsize=3, label=label)
+        colour, _line, hatch = styles[label]
+        ax.bar(x + i * width - 0.4 + width / 2, [v * factor for v in vals], width, yerr=[e * factor for e in errs],
+               capsize=3, label=label, color=colour, hatch=hatch, edgecolor="black", linewidth=0.4)
     ax.set_xticks(x, ["/".join(k) for k in keys])
-    ax.set_title(title or metric)
+    name, unit_label = label_of(metric)
+    ax.set_title(title or name)
+    ax.set_ylabel(suffix.strip(" ()") or unit_label)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
 
@@ -121,6 +153,10 @@ def varying_parameter(cells: pd.DataFrame) -> dict[str, str]:
 
 def sensitivity(axes: list[plt.Axes], cells: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     """Each metric against each autoscaler's varying parameter, with CIs; returns the plotted points."""
+    from harness.report.colours import variant_styles
+    from harness.report.units import label_of
+
+    require(cells, [*metrics, "autoscaler", "params", "query", "pattern"], "parameter sensitivity")
     rows = []
     for name, param in varying_parameter(cells).items():
         for r in cells[cells["autoscaler"] == name].itertuples(index=False):
@@ -135,11 +171,17 @@ def sensitivity(axes: list[plt.Axes], cells: pd.DataFrame, metrics: list[str]) -
             ax.set_title("no parameter varies in these results")
         return points
     for ax, metric in zip(axes, metrics, strict=False):
-        for (name, query, pattern), grp in points.groupby(["autoscaler", "query", "pattern"]):
+        factor, suffix = unit(metric, points[metric])
+        groups = list(points.groupby(["autoscaler", "query", "pattern"]))
+        styles = variant_styles([str(k[0]) for k, _ in groups])
+        for ((name, query, pattern), grp), (colour, line, _h) in zip(groups, styles, strict=True):
             grp = grp.sort_values("value")
-            ax.errorbar(grp["value"], grp[metric], yerr=grp[f"{metric}_ci"].fillna(0.0), marker="o", capsize=3,
+            ax.errorbar(grp["value"], grp[metric] * factor, yerr=grp[f"{metric}_ci"].fillna(0.0) * factor,
+                        marker="o", capsize=3, color=colour, linestyle=line,
                         label=f"{name} {query}/{pattern} ({grp['parameter'].iloc[0]})")
-        ax.set_title(metric)
+        title, unit_label = label_of(metric)
+        ax.set_title(title)
+        ax.set_ylabel(suffix.strip(" ()") or unit_label)
         ax.set_xlabel("parameter value")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small")
@@ -147,9 +189,14 @@ def sensitivity(axes: list[plt.Axes], cells: pd.DataFrame, metrics: list[str]) -
 
 
 def convergence_summary(convergence: pd.DataFrame) -> pd.DataFrame:
-    """Per cell and stage: fraction converged, mean time (pattern minutes) and mean actions."""
-    if convergence.empty:
-        return pd.DataFrame()
+    """Per cell and stage: fraction converged, mean time (pattern minutes) and mean actions.
+
+    Results without convergence stages (no `convergence` pattern in the matrix) are an error that says
+    so, not an empty frame that fails later with a KeyError."""
+    require(convergence, ["matrix", "query", "autoscaler", "params", "cell_id", "stage", "converged",
+                          "time_min_pattern", "actions", "length_min_pattern"],
+            "convergence: no convergence stages in these results (run a matrix with the `convergence` pattern, "
+            "e.g. experiments/thesis-4-convergence.yaml)")
     keys = ["matrix", "query", "autoscaler", "params", "cell_id"]
     if "config_hash" in convergence:
         keys.append("config_hash")
@@ -176,7 +223,11 @@ def convergence_bars(ax: plt.Axes, summary: pd.DataFrame) -> None:
         ax.set_title("no convergence stages in these results")
         return
     stages = sorted(summary["stage"].unique())
+    from harness.report.colours import variant_styles
+
     cells = list(dict.fromkeys(summary["label"]))
+    owner = {lab: str(a) for lab, a in zip(summary["label"], summary["autoscaler"], strict=True)}
+    styles = variant_styles([owner[c] for c in cells])
     width = 0.8 / max(1, len(cells))
     x = np.arange(len(stages))
     for i, cell in enumerate(cells):
@@ -184,7 +235,8 @@ def convergence_bars(ax: plt.Axes, summary: pd.DataFrame) -> None:
         vals = [float(mine.loc[s, "time_min"]) if s in mine.index and mine.loc[s, "converged"] > 0
                 else (float(mine.loc[s, "stage_min"]) if s in mine.index else 0.0) for s in stages]
         hatch = ["" if s in mine.index and mine.loc[s, "converged"] > 0 else "//" for s in stages]
-        bars = ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=cell)
+        bars = ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=cell, color=styles[i][0],
+                      edgecolor="black", linewidth=0.4)
         for b, h in zip(bars, hatch, strict=True):
             b.set_hatch(h)
     ax.set_xticks(x, stages)

@@ -46,10 +46,15 @@ def plot_run(run_dir: Path, out: Path) -> Path:
         ax.axvline(action["ts"] / 60.0, color="grey", alpha=0.3, linewidth=0.8)
     ax.set_ylabel("task managers")
 
-    ax = axes[2]
-    t, v = _minutes(record, Metric.LATENCY_KAFKA)
-    ax.plot(t, v, color="tab:red", linewidth=1.0)
+    ax = axes[2]  # gaps (NaN: nothing measured) stay gaps
+    for metric, label, style in ((Metric.LATENCY_KAFKA, "time in Kafka", "-"),
+                                 (Metric.LATENCY_E2E_MEAN, "end to end (mean)", "--"),
+                                 (Metric.LATENCY_E2E_MAX, "end to end (max)", ":")):
+        t, v = _minutes(record, metric)
+        if len(t):
+            ax.plot(t, v, style, color="tab:red", linewidth=1.0, label=label)
     ax.set_ylabel("latency (s)")
+    ax.legend(fontsize="small")
 
     ax = axes[3]
     ts = record.timeseries

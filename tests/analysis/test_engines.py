@@ -1,16 +1,23 @@
-"""Per-run summaries of a hand-made run record, and per-cell aggregates over repetitions."""
+"""Per-run summaries of a hand-made run record, the engines' reductions against the metric core, and
+per-cell aggregates over repetitions."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
-from harness.analysis import pandas_engine
+from harness.analysis import metrics as mx
+from harness.analysis import pandas_engine, papers
 from harness.analysis.aggregate import CELL_KEYS, aggregate_cells, compare_frames, crash_rates
-from harness.analysis.loader import discover
+from harness.analysis.loader import RunRef, discover
+from harness.analysis.samples import read_timeseries
+from harness.analysis.summary import paper_spec
+from harness.vocabulary import Metric
 
 
 @pytest.fixture
@@ -28,28 +35,47 @@ def test_identity_comes_from_run_yaml_and_the_directory(row: pd.Series):
 def test_thesis_metrics(row: pd.Series):
     assert row.tm_avg == pytest.approx((3 * 10 + 3 * 20 + 6 * 30) / 60)
     assert row.tm_max == 6
-    assert row.lat_avg == pytest.approx((1 * 10 + 2 * 20 + 3 * 30) / 60)
-    assert row.lat_p50 == pytest.approx(2.5)
-    assert row.lat_p95 == pytest.approx(3 + 0.85 * 7)
-    assert row.lat_max == 10
+    assert row.latency_kafka_avg == pytest.approx((1 * 10 + 2 * 20 + 3 * 30) / 60)
+    assert row.latency_kafka_p50 == pytest.approx(2.5)
+    assert row.latency_kafka_p95 == pytest.approx(3 + 0.85 * 7)
+    assert row.latency_kafka_max == 10
     assert row.throughput_avg == pytest.approx((100 * 10 + 90 * 20 + 100 * 30) / 60)
     assert row.throughput_ratio == pytest.approx(row.throughput_avg / 100)
     assert row.scale_count == 2 and row.duration_s == 60
 
 
 def test_saso_and_mead(row: pd.Series):
-    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9 < 0.95; [30,40) e2e 2.0 <= 2.5; [60,70) e2e 4.0 > 2.5
+    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9 < 0.95; [30,40) e2e 4 > 2.5; [60,70) e2e 2 <= 2.5
     assert (row.saso_qos_violations, row.saso_control_steps) == (2, 4)
     assert row.saso_violations_in_rescale_steps == 0  # no processing series: no step is known to be down
     # (1,1,1)->(2,3,1): sqrt(1+4); (2,3,1)->(2,2,1): 1
     assert row.saso_amplitude == pytest.approx((math.sqrt(5) + 1) / 2)
-    # records per interval = throughput x width: 1000, 1800, 3000 (the last sample holds for 0 s)
-    assert row.mead_rt_mean == pytest.approx((1000 * 0.5 + 1800 * 1.0 + 3000 * 2.0) / 5800)
-    # the mixture's 0.95 point lies between 2.5 s (F = .1724 + .3103 x .99 + .5172 x .8) and 3 s
-    a, b, c = 1000 / 5800, 1800 / 5800, 3000 / 5800
-    assert row.mead_rt_p95 == pytest.approx(2.5 + (0.95 - (a + b * 0.99 + c * 0.8)) / (b * 0.02 + c * 0.3))
-    assert row.mead_rt_target == 2.5 and row.mead_target_met == 1.0  # the mean (the named statistic) meets it
+    # records per interval = throughput x width: 1000, 1800 (no latency measured: a gap), 3000 (the last
+    # sample holds for 0 s)
+    assert row.mead_rt_mean == pytest.approx((1000 * 0.5 + 3000 * 4) / 4000)
+    # the mixture of the measured intervals' distributions (weights 1/4, 3/4): its 0.95 point lies
+    # between the second interval's p50 (3 s, F = 1/4 + 3/4 x .5) and p95 (8 s, F = 1/4 + 3/4 x .95)
+    a, c = 0.25, 0.75
+    assert row.mead_rt_p95 == pytest.approx(3 + (0.95 - (a + c * 0.5)) / (c * 0.45 / 5))
+    assert row.mead_rt_target == 2.5 and row.mead_target_met == 0.0  # the mean (the named statistic) misses it
     assert row.mead_rt_ratio == pytest.approx(row.mead_rt_mean / 2.5)
+
+
+def test_end_to_end_latency_with_a_gap(row: pd.Series):
+    # interval means 0.5, unknown (a gap from 10 to 30 s), 4, 2: the gap is left out, not held at 0.5
+    assert row.latency_e2e_avg == pytest.approx((0.5 * 10 + 4 * 30) / 40)
+    assert row.latency_e2e_p50 == pytest.approx(1.5)  # median of the interval medians 0.4, 3, 1.5
+    assert row.latency_e2e_p95 == pytest.approx(3 + 0.9 * 5)  # p95 of the interval p95s 0.9, 3, 8
+    assert row.latency_e2e_max == 31
+    assert row.cpu_avg == pytest.approx((0.5 * 10 + 0.7 * 30) / 40)  # the CPU gap is a gap too
+
+
+def test_lost_load_and_skipped_decisions(row: pd.Series):
+    # 50 skipped by the generator + 20 expired in Kafka, of the pattern's 100/s x 60 s
+    assert (row.load_skipped, row.load_expired) == (50, 20)
+    assert row.load_shortfall == pytest.approx(70 / 6000)
+    assert row.shortfall_flagged  # above 1 %
+    assert row.decisions_skipped == 2
 
 
 def test_spec_cost_and_ideal(row: pd.Series):
@@ -110,3 +136,64 @@ def test_compare_frames_reports_differences():
     b.loc[1, "tm_avg"] = 2.1
     assert any("tm_avg" in p for p in compare_frames(a, b, ["run_id"]))
     assert set(CELL_KEYS) <= set(a.columns)
+
+
+def _reference(ref: RunRef) -> dict[str, float]:
+    """A run's metrics straight from the metric core's functions, one series at a time (no engine code);
+    the papers' scores from `papers.score_run` on the run's own frame (what the reductions must feed it)."""
+    df = read_timeseries(ref)
+    df = df[df["subtask"] == -1]
+    end = float(df["ts"].max())
+    start = float(df["ts"].min())
+
+    def job(metric: str) -> tuple[np.ndarray, np.ndarray]:
+        s = df[(df["metric"] == metric) & (df["operator"] == "")].sort_values("ts", kind="stable")
+        return s["ts"].to_numpy(float), s["value"].to_numpy(float)
+
+    tm, lat, inp = (job(m) for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.INPUT_RATE))
+    out = {"tm_avg": mx.time_weighted_mean(*tm, end), "latency_kafka_p50": mx.percentile(lat[1], 50),
+           "latency_kafka_p95": mx.percentile(lat[1], 95)}
+    meta = ref.meta
+    ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
+    prov = mx.provisioning(inp[0], ideal, *tm, end)
+    out.update(spec_accuracy_u=prov.accuracy_u, spec_accuracy_o=prov.accuracy_o, spec_timeshare_u=prov.timeshare_u,
+               spec_timeshare_o=prov.timeshare_o, spec_ideal_avg=mx.time_weighted_mean(inp[0], ideal, end))
+    par = df[(df["metric"] == Metric.PARALLELISM) & (df["operator"] != "")].sort_values("ts", kind="stable")
+    final = {op: float(g["value"].iloc[-1]) for op, g in par.groupby("operator")}
+    out.update(papers.score_run(df[["ts", "metric", "operator", "value"]], paper_spec(meta, start, end, final)))
+    return out
+
+
+def test_engine_reductions_match_the_metric_core(small_matrix: Path):
+    """The vectorised reductions over many runs at once give what the metric core's functions give per run."""
+    refs = [r for r in discover(small_matrix) if r.meta.matrix == "synthetic"]
+    summary = pandas_engine.summarise(refs).summary.set_index("run_id")
+    checked = 0
+    for ref in refs:
+        row = summary.loc[ref.meta.run_id]
+        for col, want in _reference(ref).items():
+            assert row[col] == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), (ref.meta.run_id, col)
+            checked += 1
+    assert checked == len(refs) * (8 + len(papers.SCORE_COLUMNS)) and len(refs) == 12
+    assert summary["saso_qos_violations"].sum() > 0 and summary["spec_timeshare_u"].max() > 0  # not all trivial
+
+
+def test_batches_do_not_change_the_numbers(small_matrix: Path):
+    """A run's numbers do not depend on which other runs share its batch (nor on the batch's size)."""
+    refs = discover(small_matrix)
+    one_by_one = pandas_engine.summarise(refs, batch_runs=1)
+    all_at_once = pandas_engine.summarise(refs, batch_runs=len(refs))
+    for a, b, keys in ((one_by_one.summary, all_at_once.summary, ["run_id"]),
+                       (one_by_one.series_stats, all_at_once.series_stats, ["run_id", "metric", "operator"]),
+                       (one_by_one.convergence, all_at_once.convergence, ["run_id", "stage"])):
+        assert compare_frames(a, b, keys, rtol=1e-12) == []
+
+
+def test_unsorted_samples_give_the_same_numbers(tmp_path: Path, hand_results: Path):
+    """Records written in another order (not by `write_run_record`) are sorted before reducing."""
+    path = hand_results / "m" / "hand-r0" / "timeseries.parquet"
+    before = pandas_engine.summarise(discover(hand_results)).summary
+    table = pq.read_table(path)
+    pq.write_table(table.take(np.random.default_rng(3).permutation(table.num_rows)), path)
+    after = pandas_engine.summarise(discover(hand_results)).summary
+    assert compare_frames(before, after, ["run_id"]) == []

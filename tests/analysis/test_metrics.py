@@ -26,8 +26,20 @@ class TestTimeWeightedMean:
     def test_unsorted_input_is_sorted(self):
         assert mx.time_weighted_mean([40, 0, 10], [2, 1, 4], end=60) == pytest.approx(170 / 60)
 
-    def test_nan_samples_let_the_previous_value_hold(self):
-        assert mx.time_weighted_mean([0, 10, 20], [1, math.nan, 2], end=30) == pytest.approx((1 * 20 + 2 * 10) / 30)
+    def test_a_nan_sample_is_a_gap_not_the_previous_value_held(self):
+        # 1 for [0, 10), unknown for [10, 20), 2 for [20, 30): the gap counts in neither area nor span
+        assert mx.time_weighted_mean([0, 10, 20], [1, math.nan, 2], end=30) == pytest.approx((1 * 10 + 2 * 10) / 20)
+        assert mx.held_area([0, 10, 20], [1, math.nan, 2], end=30) == pytest.approx((30.0, 20.0))
+
+    def test_an_outage_does_not_read_as_cheap(self):
+        # 0.1 s latency, an outage (gap) of 60 s, then 30 s of records that waited through it
+        ts, lat = [0, 10, 20, 80, 90], [0.1, 0.1, math.nan, 30.0, 1.0]
+        assert mx.time_weighted_mean(ts, lat, end=100) == pytest.approx((0.1 * 20 + 30 * 10 + 1 * 10) / 40)
+
+    def test_a_series_ending_in_a_gap_holds_nothing_after_it(self):
+        assert mx.time_weighted_mean([0, 10], [4, math.nan], end=100) == 4
+        assert mx.held_area([0, 10], [4, math.nan], end=100) == pytest.approx((40.0, 10.0))
+        assert math.isnan(mx.time_weighted_mean([0, 10], [math.nan, math.nan], end=100))
 
     def test_single_sample_and_empty(self):
         assert mx.time_weighted_mean([5], [7]) == 7

@@ -29,7 +29,7 @@ def test_labels_name_only_the_parameters_that_vary():
 
 
 def test_format_mean_and_interval():
-    assert fmt(12.5, 1.25) == "12.5 ± 1.25"
+    assert fmt(12.5, 1.25) == "12.5 ± 1.2"  # the interval to two significant figures, the mean to match
     assert fmt(1_234_567.0) == "1,234,567"
     assert fmt(math.nan) == "-" and fmt(3.0, math.nan) == "3"
 

@@ -48,7 +48,7 @@ def test_help_shows_defaults_and_key_value_metavars() -> None:
     # help text that spells its own default in brackets keeps it (Rich markup used to swallow it)
     analyze_help = runner.invoke(app, ["analyze", "--help"], terminal_width=200).output
     assert "[default: RESULTS_DIR/analysis]" in analyze_help
-    assert "[default: spark]" in analyze_help
+    assert "[default: auto]" in analyze_help
 
 
 def complete(words: str) -> list[str]:

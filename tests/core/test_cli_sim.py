@@ -16,12 +16,15 @@ def test_run_sim_prints_table_writes_record_and_plot(tmp_path):
                               "--duration", "1800", "--parallelism", "2", "--results", str(tmp_path / "r"),
                               "--plot", str(png)])
     assert res.exit_code == 0, res.output
-    assert "avg task managers" in res.output and "latency avg / p50 / p95 / max" in res.output
+    assert "avg task managers" in res.output
+    assert "latency_kafka avg/p50/p95/max" in res.output and "latency_e2e avg/p50/p95/max" in res.output
+    assert "load shortfall" in res.output and "0 % (0 skipped + 0 expired of" in res.output
     (run_dir,) = find_run_dirs(tmp_path / "r")
     rec = read_run_record(run_dir)
     assert rec.completed and rec.meta["config"]["autoscaler"]["name"] == "ds2"
     assert rec.meta["config"]["initial_parallelism"] == 2
-    assert {"latency_kafka", "taskmanagers", "input_rate", "throughput", "parallelism"} <= set(rec.timeseries.metric)
+    assert {"latency_kafka", "latency_e2e_p95", "skipped_total", "expired_total", "taskmanagers", "input_rate",
+            "throughput", "parallelism"} <= set(rec.timeseries.metric)
     assert rec.series("taskmanagers").iloc[0] == 6
     assert len(rec.events_of("action")) >= 1
     assert png.stat().st_size > 10_000

@@ -30,6 +30,15 @@ def test_hash_ignores_seed_and_repetitions_but_not_edits() -> None:
     assert a.startswith("c") and not a.isdigit()
 
 
+def test_hash_ignores_the_settings_of_backends_the_run_does_not_use() -> None:
+    sim = experiment_hash(exp())
+    assert sim == experiment_hash(exp(k8s={"namespace": "other"}, local={"port_offset": 500}))
+    assert sim != experiment_hash(exp(sim={"step_s": 2.0}))
+    local = {"backend": "local"}
+    assert experiment_hash(exp(**local)) == experiment_hash(exp(**local, sim={"step_s": 2.0}))
+    assert experiment_hash(exp(**local)) != experiment_hash(exp(**local, local={"taskmanager_cpu_quota": 0.5}))
+
+
 def test_records_without_a_hash_get_it_from_their_config() -> None:
     e = exp()
     dump = e.model_dump(mode="json")

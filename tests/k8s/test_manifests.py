@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -124,6 +127,48 @@ def test_flink_pods_and_generator_are_annotated_for_scraping_on_their_metrics_po
     args = container(gen)["command"]
     assert args[args.index("--metrics-port") + 1] == "9411"
     assert args[args.index("--metrics-host") + 1] == "0.0.0.0"
+
+
+def test_dns_discovery_scrapes_every_annotated_pod_through_headless_services(tmp_path):
+    """Debian's Prometheus (the test cluster's image) has no kubernetes_sd: the dns variant must find the
+    same pods on the same ports, and be a config that Prometheus itself accepts."""
+    cfg = K8sConfig(namespace="nsx", prometheus_discovery="dns", generator_metrics_port=9400)
+    ms = everything(cfg, job("q1"))
+    annotated = {(m["spec"]["template"]["metadata"]["labels"]["component"],
+                  int(m["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]))
+                 for m in ms if m["kind"] in ("Deployment", "Job")
+                 and "prometheus.io/scrape" in m["spec"]["template"]["metadata"].get("annotations", {})}
+    assert annotated == {("jobmanager", mf.REPORTER_PORT), ("taskmanager", mf.REPORTER_PORT), ("generator", 9400)}
+    settings = yaml.safe_load(by(ms, "ConfigMap", mf.PROMETHEUS_CONFIG)["data"]["prometheus.yml"])
+    targets = set()
+    for sc in settings["scrape_configs"]:
+        (sd,) = sc["dns_sd_configs"]
+        (name,) = sd["names"]
+        svc_name, ns, _ = name.split(".")
+        svc = by(ms, "Service", svc_name)
+        assert ns == "nsx" and svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"]
+        assert svc["spec"]["ports"][0]["port"] == sd["port"]
+        targets.add((svc["spec"]["selector"]["component"], sd["port"]))
+    assert targets == annotated
+    promtool = shutil.which("promtool")
+    if promtool:
+        f = tmp_path / "prometheus.yml"
+        f.write_text(yaml.safe_dump(settings))
+        res = subprocess.run([promtool, "check", "config", str(f)], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+    assert not [m for m in everything(K8sConfig(namespace="nsx"), job("q1"))
+                if m["kind"] == "Service" and m["metadata"]["name"].startswith("metrics-")]
+
+
+def test_flink_config_keeps_the_distributions_java17_options():
+    """The config map replaces the distribution's config.yaml; its --add-opens list must survive."""
+    cfg = K8sConfig(namespace="nsx")
+    settings = yaml.safe_load(mf.flink_configmap(cfg)["data"]["config.yaml"])
+    assert settings["env.java.opts.all"] == mf.FLINK_JAVA17_OPTS
+    assert "--add-opens=java.base/java.util=ALL-UNNAMED" in mf.FLINK_JAVA17_OPTS.split()
+    pyflink = pytest.importorskip("pyflink")
+    dist = yaml.safe_load((Path(pyflink.__file__).parent / "conf" / "config.yaml").read_text())
+    assert set(mf.FLINK_JAVA17_OPTS.split()) == set(dist["env"]["java"]["opts"]["all"].split())
 
 
 def test_prometheus_discovers_annotated_pods_with_rbac_for_its_service_account():

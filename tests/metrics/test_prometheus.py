@@ -98,6 +98,9 @@ def full_answers() -> dict[tuple[str, int | None], list[dict]]:
         ("flink_taskmanager_job_task_operator_deserializer_recordLag", None): [sub(SRC, 0, 1500.0)],
         ("generator_records_produced_total", None): [{"metric": {"topic": "bids"}, "value": [0, "1100"]}],
         ("flink_jobmanager_numRegisteredTaskManagers", None): [{"metric": {}, "value": [0, "4"]}],
+        # the sinks' end-to-end latency: mean = rate(sumMs) / rate(count), p95 from the buckets
+        ("latencyE2e_sumMs", None): [{"metric": {}, "value": [0, "0.042"]}],
+        ("histogram_quantile(0.95", None): [{"metric": {}, "value": [0, "0.125"]}],
     }
 
 
@@ -134,6 +137,7 @@ def test_join_aggregates_per_operator_and_job() -> None:
     assert snap.kafka_lag == pytest.approx(12000.0)
     assert snap.kafka_lag_rate == pytest.approx(-150.5)
     assert snap.latency_s == pytest.approx(1.5)
+    assert snap.latency_e2e_s == pytest.approx(0.042) and snap.latency_e2e_p95_s == pytest.approx(0.125)
     assert snap.taskmanagers == 4
     assert snap.cpu_load == pytest.approx((0.5 + 0.8 + 1.0 + 0.1) / 4)
     assert snap.t == 42.0 and snap.why_missing == {}
@@ -229,3 +233,37 @@ def test_series_of_removed_subtasks_are_ignored_after_scale_down() -> None:
     assert snap.op("map").parallelism == 1
     assert snap.op("map").records_in_per_s == pytest.approx(480.0)
     assert len(snap.op("map").subtasks) == 1
+
+
+def test_no_record_at_the_sinks_leaves_end_to_end_latency_unknown() -> None:
+    """rate(sum) / rate(count) is NaN while no record arrives (a stopped job): unknown, never 0."""
+    answers = full_answers()
+    answers[("latencyE2e_sumMs", None)] = [{"metric": {}, "value": [0, "NaN"]}]
+    v = view()
+    fetched = fetch(FakeProm(answers), v, 15.0)
+    snap = build_snapshot(fetched, v, t=42.0, window_s=15.0)
+    assert math.isnan(snap.latency_e2e_s) and snap.latency_e2e_p95_s == pytest.approx(0.125)
+    assert "latency_e2e" in fetched.missing and Metric.LATENCY_E2E_MEAN in snap.why_missing
+    assert snap.gaps(needs(job=(Metric.LATENCY_E2E_MEAN,))) == {"": (Metric.LATENCY_E2E_MEAN,)}
+
+
+def test_unreachable_prometheus_is_asked_once_per_snapshot_and_everything_is_unknown(monkeypatch) -> None:
+    """A stopped Prometheus must not hold the loop: one refused query, then the rest are not sent."""
+    import requests
+
+    from harness.metrics.prometheus import PrometheusMonitor
+
+    monitor = PrometheusMonitor("http://127.0.0.1:9")
+    sent: list[str] = []
+
+    def refuse(promql: str) -> list[dict]:
+        sent.append(promql)
+        raise requests.ConnectionError("connection refused")
+
+    monkeypatch.setattr(monitor, "query", refuse)
+    snap = monitor.snapshot(view(), t=10.0, window_s=15.0)
+    assert len(sent) == 1
+    assert math.isnan(snap.input_rate) and math.isnan(snap.throughput) and math.isnan(snap.op("map").busy_ms_per_s)
+    assert "Prometheus at http://127.0.0.1:9 unreachable" in snap.reason([Metric.INPUT_RATE])
+    assert snap.gaps(needs(job=(Metric.INPUT_RATE,), operators=(Metric.BUSY,))).keys() == {"", "bids_source", "map",
+                                                                                            "sink"}

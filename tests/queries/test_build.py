@@ -33,7 +33,8 @@ def test_jar_holds_main_classes_and_shaded_kafka(jar: Path) -> None:
     with zipfile.ZipFile(jar) as z:
         names = set(z.namelist())
         manifest = z.read("META-INF/MANIFEST.MF").decode()
-    for cls in ("QueryJob", "Generator", "EventFactory", "CsvDeserializer", "Bid", "Person", "Auction"):
+    for cls in ("QueryJob", "Generator", "EventFactory", "CsvDeserializer", "LatencyHistogram", "Bid", "Person",
+                "Auction"):
         assert f"bench/nexmark/{cls}.class" in names
     assert "org/apache/flink/connector/kafka/source/KafkaSource.class" in names
     assert "org/apache/kafka/clients/producer/KafkaProducer.class" in names
@@ -81,3 +82,16 @@ def test_unknown_operator_is_rejected(jar: Path) -> None:
     )
     assert proc.returncode == 2
     assert "window_join" in proc.stderr
+
+
+def test_sink_latency_buckets_are_the_ones_python_reads(jar: Path) -> None:
+    """The sink's histogram (LatencyHistogram.java) and the simulator/quantile code share one bucket list."""
+    from harness.metrics.latency import E2E_BUCKETS_MS
+
+    lib = flink_lib()
+    if lib is None:
+        pytest.skip("pyflink (apache-flink) with its lib/ is not installed")
+    proc = subprocess.run(["java", "-cp", f"{jar}:{lib}/*", "bench.nexmark.LatencyHistogram"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [int(v) for v in proc.stdout.split()] == list(E2E_BUCKETS_MS)

@@ -271,3 +271,19 @@ def test_a_local_experiment_runs_on_the_sim_with_the_local_quota() -> None:
     b.start(exp2, build_pattern(exp.pattern, 1, "q1"), load_topology("q1"))
     assert b.facts()["costs"]["taskmanager_cpu"] == 2.0
 
+
+
+def test_end_to_end_latency_reads_the_sink_histogram_over_the_answered_scrapes() -> None:
+    # mid keeps up (2k/s of 4k/s): records flow through within a step; a 30 s downtime at t = 320 .. 350
+    b = start(constant(2_000, 900), prof=profile(startup_s=20.0, downtime=30.0))
+    b.advance_to(300)
+    before = b.snapshot(15)
+    assert before.latency_e2e_s == 0.0 and before.latency_e2e_p95_s == 0.0
+    assert b.rescale({"mid": 2}, None).downtime_s == 30.0
+    down = b.snapshot(15)  # every scrape of the window fell in the downtime: nothing measured, not 0
+    assert math.isnan(down.latency_e2e_s) and math.isnan(down.latency_e2e_p95_s) and "*" in down.why_missing
+    b.advance_to(355)
+    after = b.snapshot(15)  # the records that sat through the downtime come out with its length
+    assert 1.0 < after.latency_e2e_s <= 30.0 and after.latency_e2e_p95_s == pytest.approx(30.0)
+    b.advance_to(400)
+    assert b.snapshot(15).latency_e2e_s == 0.0  # drained

@@ -115,6 +115,10 @@ class K8sConfig(BaseModel):
     adaptive_stabilization_s: float = Field(1.0, ge=0)
     adaptive_max_delay_s: float = Field(1.0, ge=0)
     scrape_interval_s: PositiveFloat = 5.0
+    prometheus_discovery: Literal["kubernetes", "dns"] = Field(
+        "kubernetes", description="how Prometheus finds the pods to scrape: kubernetes_sd (pod role; needs a "
+        "Prometheus built with it, e.g. the official image) or dns_sd on headless per-component Services (any "
+        "Prometheus, e.g. Debian's, which is built without the Kubernetes discovery)")
 
     # ---- the Flink Kubernetes Operator path
     use_operator: bool = Field(False, description="deploy a FlinkDeployment CR instead of plain Deployments")

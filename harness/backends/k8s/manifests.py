@@ -269,6 +269,21 @@ def topics_job(cfg: K8sConfig, topics: Iterable[str]) -> Manifest:
 # ------------------------------------------------------------------ Flink
 
 
+# The Flink 2.2 distribution's `env.java.opts.all` (its conf/config.yaml: "required for Java 17 support").
+# The config map replaces that file, so the list is carried over, as the local backend does
+# (local/flink.py `_distribution_java_opts`); without it the job manager dies submitting the job
+# (InaccessibleObjectException: java.base does not "opens java.util").
+FLINK_JAVA17_OPTS = " ".join([
+    *(f"--add-exports={m}=ALL-UNNAMED" for m in (
+        "java.rmi/sun.rmi.registry", "jdk.compiler/com.sun.tools.javac.api", "jdk.compiler/com.sun.tools.javac.file",
+        "jdk.compiler/com.sun.tools.javac.parser", "jdk.compiler/com.sun.tools.javac.tree",
+        "jdk.compiler/com.sun.tools.javac.util", "java.security.jgss/sun.security.krb5")),
+    *(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+        "java.lang", "java.net", "java.io", "java.nio", "sun.nio.ch", "java.lang.reflect", "java.text", "java.time",
+        "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "java.util.concurrent.locks")),
+])
+
+
 def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
     """Flink configuration as flat keys (same choices as the local backend, see local/flink.py).
 
@@ -302,6 +317,7 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
         "restart-strategy.fixed-delay.delay": "2s",
         "heartbeat.interval": 2000,
         "heartbeat.timeout": 15000,
+        "env.java.opts.all": FLINK_JAVA17_OPTS,
     }
     base = cfg.durable_state_dir
     if base:
@@ -643,9 +659,48 @@ def cluster_scoped_name(cfg: K8sConfig) -> str:
     return f"bench-prometheus-{cfg.namespace}"
 
 
+def scraped_components(cfg: K8sConfig) -> list[tuple[str, int]]:
+    """The pods Prometheus scrapes, by `component` label, with their metrics port (as annotated)."""
+    flink_pods = ["flink"] if cfg.use_operator else ["jobmanager", "taskmanager"]
+    return [*((c, REPORTER_PORT) for c in flink_pods), (GENERATOR, cfg.generator_metrics_port)]
+
+
+def metrics_service_name(component: str) -> str:
+    return f"metrics-{component}"
+
+
+def metrics_services(cfg: K8sConfig) -> list[Manifest]:
+    """`prometheus_discovery: dns`: one headless Service per scraped component, so that its DNS name
+    resolves to every pod's address (not-ready pods included: a starting job manager is scraped too)."""
+    if cfg.prometheus_discovery != "dns":
+        return []
+    return [{
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(metrics_service_name(component), cfg, component),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector(component),
+            "ports": [{"name": "metrics", "port": port, "targetPort": port}],
+        },
+    } for component, port in scraped_components(cfg)]
+
+
 def prometheus_settings(cfg: K8sConfig) -> dict[str, Any]:
-    """Scrape every pod of our namespace annotated `prometheus.io/scrape: "true"` on its annotated port."""
+    """Scrape every pod of our namespace annotated `prometheus.io/scrape: "true"` on its annotated port
+    (kubernetes_sd), or, with `prometheus_discovery: dns`, the addresses behind `metrics_services`."""
     interval = f"{cfg.scrape_interval_s:g}s"
+    if cfg.prometheus_discovery == "dns":
+        return {
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "scrape_configs": [{
+                "job_name": f"pods-{component}",
+                "dns_sd_configs": [{"names": [f"{metrics_service_name(component)}.{cfg.namespace}.svc"],
+                                    "type": "A", "port": port, "refresh_interval": interval}],
+                "relabel_configs": [{"target_label": "component", "replacement": component}],
+            } for component, port in scraped_components(cfg)],
+        }
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [{
@@ -817,6 +872,7 @@ def infrastructure(cfg: K8sConfig, job: JobSpec) -> list[Manifest]:
         prometheus_configmap(cfg),
         prometheus_deployment(cfg),
         prometheus_service(cfg),
+        *metrics_services(cfg),
         topics_job(cfg, job.topics),
     ]
 

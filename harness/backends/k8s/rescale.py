@@ -29,6 +29,7 @@ Exercised against fakes (tests/k8s/test_executor.py) and on the real test cluste
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,8 @@ from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor
 from harness.backends.wallclock import wait_until_running
 from harness.topology import Topology
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 IDLE_COST = -1000  # deleted first
@@ -148,7 +151,8 @@ class K8sRescaler:
     def registered_taskmanagers(self) -> list[TaskManagerInfo]:
         try:
             return self.rest.taskmanagers()
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - while pods come and go the REST API may not answer: none seen yet
+            log.info("task managers not readable from the job manager yet: %s", exc)
             return []
 
     def grow(self, total: int) -> None:
@@ -241,8 +245,8 @@ class K8sRescaler:
                 fresh = self.current()
                 fresh.cpu_share = dict(state.cpu_share)
                 state = fresh
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as again:  # noqa: BLE001 - the failed rescale is what the result reports
+                log.warning("after a failed rescale the job state could not be re-read: %s", again)
             return state, RescaleResult(dict(state.parallelism), dict(state.cpu_share), method=label, ok=False,
                                         error=f"{type(exc).__name__}: {exc}")
 

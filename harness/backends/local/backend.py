@@ -37,7 +37,7 @@ from harness.backends.local.rescale import JobState, Rescaler
 from harness.backends.local.stack import GENERATOR
 from harness.backends.wallclock import WallClockBackend
 from harness.kafka_settings import KafkaSettings
-from harness.metrics.export import export_queries
+from harness.metrics.export import export_queries, fill_gaps
 from harness.metrics.prometheus import JobView, PrometheusMonitor
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -95,14 +95,18 @@ class LocalBackend(WallClockBackend):
     name = "local"
     supervise_every_s = SUPERVISE_EVERY_S
 
-    def __init__(self, stack: LocalStack | None = None) -> None:
+    def __init__(self, stack: LocalStack | None = None, keep_stack_up: bool = False) -> None:
+        """`stack`: run on this stack instead of one of the experiment's config; `keep_stack_up`: `stop()`
+        ends the run's job and generator but leaves the stack running for its owner (tests share one)."""
         super().__init__()
         self._stack = stack
+        self._keep_stack_up = keep_stack_up
         self._events: list[BackendEvent] = []
         self._samples: list[dict[str, Any]] = []  # what the backend itself knows (parallelism, TMs, downtime)
         self._vertex_ids_seen: dict[str, set[str]] = {}
         self._job_ids: list[str] = []
         self._raw: pd.DataFrame | None = None
+        self._grid: tuple[float, float, float] = (0.0, 0.0, 0.0)  # export range (start, end, step), relative
         self._stopped = False
         self._generator: Any = None
         self._timestamps: Any = None  # interarrivals.TimestampTail over the generator's sampled send times
@@ -167,9 +171,11 @@ class LocalBackend(WallClockBackend):
 
     def _submit(self, parallelism: dict[str, int], savepoint: str | None) -> str:
         # the topics are fresh, so "earliest" starts where the run starts; and once retention deleted
-        # records a lagging source resumes at the oldest kept one (not at the end: only expired is lost)
-        main, args = self._jobjar.job_command(self.topology.query, self.stack.kafka_bootstrap, parallelism,
-                                              group_id=self._group_id, from_earliest=True)
+        # records a lagging source resumes at the oldest kept one (not at the end: only expired is lost).
+        # The sink's max-latency gauge covers one scrape interval: every scrape sees the max since the last
+        main, args = self._jobjar.job_command(
+            self.topology.query, self.stack.kafka_bootstrap, parallelism, group_id=self._group_id,
+            from_earliest=True, latency_max_window_ms=int(round(self.stack.cfg.scrape_interval_s * 1000)))
         job_id = self.stack.submit_job(self.jar, main, list(args), savepoint=savepoint)
         self._job_ids.append(job_id)
         return job_id
@@ -225,7 +231,7 @@ class LocalBackend(WallClockBackend):
                     rest.cancel(jid)
             except FlinkRestError as exc:
                 log.warning("cancelling the job failed: %s (stopping the stack ends it)", exc)
-        if getattr(self, "stack", None) is not None:
+        if getattr(self, "stack", None) is not None and not self._keep_stack_up:
             self.stack.down()
 
     # ---------------------------------------------------------------- faults
@@ -497,6 +503,7 @@ class LocalBackend(WallClockBackend):
         if self._t0 is not None:
             step = float(self.experiment.local.scrape_interval_s) if self.experiment else 5.0
             start, end = self._wall0, self._wall0 + self.now()
+            self._grid = (0.0, end - start, step)  # the range queries' evaluation times, relative
             for (metric, op), promql in self._export_queries(step).items():
                 try:
                     result = self.monitor.query_range(promql, start, end, step)
@@ -513,8 +520,10 @@ class LocalBackend(WallClockBackend):
         return self._raw
 
     def timeseries(self) -> pd.DataFrame:
+        """The run's series; NaN rows mark gaps (a step without a Prometheus point, an unmeasured snapshot)."""
         raw = self._export_raw()
-        parts = [raw[["ts", "metric", "operator", "value"]].assign(subtask=-1)] if len(raw) else []
+        parts = [fill_gaps(raw[["ts", "metric", "operator", "value"]], *self._grid).assign(subtask=-1)] \
+            if len(raw) else []
         rows: list[dict[str, Any]] = []
         for s in self._samples:
             rows.append({"ts": s["t"], "metric": Metric.PROCESSING, "operator": "", "value": s["processing"]})
@@ -537,7 +546,7 @@ class LocalBackend(WallClockBackend):
         if not parts:
             return pd.DataFrame(columns=["ts", "metric", "operator", "subtask", "value"])
         df = pd.concat(parts, ignore_index=True)
-        df = df[np.isfinite(df["value"].astype(float))]
+        df = df[~np.isinf(df["value"].astype(float))]
         return df[["ts", "metric", "operator", "subtask", "value"]]
 
     def save_artifacts(self, run_dir: Path) -> dict[str, Any]:

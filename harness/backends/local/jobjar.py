@@ -61,6 +61,7 @@ _OPTION_FLAGS: dict[str, str] = {
     "tumble_s": "--tumble-s",
     "state_ttl_s": "--state-ttl-s",
     "checkpoint_interval_ms": "--checkpoint-interval-ms",
+    "latency_max_window_ms": "--latency-max-window-ms",
 }
 
 Progress = Callable[[str], None]
@@ -137,7 +138,8 @@ def job_command(
 
     Options (all optional): group_id, max_parallelism, default_parallelism, from_earliest (bool),
     job_name, out_of_orderness_ms, idle_timeout_ms, window_size_s / window_slide_s (q5), session_gap_s
-    (q11), tumble_s (q8), state_ttl_s (q3), checkpoint_interval_ms. None values are left out.
+    (q11), tumble_s (q8), state_ttl_s (q3), checkpoint_interval_ms, latency_max_window_ms (the sink's
+    max-latency gauge window; the harness passes its scrape interval). None values are left out.
     """
     if query not in OPERATORS:
         raise ValueError(f"unknown query {query!r}; one of {sorted(OPERATORS)}")

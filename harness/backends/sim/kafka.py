@@ -3,8 +3,11 @@
 Records are a fluid, kept as (arrival_step, count) buckets; consuming takes
 from the head, so the time a record spent in Kafka (the thesis' latency,
 ch. 5.3: event-time lag at the source) is exact at step resolution without
-any per-record work. Retention (thesis ch. 6.3.1) deletes from the head too:
-`expire` drops the buckets of log segments older than the retention time.
+any per-record work. The same FIFO holds an operator's input buffer, whose
+buckets carry the records' event-time step, so the end-to-end latency at the
+sink is exact at step resolution too (`harness.backends.sim.model`).
+Retention (thesis ch. 6.3.1) deletes from the head too: `expire` drops the
+buckets of log segments older than the retention time.
 """
 
 from __future__ import annotations
@@ -33,11 +36,23 @@ class FifoTopic:
         """Arrival step of the oldest pending record."""
         return self.buckets[0][0] if self.buckets else None
 
-    def consume(self, step: int, amount: float) -> tuple[float, float, float]:
+    def append(self, step: float, count: float) -> None:
+        """Add records that arrived at (or carry the event time of) `step`; merges with the tail bucket."""
+        if count > 0.0:
+            buckets = self.buckets
+            if buckets and buckets[-1][0] == step:
+                buckets[-1][1] += count
+            else:
+                buckets.append([step, count])
+            self.pending += count
+
+    def consume(self, step: int, amount: float, into: list[tuple[float, float]] | None = None
+                ) -> tuple[float, float, float]:
         """Take up to `amount` records from the head.
 
         Returns (taken, age_sum, max_age) with ages in steps: age_sum is the
         count-weighted sum of (step - arrival_step), max_age the oldest one taken.
+        `into`, when given, receives the taken (arrival_step, count) pieces in order.
         """
         buckets = self.buckets
         if amount <= 0.0 or not buckets:
@@ -53,9 +68,13 @@ class FifoTopic:
                 rem -= c
                 age_sum += c * (step - head[0])
                 buckets.popleft()
+                if into is not None:
+                    into.append((head[0], c))
             else:
                 head[1] = c - rem
                 age_sum += rem * (step - head[0])
+                if into is not None:
+                    into.append((head[0], rem))
                 rem = 0.0
         taken = amount - rem if rem > 0.0 else amount
         if buckets:

@@ -36,6 +36,28 @@ retention (thesis ch. 6.3.1: 5 min, checked every 5 s) deletes closed log
 segments older than the retention time: those records are lost load
 (`expired`), never processed.
 
+Latency, two quantities at step resolution (METRICS.md):
+- time in Kafka (the thesis' `latency_kafka`): age of the records a source
+  takes from its FIFO; in a step in which no source emitted, the age of the
+  oldest record still waiting (its wait keeps growing through an outage;
+  0 when nothing waits); the readout reports the sources' event-time lag
+  gauge (`O_RECLAG`) as `latency_kafka`, as the local stack does, and these
+  ages as its max;
+- end-to-end (`latency_e2e`): every operator's input buffer is a FIFO of
+  records that carry their event-time step, so a record's age when a sink
+  processes it is its time in Kafka plus its queueing in every buffer on its
+  path, including any downtime it sat through. A step in which no record
+  reached a sink has no sample (NaN, a gap); the delayed records show their
+  latency when they come out. The one step per hop that the
+  step-wise pipelining adds is not latency (a record passes an idle operator
+  well within a step), so each hop moves the carried step forward by one.
+  Ages go into the sink histogram of `harness.metrics.latency` (the buckets
+  the real sink exports). Outputs of windows and joins carry the event time
+  of the inputs that produced them (the real window result carries the
+  window's end: the watermark delay of about the out-of-orderness bound is
+  below this model's resolution and not added). Records that retention
+  deleted never reach a sink: they are lost load, not latency.
+
 With fog nodes (`sim.network`), the backend sets each operator's ND_max and the
 capacity it costs (Gesscale eq. 1, in subtasks' worth); a subtask's capacity is
 then the cost model's times the fraction the network leaves (`set_network`).
@@ -48,6 +70,7 @@ snapshots and the run's timeseries.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -57,6 +80,7 @@ from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.kafka import FifoTopic, regroup
 from harness.kafka_settings import KafkaSettings
+from harness.metrics.latency import E2E_BUCKETS_S
 from harness.topology import OperatorSpec, Topology
 
 RECOST_EVERY_S = 5.0  # state-dependent capacities are recomputed this often
@@ -64,11 +88,17 @@ RECOST_EVERY_S = 5.0  # state-dependent capacities are recomputed this often
 # Nexmark generator proportions per 50 events (WORKLOADS-AND-QUERIES.md).
 NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids": 46 / 50}
 
-# Job columns of a row (amounts per step, not per second). J_EXPIRED: cumulative records deleted by
-# retention; J_TMS: task managers registered (a scale-up's new ones count from their registration).
+# Job columns of a row (amounts per step, not per second). Latencies in seconds; J_LATENCY(_MAX): time in
+# Kafka (see the module docstring); E2E: NaN max when no record reached a sink in the step, E2E_SUM the sum
+# of the sink records' ages. J_EXPIRED: cumulative records deleted by retention; J_TMS: task managers
+# registered (a scale-up's new ones count from their registration).
 (J_ARRIVED, J_TAKEN, J_LAG, J_LATENCY, J_LATENCY_MAX, J_PROCESSING, J_PRODUCED, J_PROCESSED,
- J_EXPIRED, J_TMS) = range(10)
-JOB_COLS = 10
+ J_E2E_COUNT, J_E2E_SUM, J_E2E_MAX, J_EXPIRED, J_TMS) = range(13)
+JOB_COLS = 13
+# Sink records per end-to-end latency bucket and step: one column per bound of
+# `harness.metrics.latency.E2E_BUCKETS_S`, plus the open bucket above the last bound.
+E2E_BUCKETS = len(E2E_BUCKETS_S) + 1
+_E2E_BOUNDS = [float(b) for b in E2E_BUCKETS_S]
 # Per-operator columns, at offset JOB_COLS + i * OP_COLS. *_LANE0: a source's first partition
 # group alone (its other group is the total minus these). O_CAP: one subtask's capacity (records/s),
 # the cost model's (CPU, state) times the network factor; O_RECLAG: sources, mean over subtasks of the
@@ -189,6 +219,10 @@ class SimModel:
         self.recost_every = max(1, int(round(RECOST_EVERY_S / self.dt)))
         self.units = [subtask_units(o, self.partitions) for o in ops]
         self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
+        self.is_sink = [not d for d in self.down]
+        # Non-sources: the input buffer's records with the event-time step they carry (shifted one step
+        # per hop, see the module docstring); holds the same amount as `buf`.
+        self.inbox: list[FifoTopic | None] = [None if o.is_source else FifoTopic() for o in ops]
         self.ups = [tuple(index[u] for u in o.upstream) for o in ops]
         self.multi = [len(u) > 1 for u in self.ups]
         # Sources: one FIFO per group of equally loaded subtasks (see module docstring).
@@ -232,6 +266,7 @@ class SimModel:
         self.row_width = JOB_COLS + OP_COLS * self.n
         longest = max((len(a) for _, a in self.arrivals), default=0)
         self._rows = np.zeros((max(64, longest + 1), self.row_width))
+        self._e2e = np.zeros((len(self._rows), E2E_BUCKETS))
         self._order = tuple(reversed(range(self.n)))
         self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
         self._state_dependent = self.costs.state_dependent
@@ -389,9 +424,15 @@ class SimModel:
         ups = self.ups
         bufq = self.bufq
         bpr, rings, ring_pos, state = self.bpr, self.ring, self.ring_pos, self.state
+        inbox = self.inbox
+        is_sink = self.is_sink
+        e2e_hist: list[tuple[int, float]] = []  # (bucket, records) of the records the sinks took
+        e2e_count = e2e_sum = 0.0
+        e2e_max = -1.0
         for i in self._order:
             xi = want[i]
             si = sel[i]
+            pieces: list[tuple[float, float]] = []
             if si > 0.0 and xi > 0.0:
                 for j in down[i]:
                     room = free[j]
@@ -410,7 +451,7 @@ class SimModel:
                         wg = lane_want[i][g]
                         if wg <= 0.0:
                             continue
-                        got, a_sum, a_max = q.consume(k, wg * ratio)
+                        got, a_sum, a_max = q.consume(k, wg * ratio, pieces)
                         if got > 0.0:
                             self.lane_age[i][g] = k - q.last_step
                         xi += got
@@ -425,6 +466,16 @@ class SimModel:
             else:
                 b = buf[i] - xi
                 buf[i] = b if b > 0.0 else 0.0
+                if xi > 0.0:
+                    inbox[i].consume(k, xi, pieces)  # type: ignore[union-attr]
+                    if is_sink[i]:
+                        for origin, c in pieces:
+                            age = (k - origin) * dt
+                            e2e_hist.append((bisect_left(_E2E_BOUNDS, age), c))
+                            e2e_count += c
+                            e2e_sum += c * age
+                            if age > e2e_max:
+                                e2e_max = age
                 usage[i] = buf[i] / bufq[i] if bufq[i] > 0.0 else 0.0
                 # in-flight (one step of capacity) + queued part
                 free[i] = cap[i] + bufq[i] - buf[i]
@@ -434,6 +485,18 @@ class SimModel:
                 out = si * xi
                 for j in down[i]:
                     buf[j] += out
+                    q_j = inbox[j]
+                    qb = q_j.buckets  # type: ignore[union-attr]
+                    added = 0.0
+                    for origin, c in pieces:  # FifoTopic.append, inlined: the step is the hot loop
+                        origin += 1.0
+                        c *= si
+                        if qb and qb[-1][0] == origin:
+                            qb[-1][1] += c
+                        else:
+                            qb.append([origin, c])
+                        added += c
+                    q_j.pending += added  # type: ignore[union-attr]
             if bpr[i]:
                 add = xi * bpr[i]
                 ring = rings[i]
@@ -461,7 +524,7 @@ class SimModel:
         par = self.par
         tms = self.tms if self.tms is not None else sum(par)
         row: list[float] = [arrived_total, taken_total, lag, latency, latency_max, f, self.produced, self.processed,
-                            self.expired, tms]
+                            e2e_count, e2e_sum, e2e_max if e2e_count > 0.0 else math.nan, self.expired, tms]
         share = self.share
         cap_sub = self.cap_sub
         net = self.net
@@ -501,7 +564,12 @@ class SimModel:
             )
         if k >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
+            self._e2e = np.concatenate([self._e2e, np.zeros_like(self._e2e)])
         self._rows[k] = row
+        if e2e_hist:
+            hist_row = self._e2e[k]
+            for b_i, c in e2e_hist:
+                hist_row[b_i] += c
         self.k = k + 1
 
     def _expire(self, t0: float) -> None:
@@ -531,6 +599,11 @@ class SimModel:
         """Recorded rows as a (steps, row_width) view; `last` keeps only the newest ones."""
         lo = 0 if last is None else max(0, self.k - last)
         return self._rows[lo : self.k]
+
+    def e2e_array(self, last: int | None = None) -> np.ndarray:
+        """Sink records per end-to-end latency bucket, one row per step, aligned with `rows_array`."""
+        lo = 0 if last is None else max(0, self.k - last)
+        return self._e2e[lo : self.k]
 
     def op_col(self, i: int, col: int) -> int:
         return JOB_COLS + i * OP_COLS + col

@@ -20,6 +20,10 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
 - The sources' event-time lag gauge (the thesis' latency, ch. 5.3) is the age of the last record
   each subtask emitted, averaged over subtasks; a subtask that has not emitted since a restart has
   no value (NaN), and while the job is down no gauge answers at all.
+- End-to-end latency: the sink's per-step histogram (the real sink's buckets), its counters read like
+  the local monitor's `rate()` over the same scrapes: mean = summed age / records, p95 by Prometheus'
+  histogram_quantile, capped at the oldest record of the interval (max); NaN for an interval in which
+  no record reached the sink (a gap, never the last value held).
 With `readings: exact` (or a first-guess profile) the same code reads the model's true values:
 one sample per step, no bias, no noise, over the window.
 Pure functions over arrays; no I/O.
@@ -35,6 +39,9 @@ import pyarrow as pa
 
 from harness.backends.sim.model import (
     J_ARRIVED,
+    J_E2E_COUNT,
+    J_E2E_MAX,
+    J_E2E_SUM,
     J_EXPIRED,
     J_LAG,
     J_LATENCY_MAX,
@@ -63,6 +70,7 @@ from harness.backends.sim.model import (
     SimModel,
 )
 from harness.calibration.profile import GaugeModel
+from harness.metrics.latency import histogram_quantile, histogram_quantiles
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 from harness.record import empty_timeseries, timeseries_table
 from harness.vocabulary import Metric
@@ -73,6 +81,20 @@ _GAUGES = ("busy", "backpressured", "cpu", "cpu_jvm")
 
 # Series the harness knows itself (not scraped by Prometheus): kept through a Prometheus outage.
 HARNESS_SERIES = (Metric.PARALLELISM, Metric.CPU_SHARE, Metric.PROCESSING)
+# Load the pattern asked for that the simulator did not offer. Its generator never falls behind: every
+# record the arrival process draws enters Kafka (skipped = 0, measured). Records Kafka retention deleted
+# unread are the model's own count (J_EXPIRED, cumulative).
+SIM_SKIPPED_TOTAL = 0.0
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else math.nan
+
+
+def _nanmax(col: np.ndarray) -> float:
+    ok = ~np.isnan(col)
+    return float(col[ok].max()) if ok.any() else math.nan
+
 
 def slope(y: np.ndarray, dt: float) -> float:
     """Least-squares slope of equally spaced samples (records/s), 0 with fewer than 2."""
@@ -395,6 +417,14 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     known = [v for v in src_lags if v == v]
     if len(known) < len(src_lags):
         why[str(Metric.LATENCY_KAFKA)] = "a source has not emitted since its restart"
+    # the sink's histogram counters: rate() over the scrapes the job answered (exact: the whole window)
+    e2e_rows = slice(r_lo, r_hi) if any(up) and has_rate else slice(0, 0)
+    e2e_mean = _ratio(float(rows[e2e_rows, J_E2E_SUM].sum()), float(rows[e2e_rows, J_E2E_COUNT].sum()))
+    e2e_hist = model.e2e_array(len(rows))[e2e_rows].sum(axis=0)
+    e2e_p95 = min(histogram_quantile(0.95, e2e_hist), _nanmax(rows[e2e_rows, J_E2E_MAX]))
+    if math.isnan(e2e_mean) and "*" not in why:
+        why[str(Metric.LATENCY_E2E_MEAN)] = why[str(Metric.LATENCY_E2E_P95)] = \
+            "no record reached the sink in the window"
     return MetricsSnapshot(
         t=t,
         window_s=window_s,
@@ -405,6 +435,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         input_rate=rr[J_ARRIVED] if rr is not None else nan,
         throughput=rr[J_TAKEN] if rr is not None else nan,
         latency_s=sum(known) / len(known) if known and len(known) == len(src_lags) else nan,
+        latency_e2e_s=e2e_mean,
+        latency_e2e_p95_s=e2e_p95,
         taskmanagers=int(rows[-1, J_TMS]),
         cpu_load=cpu_sum / n_tm if n_tm else nan,
         cpu_jvm_load=jvm_sum / n_tm if n_tm else nan,
@@ -420,7 +452,9 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
     parallelism, registered task managers, CPU share and state are the values at the interval's end;
     latency_kafka is the sources' event-time lag gauge at the interval's end (as the local export
     reads it, NaN while no source subtask has emitted since a restart), latency_kafka_max the
-    interval's oldest record taken.
+    interval's oldest record taken (or waiting, while nothing is taken). The end-to-end latencies
+    come from the sink's histogram over the interval and are NaN (a gap) in an interval in which no
+    record reached the sink.
     """
     rows = model.rows_array()
     if len(rows) == 0:
@@ -440,6 +474,13 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
     def last(col: np.ndarray) -> np.ndarray:
         return col[ends]
 
+    e2e_n = np.add.reduceat(rows[:, J_E2E_COUNT], starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e2e_mean = np.where(e2e_n > 0, np.add.reduceat(rows[:, J_E2E_SUM], starts) / e2e_n, np.nan)
+    e2e_hist = np.add.reduceat(model.e2e_array(), starts, axis=0)
+    # interpolating inside a bucket may overshoot the interval's oldest record: a quantile is at most the max
+    e2e_max = np.fmax.reduceat(rows[:, J_E2E_MAX], starts)
+    zeros = np.zeros(len(ts))
     src_cols = [JOB_COLS + i * OP_COLS + O_RECLAG for i in range(model.n) if model.is_src[i]]
     # the mean over sources; NaN while any source has not emitted since a restart
     reclag = rows[:, src_cols].mean(axis=1) if src_cols else np.full(len(rows), np.nan)
@@ -449,9 +490,15 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         (Metric.LAG, "", last(rows[:, J_LAG])),
         (Metric.LATENCY_KAFKA, "", last(reclag)),
         (Metric.LATENCY_KAFKA_MAX, "", np.maximum.reduceat(rows[:, J_LATENCY_MAX], starts)),
+        (Metric.LATENCY_E2E_MEAN, "", e2e_mean),
+        (Metric.LATENCY_E2E_P50, "", np.minimum(histogram_quantiles(0.50, e2e_hist), e2e_max)),
+        (Metric.LATENCY_E2E_P95, "", np.minimum(histogram_quantiles(0.95, e2e_hist), e2e_max)),
+        (Metric.LATENCY_E2E_P99, "", np.minimum(histogram_quantiles(0.99, e2e_hist), e2e_max)),
+        (Metric.LATENCY_E2E_MAX, "", e2e_max),
         (Metric.PROCESSING, "", mean(rows[:, J_PROCESSING])),
         (Metric.PRODUCED_TOTAL, "", last(rows[:, J_PRODUCED])),
         (Metric.PROCESSED_TOTAL, "", last(rows[:, J_PROCESSED])),
+        (Metric.SKIPPED_TOTAL, "", zeros + SIM_SKIPPED_TOTAL),
         (Metric.EXPIRED_TOTAL, "", last(rows[:, J_EXPIRED])),
         (Metric.TASKMANAGERS, "", last(rows[:, J_TMS])),
     ]
@@ -501,7 +548,11 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
     all_ts = np.tile(ts, len(parts))
     metric_codes = np.repeat([metrics.index(str(p[0])) for p in parts], m)
     values = np.concatenate([p[2] for p in parts]).astype(float)
-    keep = np.isfinite(values)  # an unmeasured reading is absent from the record, not zero
+    # a NaN inside a series is a gap marker (harness.analysis.metrics: the time-weighted statistics treat it
+    # as a gap, never holding the value from before it, like the local export's `fill_gaps`); a series
+    # never measured at all is absent from the record, not zero
+    measured = np.isfinite(values).reshape(len(parts), m).any(axis=1)
+    keep = np.repeat(measured, m)
     if blind:  # what Prometheus did not scrape is absent, not zero (the harness' own series stay)
         scraped = ~np.isin(metric_codes, [metrics.index(str(h)) for h in HARNESS_SERIES if str(h) in metrics])
         for a, b in blind:

@@ -36,6 +36,8 @@ MACHINE_RESOURCES: dict[str, Any] = {
     "generator_memory_mb": 512,
     "generator_producers": 1,
     "max_taskmanagers": 8,
+    # the image's Prometheus is Debian's, built without the Kubernetes service discovery
+    "prometheus_discovery": "dns",
 }
 # experiment-level scaling, as `bench run` applies for local (harness/cli.py LOCAL_DEFAULT_*)
 RUN_DEFAULTS = {"pattern.scale": 0.005, "pattern.time_scale": 10.0, "scale_manager.max_taskmanagers": 8,

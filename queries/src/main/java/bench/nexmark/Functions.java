@@ -26,11 +26,33 @@ import java.util.List;
 final class Functions {
     private Functions() {}
 
-    /** Drops every record (the discarding sink of every query). */
-    static final class Discard<T> extends ProcessFunction<T, Void> {
+    /**
+     * The sink of every query: measures each record's end-to-end latency (processing time now minus the
+     * record's event time, which is the Kafka timestamp the generator stamped, or a window's end for
+     * window results) into a {@link LatencyHistogram}, then drops the record - the benchmark measures the
+     * pipeline, not an external system.
+     */
+    static final class LatencySink<T> extends ProcessFunction<T, Void> {
+        private final long maxWindowMs;
+        private transient LatencyHistogram latency;
+
+        LatencySink(long maxWindowMs) {
+            this.maxWindowMs = maxWindowMs;
+        }
+
+        @Override
+        public void open(OpenContext ctx) {
+            latency = new LatencyHistogram(maxWindowMs);
+            latency.register(getRuntimeContext().getMetricGroup());
+        }
+
         @Override
         public void processElement(T value, Context ctx, Collector<Void> out) {
-            // intentionally empty: the benchmark measures the pipeline, not an external system
+            Long eventTime = ctx.timestamp();
+            if (eventTime != null) { // every source assigns the Kafka timestamp; no timestamp, no latency
+                long now = System.currentTimeMillis();
+                latency.record(now - eventTime, now);
+            }
         }
     }
 

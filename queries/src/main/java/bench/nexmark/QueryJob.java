@@ -36,7 +36,7 @@ import java.util.Map;
  * [--parallelism bids_source=2,map=1,sink=1] [--default-parallelism 1] [--max-parallelism 128]
  * [--from-earliest] [--job-name N] [--out-of-orderness-ms 1000] [--idle-timeout-ms 5000]
  * [--window-size-s 3600 --window-slide-s 60] (q5) [--session-gap-s 10] (q11) [--tumble-s 10] (q8)
- * [--state-ttl-s 300] (q3) [--checkpoint-interval-ms N] [--print-plan] [--local]}.
+ * [--state-ttl-s 300] (q3) [--checkpoint-interval-ms N] [--latency-max-window-ms 5000] [--print-plan] [--local]}.
  * {@code --local} runs the job in an in-process mini cluster with one slot per subtask (needs Flink's lib/
  * on the classpath).
  * {@code --print-plan} prints the job graph (one line per vertex: name, parallelism, vertex id) and exits
@@ -122,11 +122,17 @@ public final class QueryJob {
     }
 
     /**
-     * The discarding sink: a terminal operator that drops every record. Not a Flink Sink (those are
-     * renamed "Sink: sink" / "sink: Writer" in the job graph), so its vertex is called exactly "sink".
+     * The measuring, discarding sink: a terminal operator that records every record's end-to-end latency
+     * ({@link Functions.LatencySink}) and drops it. Not a Flink Sink (those are renamed "Sink: sink" /
+     * "sink: Writer" in the job graph), so its vertex is called exactly "sink". Its max gauge covers the
+     * last {@code --latency-max-window-ms} (the harness passes its Prometheus scrape interval).
      */
     private <T> void sink(DataStream<T> in) {
-        stage(in.process(new Functions.Discard<T>()).returns(Types.VOID), "sink");
+        long window = args.getLong("latency-max-window-ms", 5000);
+        if (window < 1) {
+            throw new IllegalArgumentException("--latency-max-window-ms must be >= 1, got " + window);
+        }
+        stage(in.process(new Functions.LatencySink<T>(window)).returns(Types.VOID), "sink");
     }
 
     void build() {
