@@ -38,6 +38,16 @@ REGISTRY: dict[str, Entry] = {
     "mpc": Entry("autoscalers.mpc.config:MPCConfig", "autoscalers.mpc.scaler:MPC"),
     "mead": Entry("autoscalers.mead.config:MEADConfig", "autoscalers.mead.scaler:MEAD"),
     "static": Entry("autoscalers.static:StaticConfig", "autoscalers.static:Static"),
+    # the seed papers' baselines (autoscalers/baselines)
+    "thr-nlunaware": Entry("autoscalers.baselines.config:THRConfig", "autoscalers.baselines.thresholds:THRNLUnaware"),
+    "thr-nlaware": Entry("autoscalers.baselines.config:THRConfig", "autoscalers.baselines.thresholds:THRNLAware"),
+    "mdl-nlunaware": Entry("autoscalers.baselines.config:MDLNLUnawareConfig",
+                           "autoscalers.baselines.gesscale_model:MDLNLUnaware"),
+    "rule-based": Entry("autoscalers.baselines.config:RuleBasedConfig", "autoscalers.baselines.thresholds:RuleBased"),
+    "mead-mg1": Entry("autoscalers.baselines.config:MG1Config", "autoscalers.baselines.mead_models:MEADMG1"),
+    "mead-gig1": Entry("autoscalers.baselines.config:KingmanConfig", "autoscalers.baselines.mead_models:MEADKingman"),
+    "mead-threshold": Entry("autoscalers.baselines.config:MEADThresholdConfig",
+                            "autoscalers.baselines.thresholds:MEADThreshold"),
 }  # fmt: skip
 
 

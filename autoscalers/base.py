@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from autoscalers.config import AutoscalerConfig, RunContext
 from harness.metrics.snapshot import MetricsSnapshot, Needs
+from harness.vocabulary import NodeChoice
 
 __all__ = [
     "AppliedAction", "Autoscaler", "AutoscalerConfig", "History", "RunContext", "ScalingDecision",
@@ -36,6 +37,7 @@ class ScalingDecision:
     cpu_share: dict[str, float] = field(default_factory=dict)  # vertical scaling (MEAD, MPC)
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    placement: NodeChoice = NodeChoice.ANY  # which nodes replicas go to, where nodes differ in delay
 
     def changed_operators(self, parallelism: dict[str, int], cpu_share: dict[str, float]) -> set[str]:
         """Operators this decision would change, given the current configuration."""

@@ -663,6 +663,74 @@ def _print_described(item: Any, kind: str) -> None:
     console.print("\n".join(lines) + "\n", highlight=False, markup=False)
 
 
+@app.command()
+def reproduce(
+    paper: Annotated[str, typer.Argument(help="gesscale, mpc, mead or flink-er")],
+    backend: Annotated[str, typer.Option(help="sim (default), local or k8s")] = "sim",
+    repetitions: Annotated[int | None, typer.Option(help="repetitions per cell (default: each file's own)")] = None,
+    duration: Annotated[float | None, typer.Option(help="cut every run at this many seconds (a quick look)")] = None,
+    results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="where the claims table goes")] = Path("docs/reproductions"),
+    workers: Annotated[int | None, typer.Option(help="parallel runs (default: cores for sim, 1 otherwise)")] = None,
+    rerun_stale: Annotated[bool, typer.Option("--rerun-stale", help="replace records made with another "
+                                                                    "configuration")] = False,
+) -> None:
+    """Run a seed paper's experiments, analyse them and print and write its claims table (resumable)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from harness import interrupts
+    from harness.config import ConfigError
+    from harness.matrix import MatrixBusy
+    from harness.reproduce.run import Options, load_matrices, paper_or_error, run_paper, write_report
+
+    if backend not in ("sim", "local", "k8s"):
+        raise _fail(f"--backend {backend!r}: valid choices: sim, local, k8s")
+    if repetitions is not None and repetitions < 1:
+        raise _fail("--repetitions must be at least 1")
+    command = f"bench reproduce {paper}" + (f" --backend {backend}" if backend != "sim" else "")
+    command += f" --repetitions {repetitions}" if repetitions else ""
+    command += f" --duration {duration:g}" if duration else ""
+    command += f" --results {results}" if results != Path("results") else ""
+    command += f" --workers {workers}" if workers else ""
+    command += " --rerun-stale" if rerun_stale else ""
+    options = Options(backend=backend, repetitions=repetitions, duration_s=duration, results=results,
+                      workers=workers, rerun_stale=rerun_stale, command=command)
+    try:
+        load_matrices(paper_or_error(paper), options, apply_local_defaults)  # every file checked before any run
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    _check_paths(results=results)
+    try:
+        with interrupts.handling(lambda text: err.print(text, highlight=False, markup=False)), \
+                Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn(), console=console) as progress:
+            task = progress.add_task(f"reproduce {paper}", total=None)
+
+            def on_done(outcome: Any) -> None:
+                if outcome.status.startswith(("failed", "interrupted")):
+                    progress.console.print(f"[red]{outcome.run_id}: {outcome.status}[/]")
+                progress.advance(task)
+
+            rep = run_paper(paper, options, apply_local_defaults, on_done)
+    except (ConfigError, MatrixBusy) as exc:
+        raise _fail(str(exc)) from None
+    if rep.interrupted:
+        err.print("interrupted: rerun the same command to resume; no claims table written", highlight=False,
+                  markup=False)
+        raise typer.Exit(interrupts.EXIT_INTERRUPTED)
+    table = Table(title=f"{rep.paper.title} - {backend}")
+    for col in ("claim (section)", "paper", "harness (95 % CI)", "n", "reproduced"):
+        table.add_column(col)
+    for o in rep.outcomes:
+        table.add_row(f"{o.claim} ({o.section})", o.paper, o.harness, str(o.n), str(o.verdict))
+    console.print(table)
+    for path in write_report(rep, options, out):
+        console.print(f"wrote {path}")
+    if rep.failed:
+        raise typer.Exit(1)
+
+
 def _register_optional(module: str) -> None:
     """Command groups written in their own modules (local stack, analysis)."""
     try:

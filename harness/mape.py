@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from autoscalers.base import AppliedAction, Autoscaler, History
-from harness.backends.base import Backend
+from harness.backends.base import Backend, PlacesReplicas
 from harness.config import LoopConfig
 from harness.metrics.snapshot import JOB_SCOPE, MetricsSnapshot
 from harness.record import EventLog
@@ -134,6 +134,8 @@ class MapeLoop:
             self.events.add(snap.t, EventKind.NOT_APPLIED, "no change after the scale manager's limits",
                             limits=plan.limits)
             return
+        if isinstance(self.backend, PlacesReplicas):
+            self.backend.choose_nodes(decision.placement)
         rescale = self.backend.rescale(plan.parallelism, plan.cpu_share)
         t_after = self.backend.now()
         if not rescale.ok:
@@ -165,6 +167,7 @@ class MapeLoop:
             downtime_s=rescale.downtime_s,
             method=rescale.method,
             finished_at=t_after,
+            placement=decision.placement,
         )
 
     def _skip(self, snap: MetricsSnapshot, result: LoopResult, gaps: Mapping[str, tuple[Metric, ...]], what: str,

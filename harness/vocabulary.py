@@ -55,6 +55,7 @@ class Metric(StrEnum):
     IS_BACKPRESSURED = "is_backpressured"  # 0/1 (isBackPressured at any point of the window)
     BUFFER_USAGE = "buffer_usage"  # 0..1, input-buffer pool usage
     STATE_BYTES = "state_bytes"
+    NETWORK_DELAY_MAX = "network_delay_max_ms"  # ms, largest round-trip delay among the nodes hosting the operator
     # ---- input process ----
     INTERARRIVAL = "interarrival_s"  # s, recent gaps between records produced (MEAD's MAP fitting)
 
@@ -64,6 +65,19 @@ LATENCY_E2E: tuple[Metric, ...] = (
     Metric.LATENCY_E2E_MEAN, Metric.LATENCY_E2E_P50, Metric.LATENCY_E2E_P95, Metric.LATENCY_E2E_P99,
     Metric.LATENCY_E2E_MAX,
 )
+
+
+class NodeChoice(StrEnum):
+    """Which node a scale-up adds (or a scale-down frees), where nodes differ in network delay.
+
+    Gesscale (Arkian et al. 2021, sec. IV-E / V-A): a latency-aware scaler adds the available
+    node with the lowest latency to the nodes already used and removes the one with the
+    greatest; a latency-unaware one picks from an unsorted list. A backend with one kind of
+    node (one machine, a homogeneous cluster) has nothing to choose and ignores it.
+    """
+
+    ANY = "any"  # the backend's own choice (an unsorted list: random among the free nodes)
+    NEAREST = "nearest"  # add the node closest to the ones in use, remove the farthest
 
 
 class EventKind(StrEnum):

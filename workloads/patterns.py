@@ -86,10 +86,11 @@ class ConstantParams(_Params):
 
 
 class TraceParams(_Params):
-    """Replay a CSV: a `rate` column (records/s per second) or a `timestamp` column (event times, s)."""
+    """Replay a CSV: a `rate` column (records/s, one row per `step_s`) or a `timestamp` column (event times, s)."""
 
     path: Path
     column: Literal["rate", "timestamp"] = "rate"
+    step_s: PositiveFloat = Field(1.0, description="seconds each row of a rate trace lasts (before time_scale)")
 
 
 PARAMS: dict[str, type[_Params]] = {
@@ -260,7 +261,7 @@ def build_pattern(cfg: PatternConfig, seed: int, query: str | None = None) -> Lo
     params = cfg.typed_params(query)
     stages: list[tuple[str, int, int]] = []
     if isinstance(params, TraceParams):
-        rates, step_full_s = _trace_rates(params), 1.0
+        rates, step_full_s = _trace_rates(params), (params.step_s if params.column == "rate" else 1.0)
     else:
         rates, stages = _minute_rates(cfg.name, params, rng)
         step_full_s = 60.0

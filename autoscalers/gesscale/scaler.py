@@ -30,8 +30,12 @@ Adaptations: the paper scales a single operator per job; here every operator is
 analysed and the changes go out as one decision (one restart). BP_i is Flink's
 backPressuredTimeMsPerSecond / 1000 averaged over subtasks and over the period; CT_i is
 the operator's records-in rate; IR_i is the records its upstreams send (sources: the
-rate produced into Kafka). ND_max (ms) is an input: 0 on one machine; node choice by
-latency is geo-specific and not modelled. Our loop runs every 15 s; Gesscale acts at
+rate produced into Kafka). ND_max (ms) is the operator's measured `network_delay_max_ms`
+where the backend models nodes with network delays (`sim.network`), else the configured
+`nd_max_ms` (0 on one machine). Node choice (sec. IV-E): a scale-up asks for the available
+node closest to the ones in use, a scale-down frees the farthest (`NodeChoice.NEAREST`); the
+prediction for a scale-down keeps the current ND_max, which removing the farthest node can
+only lower. Our loop runs every 15 s; Gesscale acts at
 most every `period_s`, averaging the snapshots of the last period taken while the job
 ran: during a restart (a savepoint restart can outlast the loop's cooldown) it waits,
 and an operator with zero throughput yields no calibration sample.
@@ -42,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -53,7 +57,7 @@ from autoscalers.gesscale.config import GesscaleConfig
 from autoscalers.restarts import running_since
 from harness.metrics.snapshot import MetricsSnapshot, measured, needs
 from harness.topology import Topology
-from harness.vocabulary import Metric
+from harness.vocabulary import Metric, NodeChoice
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class OperatorState:
     ct: float  # current throughput, records/s
     ir: float  # input rate, records/s
     lag_rate: float = 0.0
+    nd_max: float = 0.0  # ms, measured where the backend knows the nodes, else the configured ND_max
 
 
 class Gesscale(Autoscaler):
@@ -130,6 +135,7 @@ class Gesscale(Autoscaler):
     name = "gesscale"
     Config = GesscaleConfig
     config: GesscaleConfig
+    placement: ClassVar[NodeChoice] = NodeChoice.NEAREST  # latency-aware node choice (sec. IV-E)
     NEEDS = needs(operators=(Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BACKPRESSURED),
                   sources=(Metric.LAG_RATE, Metric.INPUT_RATE))
 
@@ -170,12 +176,14 @@ class Gesscale(Autoscaler):
             else:
                 ir = mean_measured(sum(s.operators[u].records_out_per_s for u in spec.upstream if u in s.operators)
                                    for s in snaps)
+            nd = snapshot.operators[spec.name].network_delay_max_ms
             out[spec.name] = OperatorState(
                 parallelism=snapshot.operators[spec.name].parallelism,
                 bp=mean_measured(m.backpressured_fraction for m in ms),
                 ct=ct,
                 ir=ir,
                 lag_rate=lag_rate,
+                nd_max=nd if measured(nd) else self.config.nd_max_ms,
             )
         return out
 
@@ -195,9 +203,9 @@ class Gesscale(Autoscaler):
     def model(self, name: str) -> MSTModel | None:
         return fit_mst(sorted(self.samples.get(name, {}).values(), key=lambda s: s.n))
 
-    def headroom(self, model: MSTModel, n: int, ct: float) -> float:
+    def headroom(self, model: MSTModel, n: int, ct: float, nd_max: float | None = None) -> float:
         """DT = 100 (MST(n) - CT) / MST(n) (Alg. 2)."""
-        mst = model.mst(n, self.config.nd_max_ms)
+        mst = model.mst(n, self.config.nd_max_ms if nd_max is None else nd_max)
         return -math.inf if mst <= 0 else 100.0 * (mst - ct) / mst
 
     # ------------------------------------------------------------ plan
@@ -213,7 +221,9 @@ class Gesscale(Autoscaler):
         n = st.parallelism
         while n - 1 >= cfg.n_min:
             cand = n - 1
-            if model.mst(cand, cfg.nd_max_ms) >= st.ir and self.headroom(model, cand, st.ct) > cfg.headroom_threshold:
+            # removing the farthest node never raises ND_max: the current one is the safe prediction
+            if (model.mst(cand, st.nd_max) >= st.ir
+                    and self.headroom(model, cand, st.ct, st.nd_max) > cfg.headroom_threshold):
                 n = cand
             else:
                 break
@@ -239,7 +249,7 @@ class Gesscale(Autoscaler):
                 info["unknown"] = "backpressure, throughput or input rate not measured: left alone"
                 continue
             if st.ct > 0 and self.overloaded(topo, name, states):
-                sample = CalibrationSample(st.parallelism, cfg.nd_max_ms, st.ct)
+                sample = CalibrationSample(st.parallelism, st.nd_max, st.ct)
                 self.samples.setdefault(name, {})[st.parallelism] = sample
                 info["overloaded"] = True
                 if st.parallelism + 1 <= self.n_max(topo, name):
@@ -253,16 +263,16 @@ class Gesscale(Autoscaler):
             if model is None:
                 continue
             info["model"] = model.as_dict()
-            info["headroom"] = self.headroom(model, st.parallelism, st.ct)
+            info["headroom"] = self.headroom(model, st.parallelism, st.ct, st.nd_max)
             if st.bp > cfg.bp_threshold:
                 continue  # backpressured by a downstream bottleneck: its throughput is not its demand
             target = self.scale_down_target(model, st)
             if target < st.parallelism:
                 changes[name] = target
-                mst = model.mst(target, cfg.nd_max_ms)
+                mst = model.mst(target, st.nd_max)
                 reasons.append(
                     f"{name} {st.parallelism}->{target} (MST({target}) = {mst:,.0f} >= IR {st.ir:,.0f} rec/s, "
-                    f"headroom {self.headroom(model, target, st.ct):.1f} % > {cfg.headroom_threshold:g} %)"
+                    f"headroom {self.headroom(model, target, st.ct, st.nd_max):.1f} % > {cfg.headroom_threshold:g} %)"
                 )
         if not changes:
             return None
@@ -270,6 +280,7 @@ class Gesscale(Autoscaler):
             parallelism=changes,
             reason="gesscale: " + "; ".join(reasons),
             details={"operators": per_op, "headroom_threshold": cfg.headroom_threshold, "nd_max_ms": cfg.nd_max_ms},
+            placement=self.placement,
         )
 
     def on_applied(self, action: AppliedAction) -> None:

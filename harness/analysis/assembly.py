@@ -22,11 +22,11 @@ import pandas as pd
 from harness.analysis.events import event_metrics
 from harness.analysis.fault_recovery import FAULT_COLUMNS, fault_rows
 from harness.analysis.loader import RunRef, SkippedRecord, load_refs
+from harness.analysis.papers import SCORE_COLUMNS
 from harness.analysis.reductions import Reductions, reduce
 from harness.analysis.summary import (
     SERIES_STATS_COLUMNS,
     AnalysisResult,
-    ExcessFacts,
     RunPieces,
     SpecFacts,
     assemble_row,
@@ -114,14 +114,11 @@ def finish(refs: Sequence[RunRef], red: Reductions) -> RunRows:
     series = series_from_frame(stats)
     bounds_by = {int(r.rid): (float(r.run_start), float(r.run_end)) for r in red.bounds.itertuples()}
     prov_by = {int(r.rid): r for r in finish_provisioning(red.provisioning, red.bounds).itertuples()}
-    qos_by = {int(r.rid): (int(r.violations), int(r.steps)) for r in red.qos.itertuples()}
-    excess_by = {int(r.rid): ExcessFacts(_nan(r.stop_ts), _nan(r.drained_ts), _nan(r.last_lag_ts))
-                 for r in red.excess.itertuples()}
+    scores_by = {int(r["rid"]): {c: _nan(r[c]) for c in SCORE_COLUMNS} for r in red.scores.to_dict("records")}
     out = RunRows(series_stats=[stats], faults=[fault_rows(refs)])
     for rid, ref in enumerate(refs):
         start, end = bounds_by.get(rid, (0.0, 0.0))
-        pieces = RunPieces(start, end, series.get(ref.meta.run_id, {}), qos=qos_by.get(rid, (0, 0)),
-                           excess=excess_by.get(rid))
+        pieces = RunPieces(start, end, series.get(ref.meta.run_id, {}), scores=scores_by.get(rid, {}))
         p = prov_by.get(rid)
         if p is not None and ref.meta.coefficients and _nan(p.period) > 0:
             pieces.spec = SpecFacts(_nan(p.accuracy_u), _nan(p.accuracy_o), _nan(p.timeshare_u),

@@ -55,6 +55,8 @@ class RunMeta:
     min_parallelism: int
     slo_latency_s: float
     slo_throughput_ratio: float
+    slo_latency_statistic: str = "mean"  # mean | p95: what slo_latency_s is a target for
+    slo_qos: str = "both"  # throughput | latency | both: MPC's per-step QoS test
     operators: tuple[OperatorProfile, ...] = ()
     topic_shares: dict[str, float] | None = None  # share of the input rate per topic (backend fact)
     stages: tuple[Stage, ...] = ()
@@ -214,6 +216,8 @@ def parse_meta(raw: dict[str, Any], run_dir: Path, results_dir: Path | None, sta
         min_parallelism=int(_get(config, "scale_manager", "min_parallelism", default=1)),
         slo_latency_s=float(_get(config, "slo", "latency_s", default=5.0)),
         slo_throughput_ratio=float(_get(config, "slo", "throughput_ratio", default=0.95)),
+        slo_latency_statistic=str(_get(config, "slo", "latency_statistic", default="mean")),
+        slo_qos=str(_get(config, "slo", "qos", default="both")),
         operators=_operators(raw, config, query),
         topic_shares=_topic_shares(raw),
         stages=_stages(raw, config),

@@ -215,36 +215,6 @@ def provisioning(ts_ideal: np.ndarray, ideal: np.ndarray, ts_actual: np.ndarray,
     )
 
 
-def excess_time(ts_input: np.ndarray, input_rate: np.ndarray, ts_lag: np.ndarray, lag: np.ndarray,
-                drain_rate: float, period_s: float, drained_below: float = 1.0) -> float:
-    """Gesscale's excess computation time (Pt - It) / T (sec. V).
-
-    If the input stops before the run ends, Pt - It is the time from the stop
-    until the backlog (Kafka lag) is drained; a backlog still left at the end
-    is added at `drain_rate` (the final configuration's capacity in source
-    records/s). If the input never stops, the backlog left at the end is what
-    would still need processing: lag_end / drain_rate.
-    """
-    ts_i, input_rate = _clean(ts_input, input_rate)
-    ts_l, lag = _clean(ts_lag, lag)
-    if len(ts_l) == 0 or period_s <= 0:
-        return math.nan
-    lag_end = float(lag[-1])
-    tail_s = 0.0
-    busy = np.nonzero(input_rate > 0)[0]
-    if len(busy) and busy[-1] + 1 < len(ts_i):
-        stop = float(ts_i[busy[-1] + 1])
-        after = (ts_l >= stop) & (lag <= drained_below)
-        if after.any():
-            return float((ts_l[after][0] - stop) / period_s)
-        tail_s = max(0.0, float(ts_l[-1] - stop))
-    if lag_end <= drained_below:
-        return tail_s / period_s
-    if drain_rate <= 0 or math.isnan(drain_rate):
-        return math.nan
-    return float((tail_s + lag_end / drain_rate) / period_s)
-
-
 def replica_minutes(ts: np.ndarray, resources: np.ndarray, end: float | None = None) -> float:
     """Gesscale's cost: one unit per replica per minute (area under the measured resource curve / 60)."""
     if not (~np.isnan(np.asarray(resources, dtype=float))).any():
@@ -253,39 +223,7 @@ def replica_minutes(ts: np.ndarray, resources: np.ndarray, end: float | None = N
 
 
 # ---------------------------------------------------------------- SASO (De Matteis & Mencagli, sec. 5.3)
-
-
-def control_step_violations(ts: np.ndarray, input_rate: np.ndarray, throughput: np.ndarray,
-                            latency: np.ndarray | None, period_s: float, t0: float,
-                            latency_slo_s: float, throughput_ratio: float) -> tuple[int, int]:
-    """QoS violations over control steps of `period_s`: (violations, steps).
-
-    A step violates when its mean throughput / mean input rate < `throughput_ratio`
-    (the throughput strategies' test, theta_th = 0.95) or its mean latency exceeds
-    the SLO (the latency strategies' test). Steps without input skip the ratio test.
-    All three series are sampled at `ts` (NaN where missing).
-    """
-    ts = np.asarray(ts, dtype=float)
-    if len(ts) == 0:
-        return 0, 0
-    bucket = np.floor((ts - t0) / period_s).astype(np.int64)
-    steps = np.unique(bucket)
-    violations = 0
-    for b in steps:
-        sel = bucket == b
-        inp = _nanmean(np.asarray(input_rate, dtype=float)[sel])
-        thr = _nanmean(np.asarray(throughput, dtype=float)[sel])
-        bad = inp > 0 and not math.isnan(thr) and thr / inp < throughput_ratio
-        if latency is not None:
-            lat = _nanmean(np.asarray(latency, dtype=float)[sel])
-            bad = bad or (not math.isnan(lat) and lat > latency_slo_s)
-        violations += int(bad)
-    return violations, len(steps)
-
-
-def _nanmean(arr: np.ndarray) -> float:
-    arr = arr[~np.isnan(arr)]
-    return float(arr.mean()) if len(arr) else math.nan
+# QoS violations, excess time and cost up to Pt are the papers' own scores: harness.analysis.papers
 
 
 def amplitude(changes: Iterable[tuple[Mapping[str, float], Mapping[str, float]]]) -> float:

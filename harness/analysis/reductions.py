@@ -23,8 +23,13 @@ Tables (NaN where a fact does not exist):
   provisioning  rid, under, over, t_under, t_over, period, ideal_area, ideal_span, ideal_plain,
                 i_last, a_last, last_ts: SPEC sums of ideal vs actual task managers up to the
                 run's last input/TM sample (runs with demand coefficients only)
-  qos           rid, violations, steps: control steps and QoS violations
-  excess        rid, stop_ts, drained_ts, last_lag_ts (runs with a lag series only)
+  scores        rid + `papers.SCORE_COLUMNS`: the seed papers' scores (SASO QoS violations per control
+                step, SPEC excess time and cost up to Pt, MEAD per-record response time, ...), from
+                `papers.score_run` on each run's measured samples of the series it reads (runs with
+                samples only)
+
+The papers' scores are the one table not reduced with numpy over the whole batch: each
+run's few series go through `papers.score_run`, the single definition of those scores.
 
 A new reduction over the samples is a function here plus a table (or columns) in
 `Reductions`; a metric computed from these facts goes into `summary.assemble_row`.
@@ -32,31 +37,29 @@ A new reduction over the samples is a function here plus a table (or columns) in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from harness.analysis import papers
 from harness.analysis.loader import RunRef
+from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import CEIL_EPS
 from harness.analysis.samples import Samples, boundaries, read_samples
-from harness.analysis.summary import PERCENTILE_METRICS
+from harness.analysis.summary import PERCENTILE_METRICS, paper_spec
 from harness.vocabulary import Metric
 
 # the series each reduction reads (job level, operator "")
 SPEC_INPUT, SPEC_ACTUAL = Metric.INPUT_RATE, Metric.TASKMANAGERS  # ideal(t) from the input rate vs actual TMs
-QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY = Metric.INPUT_RATE, Metric.THROUGHPUT, Metric.LATENCY_KAFKA
-EXCESS_INPUT, EXCESS_LAG = Metric.INPUT_RATE, Metric.LAG
 
 BOUNDS_COLUMNS = ["rid", "run_start", "run_end"]
 SERIES_COLUMNS = ["rid", "metric", "operator", "area", "span", "plain_mean", "max", "min", "last", "tail", "last_ts",
                   "n", "p50", "p95"]
 PROVISIONING_COLUMNS = ["rid", "under", "over", "t_under", "t_over", "period", "ideal_area", "ideal_span",
                         "ideal_plain", "i_last", "a_last", "last_ts"]
-QOS_COLUMNS = ["rid", "violations", "steps"]
-EXCESS_COLUMNS = ["rid", "stop_ts", "drained_ts", "last_lag_ts"]
+SCORES_COLUMNS = ["rid", *papers.SCORE_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -66,13 +69,12 @@ class Reductions:
     bounds: pd.DataFrame
     series: pd.DataFrame
     provisioning: pd.DataFrame
-    qos: pd.DataFrame
-    excess: pd.DataFrame
+    scores: pd.DataFrame
 
     @staticmethod
     def empty() -> Reductions:
         return Reductions(*(pd.DataFrame(columns=c) for c in (BOUNDS_COLUMNS, SERIES_COLUMNS, PROVISIONING_COLUMNS,
-                                                               QOS_COLUMNS, EXCESS_COLUMNS)))
+                                                               SCORES_COLUMNS)))
 
 
 def _next_gap(ts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -176,6 +178,7 @@ class RunConstants:
     slo_ratio: np.ndarray
     min_parallelism: np.ndarray
     coefficients: np.ndarray  # (runs, max operators), NaN-padded, in the topology's operator order
+    metas: tuple[RunMeta, ...] = ()  # the runs' metadata: what `summary.paper_spec` reads (SLO, topology)
 
     @staticmethod
     def of(refs: Sequence[RunRef]) -> RunConstants:
@@ -190,6 +193,7 @@ class RunConstants:
             np.array([r.meta.slo_throughput_ratio for r in refs], dtype=float),
             np.array([r.meta.min_parallelism for r in refs], dtype=float),
             matrix,
+            tuple(r.meta for r in refs),
         )
 
 
@@ -250,84 +254,45 @@ def _ffill(values: np.ndarray, first_of_row: np.ndarray) -> np.ndarray:
     return np.where(ok, values[np.maximum(last, 0)], np.nan)
 
 
-def qos_reduction(s: Samples, consts: RunConstants, bounds: pd.DataFrame) -> pd.DataFrame:
-    """QoS violations per control step of one loop period (runs with input and throughput series).
+def scores_reduction(s: Samples, consts: RunConstants, bounds: pd.DataFrame, series: pd.DataFrame) -> pd.DataFrame:
+    """`papers.score_run` per run of the batch, on a frame (ts, metric, operator, value) of its measured
+    samples of `papers.JOB_METRICS` (job level) and `papers.OPERATOR_METRICS` (per operator).
 
-    A step's input, throughput and latency are the means of the samples in it;
-    steps are numbered from the run's first sample.
+    The spec is the run's (`summary.paper_spec`): its bounds, and the final parallelism (each operator's
+    last measured parallelism sample, from `series`) for the drain rate.
     """
-    rows = _job_rows(s, QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY)
-    if len(rows) == 0:
-        return pd.DataFrame(columns=QOS_COLUMNS)
-    inp_code, thr_code, lat_code = (s.code(s.metric_names, m) for m in (QOS_INPUT, QOS_THROUGHPUT, QOS_LATENCY))
-    rid, code = s.rid[rows], s.metric[rows]
-    # the metric core's rule: no input or no throughput series, no control steps
-    complete = np.intersect1d(rid[code == inp_code], rid[code == thr_code])
-    keep = np.isin(rid, complete)
-    rid, code, ts, value = rid[keep], code[keep], s.ts[rows][keep], s.value[rows][keep]
-    if len(rid) == 0:
-        return pd.DataFrame(columns=QOS_COLUMNS)
-    run_start = np.full(len(consts.period_s), np.nan)
-    run_start[bounds["rid"].to_numpy(np.int64)] = bounds["run_start"].to_numpy(float)
-    bucket = np.floor((ts - run_start[rid]) / consts.period_s[rid]).astype(np.int64)
-    steps, step_of_row = np.unique(rid * (int(bucket.max()) + 1) + bucket, return_inverse=True)
-    step_rid = rid[np.unique(step_of_row, return_index=True)[1]]
-
-    def step_mean(c: int) -> np.ndarray:
-        sel = code == c
-        n = np.bincount(step_of_row[sel], minlength=len(steps))
-        total = np.bincount(step_of_row[sel], weights=value[sel], minlength=len(steps))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-    inp, thr, lat = step_mean(inp_code), step_mean(thr_code), step_mean(lat_code)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio_bad = (inp > 0) & ~np.isnan(thr) & (thr / inp < consts.slo_ratio[step_rid])
-    lat_bad = ~np.isnan(lat) & (lat > consts.slo_latency_s[step_rid])
-    runs, step_count = np.unique(step_rid, return_counts=True)
-    bad = np.bincount(np.searchsorted(runs, step_rid), weights=(ratio_bad | lat_bad).astype(float),
-                      minlength=len(runs))
-    return pd.DataFrame({"rid": runs, "violations": bad.astype(np.int64), "steps": step_count})
-
-
-def excess_reduction(s: Samples) -> pd.DataFrame:
-    """When the input stopped (first sample after the last with input > 0) and the lag was drained after that."""
-    lag_code, inp_code = s.code(s.metric_names, EXCESS_LAG), s.code(s.metric_names, EXCESS_INPUT)
+    if bounds.empty:
+        return pd.DataFrame(columns=SCORES_COLUMNS)
     empty_op = s.code(s.operator_names, "")
-    g_metric, g_op, g_rid = s.metric[s.starts], s.operator[s.starts], s.rid[s.starts]
-    lag_groups = (np.flatnonzero((g_metric == lag_code) & (g_op == empty_op)) if lag_code >= 0
-                  else np.array([], dtype=np.int64))
-    if len(lag_groups) == 0:
-        return pd.DataFrame(columns=EXCESS_COLUMNS)
-    stop_by_rid: dict[int, float] = {}
-    if inp_code >= 0:
-        for g in np.flatnonzero((g_metric == inp_code) & (g_op == empty_op)):
-            ts, v = s.ts[s.starts[g]:s.ends[g] + 1], s.value[s.starts[g]:s.ends[g] + 1]
-            busy = np.flatnonzero(v > 0)
-            if len(busy):
-                after = ts[ts > ts[busy[-1]]]
-                if len(after):
-                    stop_by_rid[int(g_rid[g])] = float(after.min())
+    job_codes = [c for c in (s.code(s.metric_names, m) for m in papers.JOB_METRICS) if c >= 0]
+    op_codes = [c for c in (s.code(s.metric_names, m) for m in papers.OPERATOR_METRICS) if c >= 0]
+    is_job = s.operator == empty_op
+    rows = np.flatnonzero((np.isin(s.metric, job_codes) & is_job) | (np.isin(s.metric, op_codes) & ~is_job))
+    frame = pd.DataFrame({
+        "rid": s.rid[rows], "ts": s.ts[rows],
+        "metric": np.array(s.metric_names, dtype=object)[s.metric[rows]] if len(rows) else [],
+        "operator": np.array(s.operator_names, dtype=object)[s.operator[rows]] if len(rows) else [],
+        "value": s.value[rows],
+    })
+    by_rid = {int(rid): g.drop(columns="rid") for rid, g in frame.groupby("rid", sort=False)}
+    no_samples = frame.iloc[:0].drop(columns="rid")
+    par = series[(series["metric"] == Metric.PARALLELISM) & (series["operator"] != "")]
+    final_by_rid: dict[int, dict[str, float]] = {}
+    for r in par.itertuples(index=False):
+        final_by_rid.setdefault(int(r.rid), {})[str(r.operator)] = float(r.last)
     out = []
-    for g in lag_groups:
-        ts, v = s.ts[s.starts[g]:s.ends[g] + 1], s.value[s.starts[g]:s.ends[g] + 1]
-        rid = int(g_rid[g])
-        stop = stop_by_rid.get(rid, math.nan)
-        drained = math.nan
-        if not math.isnan(stop):
-            ok = (ts >= stop) & (v <= 1.0)
-            if ok.any():
-                drained = float(ts[ok].min())
-        out.append((rid, stop, drained, float(ts.max())))
-    return pd.DataFrame(out, columns=EXCESS_COLUMNS)
+    for b in bounds.itertuples(index=False):
+        rid = int(b.rid)
+        spec = paper_spec(consts.metas[rid], float(b.run_start), float(b.run_end), final_by_rid.get(rid, {}))
+        out.append({"rid": rid, **papers.score_run(by_rid.get(rid, no_samples), spec)})
+    return pd.DataFrame(out, columns=SCORES_COLUMNS)
 
 
 def reduce_batch(s: Samples, consts: RunConstants) -> Reductions:
     """Every reduction of one batch's samples."""
     series, bounds = series_reduction(s)  # sees the gaps
     m = s.measured()
-    return Reductions(bounds, series, provisioning_reduction(m, consts), qos_reduction(m, consts, bounds),
-                      excess_reduction(m))
+    return Reductions(bounds, series, provisioning_reduction(m, consts), scores_reduction(m, consts, bounds, series))
 
 
 def reduce(refs: Sequence[RunRef]) -> Reductions:

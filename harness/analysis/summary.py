@@ -1,9 +1,9 @@
 """The per-run summary: its columns and how engine outputs become one row.
 
-An engine (pandas or Spark) reduces a run's long-format timeseries to four
-small pieces - per-series statistics, SPEC provisioning, control-step QoS
-counts and excess-time facts - and `assemble_row` turns those plus the
-event-derived columns into the row. Keeping the assembly shared means the
+An engine (pandas or Spark) reduces a run's long-format timeseries to a few
+small pieces - per-series statistics, SPEC provisioning, and the seed papers'
+scores (`papers.score_run`, one definition both engines run) - and
+`assemble_row` turns those plus the event-derived columns into the row. Keeping the assembly shared means the
 two engines can only disagree where they aggregate, which is what the
 cross-check is for.
 """
@@ -19,6 +19,7 @@ import pandas as pd
 
 from harness.analysis.meta import RunMeta
 from harness.analysis.metrics import SHORTFALL_FLAG, StageConvergence, load_shortfall
+from harness.analysis.papers import SCORE_COLUMNS, PaperSpec
 from harness.analysis.profile import drain_rate
 from harness.vocabulary import Metric
 
@@ -48,10 +49,12 @@ THESIS_COLUMNS = ["tm_avg", "tm_max", *LATENCY_COLUMNS, "input_rate_avg",
                   "throughput_avg", "throughput_ratio", *LOAD_COLUMNS, "cpu_avg", "lag_max", "lag_end",
                   "scale_count", "decisions_skipped", "duration_s"]
 SPEC_COLUMNS = ["spec_accuracy_u", "spec_accuracy_o", "spec_timeshare_u", "spec_timeshare_o",
-                "spec_excess_time", "spec_reconfigurations", "spec_cost_replica_min", "spec_ideal_avg"]
+                "spec_excess_time", "spec_reconfigurations", "spec_cost_replica_min", "spec_ideal_avg",
+                "spec_processed_in_trace", "spec_trace_s"]
 SASO_COLUMNS = ["saso_reconfigurations", "saso_qos_violations", "saso_control_steps", "saso_qos_violation_pct",
-                "saso_amplitude", "saso_overshoot", "saso_overshoot_vs_ideal"]
-MEAD_COLUMNS = ["mead_rt_mean", "mead_rt_p95", "mead_rt_target", "mead_rt_mean_ratio", "mead_target_met",
+                "saso_violations_in_rescale_steps", "saso_amplitude", "saso_overshoot", "saso_overshoot_vs_ideal",
+                "alloc_cores_avg"]
+MEAD_COLUMNS = ["mead_rt_mean", "mead_rt_p95", "mead_rt_target", "mead_rt_ratio", "mead_target_met",
                 "mead_cpu_share"]
 FAILURE_COLUMNS = ["faults", "injected_faults", "crashes", "failed_rescales", "recoveries", "failed", "flagged",
                    "crashed"]
@@ -80,15 +83,6 @@ class SpecFacts:
     ideal_avg: float
 
 
-@dataclass(frozen=True)
-class ExcessFacts:
-    """Where the input stopped and when the backlog was gone (NaN when it did not happen)."""
-
-    stop_ts: float  # first sample after the last one with input > 0
-    drained_ts: float  # first lag sample <= 1 at or after stop_ts
-    last_lag_ts: float
-
-
 @dataclass
 class RunPieces:
     """Everything an engine computed for one run."""
@@ -97,8 +91,7 @@ class RunPieces:
     run_end: float
     series: dict[tuple[str, str], SeriesStats] = field(default_factory=dict)
     spec: SpecFacts | None = None
-    qos: tuple[int, int] = (0, 0)
-    excess: ExcessFacts | None = None
+    scores: dict[str, float] = field(default_factory=dict)  # papers.score_run
 
 
 def series_from_frame(df: pd.DataFrame) -> dict[str, dict[tuple[str, str], SeriesStats]]:
@@ -111,22 +104,19 @@ def series_from_frame(df: pd.DataFrame) -> dict[str, dict[tuple[str, str], Serie
     return out
 
 
-def excess_from_facts(facts: ExcessFacts | None, lag_end: float, drain: float, period_s: float,
-                      drained_below: float = 1.0) -> float:
-    """`metrics.excess_time` from the facts an aggregation engine can compute in one pass."""
-    if facts is None or period_s <= 0 or math.isnan(lag_end):
-        return math.nan
-    if not math.isnan(facts.stop_ts):
-        if not math.isnan(facts.drained_ts):
-            return (facts.drained_ts - facts.stop_ts) / period_s
-        tail = max(0.0, facts.last_lag_ts - facts.stop_ts)
-    else:
-        tail = 0.0
-    if lag_end <= drained_below:
-        return tail / period_s
-    if drain <= 0 or math.isnan(drain):
-        return math.nan
-    return (tail + lag_end / drain) / period_s
+def final_parallelism(series: Mapping[tuple[str, str], SeriesStats]) -> dict[str, float]:
+    return {op: st.last for (m, op), st in series.items() if m == Metric.PARALLELISM and op}
+
+
+def paper_spec(meta: RunMeta, run_start: float, run_end: float, final_par: Mapping[str, float]) -> PaperSpec:
+    """What `papers.score_run` needs besides the samples: SLO, control step, final drain rate."""
+    return PaperSpec(
+        run_start=run_start, run_end=run_end, control_step_s=meta.period_s,
+        qos=meta.slo_qos,  # type: ignore[arg-type]
+        throughput_ratio=meta.slo_throughput_ratio, latency_slo_s=meta.slo_latency_s,
+        latency_statistic=meta.slo_latency_statistic,  # type: ignore[arg-type]
+        drain_rate=drain_rate(list(meta.operators), final_par, meta.topic_shares),
+    )
 
 
 def _div(a: float, b: float) -> float:
@@ -147,11 +137,10 @@ def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]
     shortfall = load_shortfall(skipped, expired, meta.pattern_records)
     inp, thr = s.get((Metric.INPUT_RATE, ""), nan_stats), s.get((Metric.THROUGHPUT, ""), nan_stats)
     duration = pieces.run_end - pieces.run_start
-    final_par = {op: st.last for (m, op), st in s.items() if m == Metric.PARALLELISM and op}
     shares = [st.tw_mean for (m, op), st in s.items() if m == Metric.CPU_SHARE and op]
     spec = pieces.spec
     ideal_avg = spec.ideal_avg if spec else math.nan
-    violations, steps = pieces.qos
+    scores = {c: pieces.scores.get(c, math.nan) for c in SCORE_COLUMNS}
     row: dict[str, Any] = {
         **meta.identity(),
         "tm_avg": tm.tw_mean, "tm_max": tm.max,
@@ -169,17 +158,10 @@ def assemble_row(meta: RunMeta, pieces: RunPieces, event_cols: Mapping[str, Any]
         "spec_accuracy_o": spec.accuracy_o if spec else math.nan,
         "spec_timeshare_u": spec.timeshare_u if spec else math.nan,
         "spec_timeshare_o": spec.timeshare_o if spec else math.nan,
-        "spec_excess_time": excess_from_facts(pieces.excess, lag.last,
-                                              drain_rate(list(meta.operators), final_par, meta.topic_shares), duration),
-        "spec_cost_replica_min": tm.tw_sum / 60.0 if tm.n else math.nan,
         "spec_ideal_avg": ideal_avg,
-        "saso_qos_violations": violations, "saso_control_steps": steps,
-        "saso_qos_violation_pct": 100.0 * violations / steps if steps else math.nan,
         "saso_overshoot": tm.tw_mean, "saso_overshoot_vs_ideal": tm.tw_mean - ideal_avg,
-        "mead_rt_mean": lat.tw_mean, "mead_rt_p95": lat.p95, "mead_rt_target": meta.slo_latency_s,
-        "mead_rt_mean_ratio": _div(lat.tw_mean, meta.slo_latency_s),
-        "mead_target_met": bool(lat.tw_mean <= meta.slo_latency_s) if not math.isnan(lat.tw_mean) else False,
         "mead_cpu_share": float(sum(shares) / len(shares)) if shares else math.nan,
+        **scores,
         **event_cols,
     }
     return row

@@ -42,7 +42,7 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
              ("saso_qos_violation_pct", "violations %"), ("saso_amplitude", "amplitude"),
              ("saso_overshoot", "overshoot: mean TM"), ("saso_overshoot_vs_ideal", "TM - ideal")],
     "mead": [("mead_rt_mean", "mean RT s"), ("mead_rt_p95", "p95 RT s"), ("mead_rt_target", "target s"),
-             ("mead_rt_mean_ratio", "mean/target"), ("mead_target_met", "met"), ("mead_cpu_share", "CPU share")],
+             ("mead_rt_ratio", "RT/target"), ("mead_target_met", "met"), ("mead_cpu_share", "CPU share")],
 }
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
-from harness.vocabulary import EventKind
+from harness.vocabulary import EventKind, NodeChoice
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,3 +79,12 @@ class Backend(Protocol):
 
     def stop(self) -> None:
         """Stop everything this run started (idempotent)."""
+
+
+@runtime_checkable
+class PlacesReplicas(Protocol):
+    """A backend whose nodes differ in network delay (the sim's network model): it honours the
+    autoscaler's node choice for the next rescale. Backends without it have one kind of node."""
+
+    def choose_nodes(self, choice: NodeChoice) -> None:
+        """Use `choice` when the next `rescale` adds or removes subtasks."""

@@ -79,6 +79,8 @@ class OperatorMetrics:
     lag: float | None = None  # pending records in Kafka for this source's topic
     lag_rate: float | None = None  # d(lag)/dt, records/s
     input_rate: float | None = None  # records/s produced into this source's topic
+    # Largest round-trip delay among the nodes hosting the subtasks (ms); NaN where not known.
+    network_delay_max_ms: float = NAN
 
     @property
     def busy_fraction(self) -> float:
@@ -122,6 +124,7 @@ OPERATOR_FIELDS: dict[Metric, str] = {
     Metric.LAG: "lag",
     Metric.LAG_RATE: "lag_rate",
     Metric.INPUT_RATE: "input_rate",
+    Metric.NETWORK_DELAY_MAX: "network_delay_max_ms",
 }
 
 

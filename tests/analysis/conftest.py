@@ -25,9 +25,12 @@ def hand_made_run(run_dir: Path) -> Path:
         Metric.LATENCY_KAFKA: [1, 2, 3, 10],
         Metric.INPUT_RATE: [100, 100, 100, 100],
         Metric.THROUGHPUT: [100, 90, 100, 100],
+        Metric.LAG: [0, 50, 0, 0],
+        # per-record end-to-end latency per interval: mean and quantiles
         Metric.LATENCY_E2E_MEAN: [0.5, nan, 4, 2],
         Metric.LATENCY_E2E_P50: [0.4, nan, 3, 1.5],
         Metric.LATENCY_E2E_P95: [0.9, nan, 8, 3],
+        Metric.LATENCY_E2E_P99: [0.95, nan, 20, 4],
         Metric.LATENCY_E2E_MAX: [1, nan, 31, 5],
         Metric.CPU: [0.5, nan, 0.7, 0.7],
         Metric.SKIPPED_TOTAL: [0, 0, 50, 50],

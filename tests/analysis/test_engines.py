@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.analysis import metrics as mx
-from harness.analysis import pandas_engine
+from harness.analysis import pandas_engine, papers
 from harness.analysis.aggregate import CELL_KEYS, aggregate_cells, compare_frames, crash_rates
 from harness.analysis.loader import RunRef, discover
-from harness.analysis.profile import drain_rate
 from harness.analysis.samples import read_timeseries
+from harness.analysis.summary import paper_spec
 from harness.vocabulary import Metric
 
 
@@ -45,12 +45,20 @@ def test_thesis_metrics(row: pd.Series):
 
 
 def test_saso_and_mead(row: pd.Series):
-    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9; [30,40) lat 3 > 2.5; [60,70) lat 10
-    assert (row.saso_qos_violations, row.saso_control_steps) == (3, 4)
+    # control steps of 10 s: [0,10) ok; [10,20) ratio 0.9 < 0.95; [30,40) e2e 4 > 2.5; [60,70) e2e 2 <= 2.5
+    assert (row.saso_qos_violations, row.saso_control_steps) == (2, 4)
+    assert row.saso_violations_in_rescale_steps == 0  # no processing series: no step is known to be down
     # (1,1,1)->(2,3,1): sqrt(1+4); (2,3,1)->(2,2,1): 1
     assert row.saso_amplitude == pytest.approx((math.sqrt(5) + 1) / 2)
-    assert row.mead_rt_target == 2.5 and row.mead_target_met  # mean 140/60 s <= 2.5 s, though p95 is not
-    assert row.mead_rt_mean_ratio == pytest.approx(row.latency_kafka_avg / 2.5)
+    # records per interval = throughput x width: 1000, 1800 (no latency measured: a gap), 3000 (the last
+    # sample holds for 0 s)
+    assert row.mead_rt_mean == pytest.approx((1000 * 0.5 + 3000 * 4) / 4000)
+    # the mixture of the measured intervals' distributions (weights 1/4, 3/4): its 0.95 point lies
+    # between the second interval's p50 (3 s, F = 1/4 + 3/4 x .5) and p95 (8 s, F = 1/4 + 3/4 x .95)
+    a, c = 0.25, 0.75
+    assert row.mead_rt_p95 == pytest.approx(3 + (0.95 - (a + c * 0.5)) / (c * 0.45 / 5))
+    assert row.mead_rt_target == 2.5 and row.mead_target_met == 0.0  # the mean (the named statistic) misses it
+    assert row.mead_rt_ratio == pytest.approx(row.mead_rt_mean / 2.5)
 
 
 def test_end_to_end_latency_with_a_gap(row: pd.Series):
@@ -71,7 +79,10 @@ def test_lost_load_and_skipped_decisions(row: pd.Series):
 
 
 def test_spec_cost_and_ideal(row: pd.Series):
+    # the input never stops and the lag is 0 at the end: Pt = the run's end, no excess time
+    assert row.spec_excess_time == 0 and row.spec_trace_s == 60
     assert row.spec_cost_replica_min == pytest.approx((3 * 30 + 6 * 30) / 60)
+    assert row.spec_processed_in_trace == pytest.approx((100 * 10 + 90 * 20 + 100 * 30) / 6000)
     # 100 records/s is far below one subtask's capacity: ideal = 1 per operator = 3
     assert row.spec_ideal_avg == 3
     assert row.spec_accuracy_o == pytest.approx(((3 - 3) * 30 + (6 - 3) * 30) / 60)
@@ -128,7 +139,8 @@ def test_compare_frames_reports_differences():
 
 
 def _reference(ref: RunRef) -> dict[str, float]:
-    """A run's metrics straight from the metric core's functions, one series at a time (no engine code)."""
+    """A run's metrics straight from the metric core's functions, one series at a time (no engine code);
+    the papers' scores from `papers.score_run` on the run's own frame (what the reductions must feed it)."""
     df = read_timeseries(ref)
     df = df[df["subtask"] == -1]
     end = float(df["ts"].max())
@@ -138,26 +150,17 @@ def _reference(ref: RunRef) -> dict[str, float]:
         s = df[(df["metric"] == metric) & (df["operator"] == "")].sort_values("ts", kind="stable")
         return s["ts"].to_numpy(float), s["value"].to_numpy(float)
 
-    tm, lat, inp, thr, lag = (job(m) for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.INPUT_RATE,
-                                              Metric.THROUGHPUT, Metric.LAG))
+    tm, lat, inp = (job(m) for m in (Metric.TASKMANAGERS, Metric.LATENCY_KAFKA, Metric.INPUT_RATE))
     out = {"tm_avg": mx.time_weighted_mean(*tm, end), "latency_kafka_p50": mx.percentile(lat[1], 50),
-           "latency_kafka_p95": mx.percentile(lat[1], 95), "spec_cost_replica_min": mx.replica_minutes(*tm, end)}
+           "latency_kafka_p95": mx.percentile(lat[1], 95)}
     meta = ref.meta
     ideal = mx.ideal_resources(inp[1], meta.coefficients, meta.min_parallelism)
     prov = mx.provisioning(inp[0], ideal, *tm, end)
     out.update(spec_accuracy_u=prov.accuracy_u, spec_accuracy_o=prov.accuracy_o, spec_timeshare_u=prov.timeshare_u,
                spec_timeshare_o=prov.timeshare_o, spec_ideal_avg=mx.time_weighted_mean(inp[0], ideal, end))
-    frames = [pd.Series(v, index=t).groupby(level=0).mean() for t, v in (inp, thr, lat)]
-    grid = pd.concat(frames, axis=1).sort_index()
-    violations, steps = mx.control_step_violations(grid.index.to_numpy(float), grid[0].to_numpy(float),
-                                                   grid[1].to_numpy(float), grid[2].to_numpy(float),
-                                                   meta.period_s, start, meta.slo_latency_s,
-                                                   meta.slo_throughput_ratio)
-    out.update(saso_qos_violations=violations, saso_control_steps=steps)
     par = df[(df["metric"] == Metric.PARALLELISM) & (df["operator"] != "")].sort_values("ts", kind="stable")
     final = {op: float(g["value"].iloc[-1]) for op, g in par.groupby("operator")}
-    drain = drain_rate(list(meta.operators), final, meta.topic_shares)
-    out["spec_excess_time"] = mx.excess_time(*inp, *lag, drain, end - start)
+    out.update(papers.score_run(df[["ts", "metric", "operator", "value"]], paper_spec(meta, start, end, final)))
     return out
 
 
@@ -171,7 +174,7 @@ def test_engine_reductions_match_the_metric_core(small_matrix: Path):
         for col, want in _reference(ref).items():
             assert row[col] == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), (ref.meta.run_id, col)
             checked += 1
-    assert checked == len(refs) * 12 and len(refs) == 12
+    assert checked == len(refs) * (8 + len(papers.SCORE_COLUMNS)) and len(refs) == 12
     assert summary["saso_qos_violations"].sum() > 0 and summary["spec_timeshare_u"].max() > 0  # not all trivial
 
 

@@ -123,31 +123,8 @@ class TestSpec:
     def test_replica_minutes(self):
         assert mx.replica_minutes(np.array([0.0, 60]), np.array([2.0, 4]), end=180) == pytest.approx(2 + 8)
 
-    def test_excess_time_when_the_input_stops(self):
-        ts = np.arange(0.0, 110, 10)
-        inp = np.where(ts < 60, 100.0, 0.0)
-        lag = np.where(ts < 80, 500.0, 0.0)
-        assert mx.excess_time(ts, inp, ts, lag, drain_rate=50, period_s=100) == pytest.approx((80 - 60) / 100)
-
-    def test_excess_time_without_a_stop_drains_the_final_backlog(self):
-        ts = np.arange(0.0, 100, 10)
-        assert mx.excess_time(ts, np.full(10, 100.0), ts, np.full(10, 1000.0), drain_rate=100,
-                              period_s=200) == pytest.approx(10 / 200)
-        assert mx.excess_time(ts, np.full(10, 100.0), ts, np.zeros(10), drain_rate=100, period_s=200) == 0
-
 
 class TestSaso:
-    def test_qos_violations_per_control_step(self):
-        ts = np.arange(0.0, 40, 5)  # 8 samples, 4 steps of 10 s
-        inp = np.full(8, 100.0)
-        thr = np.array([100, 100, 90, 90, 100, 100, 100, 100.0])  # step 1: ratio 0.9 < 0.95
-        lat = np.array([1, 1, 1, 1, 1, 1, 9, 9.0])  # step 3: latency 9 > 5
-        assert mx.control_step_violations(ts, inp, thr, lat, 10, 0.0, 5.0, 0.95) == (2, 4)
-
-    def test_steps_without_input_skip_the_ratio_test(self):
-        ts = np.arange(0.0, 20, 5)
-        assert mx.control_step_violations(ts, np.zeros(4), np.zeros(4), None, 10, 0.0, 5.0, 0.95) == (0, 2)
-
     def test_amplitude_is_mean_euclidean_distance(self):
         changes = [({"a": 1, "b": 1}, {"a": 4, "b": 5}), ({"a": 4, "b": 5}, {"a": 4, "b": 6})]
         assert mx.amplitude(changes) == pytest.approx((5 + 1) / 2)

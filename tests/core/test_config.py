@@ -28,7 +28,7 @@ def test_good_experiment(tmp_path):
 @pytest.mark.parametrize(
     "replace, needle",
     [
-        (("query: q11", "query: q99"), "query: unknown query 'q99'; valid choices: q1"),
+        (("query: q11", "query: q99"), "query: unknown query 'q99'; valid choices: hotspot, q1"),
         (("name: static", "name: nope"), "autoscaler.name: unknown autoscaler 'nope'; valid choices:"),
         (("name: cosine", "name: sine"), "pattern.name"),
         (("scale: 0.5", "scale: -1"), "pattern.scale"),

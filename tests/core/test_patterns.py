@@ -89,6 +89,9 @@ def test_trace_replay(tmp_path):
     g.write_text("timestamp\n100.1\n100.5\n101.2\n102.9\n102.95\n")
     q = pat("trace", params={"path": str(g), "column": "timestamp"})
     assert list(q.per_second()) == [2, 1, 2]
+    # a coarser trace: one row per minute, replayed 10 times faster (6 s per row)
+    r = pat("trace", params={"path": str(f), "step_s": 60}, time_scale=10)
+    assert r.duration_s == 18 and r.rate_at(5.9) == 10 and r.rate_at(6.0) == 20 and r.rate_at(17) == 30
 
 
 @pytest.mark.parametrize("params", [{"min_rate": -1}, {"bogus": 1}, {"max_rate": 1, "min_rate": 5}])

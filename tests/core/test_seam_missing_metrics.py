@@ -48,8 +48,15 @@ PARAMS: dict[str, dict[str, Any]] = {
     "gesscale": {"period_s": 15},
     "flink-er": {"period_s": 15},
     "mead": {"period_s": 15},
+    "mead-mg1": {"period_s": 15},
+    "mead-gig1": {"period_s": 15},
+    "mdl-nlunaware": {"period_s": 15},
+    "thr-nlunaware": {"period_s": 15},
+    "thr-nlaware": {"period_s": 15},
 }
 SCALERS = [name for name in autoscalers.REGISTRY if name != "static"]
+# Vertical scalers start low so that the overloaded job makes them raise the CPU share.
+VERTICAL = {"mead", "mead-mg1", "mead-gig1", "mead-threshold"}
 
 
 class PromBackend:
@@ -98,7 +105,7 @@ class PromBackend:
 
 
 def run(scaler: str, drop: set[str] = frozenset(), interarrivals: bool = True) -> tuple[PromBackend, EventLog]:
-    share = 0.4 if scaler == "mead" else 1.0  # MEAD scales vertically: start it low so it wants to raise
+    share = 0.4 if scaler in VERTICAL else 1.0
     backend = PromBackend(JobState(dict(OVERLOADED), {"bids": 21_000.0}, set(drop)), interarrivals, share)
     events = EventLog()
     loop = MapeLoop(backend, autoscalers.create(scaler, PARAMS.get(scaler)),  # type: ignore[arg-type]
@@ -156,7 +163,7 @@ def test_a_missing_needed_metric_never_drives_a_decision(scaler, metric):
     assert all(metric in sum(e["data"]["metrics"].values(), []) for e in named)
     # nothing applied touches an operator (or the job) that needed the metric
     initial = {"bids_source": 2, "map": 2, "sink": 1}
-    shares = dict.fromkeys(initial, 0.4 if scaler == "mead" else 1.0)
+    shares = dict.fromkeys(initial, 0.4 if scaler in VERTICAL else 1.0)
     before = initial
     for applied in backend.rescales:
         touched = changed(before, applied, shares)

@@ -11,7 +11,14 @@ the local backend's does: new task managers start first while the job runs on
 (calibrated against state size), and after a scale-down the idle task managers
 are stopped while the job already runs again. The task-manager count in the
 record follows registered task managers, as Flink's
-`numRegisteredTaskManagers` does.
+`numRegisteredTaskManagers` does. An experiment that states its own restart
+time (`sim.rescale_downtime_s`, e.g. Gesscale's Raspberry Pi fog nodes) replaces
+the method's calibrated downtime with it; start-up is priced as above.
+
+With fog nodes (`sim.network`, `harness.backends.sim.network`) each rescale
+places the new subtasks by the autoscaler's node choice (`choose_nodes`), and an
+operator's per-subtask capacity from the cost model is multiplied by the
+fraction its ND_max leaves (Gesscale eq. 1).
 
 Injected faults (`harness.faults`) are modelled as the outage the real stack
 shows: a killed task or job manager stops processing for its recovery time
@@ -34,11 +41,12 @@ from harness.backends.sim import readout
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
+from harness.backends.sim.network import Placement
 from harness.calibration.profile import QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
-from harness.vocabulary import EventKind
+from harness.vocabulary import EventKind, NodeChoice
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
@@ -88,6 +96,8 @@ class SimBackend:
         self._rng = np.random.default_rng(0)
         self._unit_pool = np.zeros(0)
         self._seed = 0
+        self.placement: Placement | None = None  # fog nodes (sim.network), where subtasks run
+        self._node_choice = NodeChoice.ANY
         self.costs: RunCosts | None = None
         self._window_s = 15.0
         self._rescales: list[dict[str, Any]] = []
@@ -148,6 +158,22 @@ class SimBackend:
         self._rescales = []
         self.model = SimModel(topology, per_source, self.cfg, par, cpu_share, costs=self.costs,
                               partitions=partitions, kafka=self.kafka)
+        self.placement = None
+        self._node_choice = NodeChoice.ANY
+        if self.cfg.network is not None:
+            self.placement = Placement(self.cfg.network, par, np.random.default_rng([seed, _SEED_SALT, 2]))
+            self._apply_network()
+
+    def _apply_network(self) -> None:
+        """The placement's ND_max and capacity loss onto the model (multiplies the cost model's capacity)."""
+        placement, m = self.placement, self._m()
+        if placement is not None:
+            m.set_network({op: placement.nd_max(op) for op in placement.nodes},
+                          {op: placement.loss_subtasks(op) for op in placement.nodes})
+
+    def choose_nodes(self, choice: NodeChoice) -> None:
+        """The autoscaler's node choice for the next rescale (`PlacesReplicas`)."""
+        self._node_choice = choice
 
     def _m(self) -> SimModel:
         if self.model is None:
@@ -211,21 +237,30 @@ class SimBackend:
         inside = self.cfg.startup_inside_downtime
         if startup > 0.0 and not inside:  # new task managers start while the job runs on at its old configuration
             m.run_until(m.now + startup)
-        downtime = costs.rescale_downtime(self.method, m.state_bytes)
+        fixed = self.cfg.rescale_downtime_s  # an experiment's stated restart (e.g. Gesscale's Raspberry Pi)
+        downtime = fixed if fixed is not None else costs.rescale_downtime(self.method, m.state_bytes)
         if inside:  # the thesis' redeploy: stop, scale the task managers, deploy a new job manager, restore
             redeploy = self.cfg.jobmanager_redeploy_s
             downtime += startup + (costs.startup_s if redeploy is None else redeploy)
         m.tms = max(before_tms, after_tms)  # registered now; the surplus goes after the restart
         m.reconfigure(target_p, target_s)
         m.restart_meters()
+        method = f"sim:{self.method}"
+        choice = self._node_choice
+        if self.placement is not None:  # the new subtasks go where the autoscaler chose
+            self.placement.apply(target_p, choice)
+            self._apply_network()
+            method += f":{choice}"
+        self._node_choice = NodeChoice.ANY
         m.stop_for(downtime)
         m.run_until(m.now + downtime)
         if after_tms < before_tms and costs.stop_s > 0.0:  # idle task managers stopped while the job runs
             m.run_until(m.now + costs.stop_s)
         m.tms = None
         self._rescales.append({"t": t_request, "before": before_p, "after": target_p, "startup_s": startup,
-                               "downtime_s": downtime, "state_bytes": m.state_bytes, "method": self.method})
-        return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=f"sim:{self.method}")
+                               "downtime_s": downtime, "state_bytes": m.state_bytes, "method": self.method,
+                               **({"node_choice": str(choice)} if self.placement is not None else {})})
+        return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=method)
 
     def drain_events(self) -> list[BackendEvent]:
         """Recoveries of injected faults once the model reaches them (the model has no faults of its own)."""
@@ -301,6 +336,8 @@ class SimBackend:
             "kafka": {**self.kafka.model_dump(mode="json"), "partitions": m.partitions if m else None,
                       "expired_total": m.expired if m else 0.0},
             "rescales": list(self._rescales),
+            **({"nodes": {op: list(nodes) for op, nodes in self.placement.nodes.items()}}
+               if self.placement is not None else {}),
         }
         if c is not None and m is not None:
             out["costs"] = {

@@ -2,9 +2,54 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+)
+
+
+class NetworkConfig(BaseModel):
+    """`sim.network`: fog nodes and the effect of their delays on an operator's capacity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node_delays_ms: tuple[NonNegativeFloat, ...] = Field(
+        ..., min_length=1, description="per node: delay to the network core (ms); RTT(i, j) = d_i + d_j"
+    )
+    slots_per_node: PositiveInt = Field(1, description="task managers (one subtask each) a node can host")
+    mst_loss_per_ms: NonNegativeFloat = Field(
+        ..., description="gamma / alpha of Gesscale's eq. 1: subtasks' worth of capacity lost per ms of ND_max"
+    )
+    operators: tuple[str, ...] | None = Field(None, description="operators placed on the nodes (None: every one)")
+
+    @field_validator("node_delays_ms")
+    @classmethod
+    def _finite(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not math.isfinite(x) for x in v):
+            raise ValueError("node delays must be finite")
+        return v
+
+    @property
+    def slots(self) -> int:
+        return len(self.node_delays_ms) * self.slots_per_node
+
+    def rtt(self, i: int, j: int) -> float:
+        return 0.0 if i == j else float(self.node_delays_ms[i] + self.node_delays_ms[j])
+
+    def nd_max(self, nodes: Sequence[int]) -> float:
+        """Greatest round-trip delay among the distinct nodes in `nodes` (0 for one node)."""
+        used = sorted(set(nodes))
+        return max((self.rtt(a, b) for k, a in enumerate(used) for b in used[k + 1 :]), default=0.0)
 
 
 class SimConfig(BaseModel):
@@ -54,3 +99,9 @@ class SimConfig(BaseModel):
     vertical_downtime_s: NonNegativeFloat = Field(
         0.0, description="downtime of a CPU-share-only change (in-place resize: none)"
     )
+    rescale_downtime_s: NonNegativeFloat | None = Field(
+        None, description="override: downtime of every parallelism change, replacing the calibrated per-method "
+                          "model (costs.rescale_downtime; start-up is still priced by it); for a paper's stated "
+                          "restart on other hardware (Gesscale's 120 s Raspberry Pi restart). null = the model"
+    )
+    network: NetworkConfig | None = Field(None, description="fog nodes with network delays (Gesscale, sec. V-A)")

@@ -58,6 +58,10 @@ Latency, two quantities at step resolution (METRICS.md):
   below this model's resolution and not added). Records that retention
   deleted never reach a sink: they are lost load, not latency.
 
+With fog nodes (`sim.network`), the backend sets each operator's ND_max and the
+capacity it costs (Gesscale eq. 1, in subtasks' worth); a subtask's capacity is
+then the cost model's times the fraction the network leaves (`set_network`).
+
 Every step writes one row of `row_width` floats (job columns, then `OP_COLS`
 per operator) into a growing array; `harness.backends.sim.readout` turns rows into
 snapshots and the run's timeseries.
@@ -96,12 +100,17 @@ JOB_COLS = 13
 E2E_BUCKETS = len(E2E_BUCKETS_S) + 1
 _E2E_BOUNDS = [float(b) for b in E2E_BUCKETS_S]
 # Per-operator columns, at offset JOB_COLS + i * OP_COLS. *_LANE0: a source's first partition
-# group alone (its other group is the total minus these). O_CAP: one subtask's capacity (records/s);
-# O_RECLAG: sources, mean over subtasks of the age of the last record each emitted (s; NaN until one
-# emitted since the last restart), the event-time lag gauge the local stack reads.
+# group alone (its other group is the total minus these). O_CAP: one subtask's capacity (records/s),
+# the cost model's (CPU, state) times the network factor; O_RECLAG: sources, mean over subtasks of the
+# age of the last record each emitted (s; NaN until one emitted since the last restart), the event-time
+# lag gauge the local stack reads. O_NET: the fraction of its subtasks' capacity the network leaves
+# (1 without a network model); O_NDMAX: its ND_max in ms.
 (O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED,
- O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0, O_CAP, O_RECLAG) = range(14)
-OP_COLS = 14
+ O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0, O_CAP, O_RECLAG, O_NET, O_NDMAX) = range(16)
+OP_COLS = 16
+
+# An operator keeps at least this many subtasks' worth of capacity however far apart its nodes are.
+MIN_NETWORK_CAPACITY_SUBTASKS = 0.25
 
 
 def topic_shares(topology: Topology) -> dict[str, float]:
@@ -206,7 +215,7 @@ class SimModel:
         self.names = tuple(o.name for o in ops)
         self.is_src = [o.is_source for o in ops]
         self.sel = [float(c.selectivity) for c in self.costs.ops]
-        self.cap_sub = [0.0] * self.n  # records/s of one subtask now (share, state)
+        self.cap_sub = [0.0] * self.n  # records/s of one subtask now (share, state), before the network loss
         self.recost_every = max(1, int(round(RECOST_EVERY_S / self.dt)))
         self.units = [subtask_units(o, self.partitions) for o in ops]
         self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
@@ -238,6 +247,11 @@ class SimModel:
         self.par = [max(1, int(parallelism.get(nm, 1))) for nm in self.names]
         share = cpu_share or {}
         self.share = [float(share.get(nm, 1.0)) for nm in self.names]
+        # network model (harness.backends.sim.network): capacity lost, in subtasks' worth, and ND_max
+        self.net_loss = [0.0] * self.n
+        self.nd_ms = [0.0] * self.n
+        self.net = [1.0] * self.n  # fraction of each subtask's capacity left after the loss
+        self.network = cfg.network is not None  # ND_max is reported only where nodes are modelled
         self.cap = [0.0] * self.n  # records per step, whole operator
         self.bufq = [0.0] * self.n  # queued part of the input buffer (records)
         self.shares: list[tuple[float, ...]] = [()] * self.n
@@ -274,7 +288,10 @@ class SimModel:
         self.version = getattr(self, "version", 0) + 1  # readers cache per-configuration structures on it
         self._capacities()
         for i in range(self.n):
-            sub_per_s = self.cap_sub[i]
+            eff = effective_subtasks(self.par[i], self.units[i])
+            loss = self.net_loss[i]
+            self.net[i] = max(MIN_NETWORK_CAPACITY_SUBTASKS / eff, 1.0 - loss / eff) if loss > 0 else 1.0
+            sub_per_s = self.cap_sub[i] * self.net[i]  # the cost model's capacity, less the network's loss
             if self.is_src[i]:
                 units = self.units[i] or 1
                 groups = unit_groups(self.par[i], units)
@@ -303,6 +320,17 @@ class SimModel:
             if cpu_share and nm in cpu_share:
                 self.share[i] = float(cpu_share[nm])
         self._configure()
+
+    def set_network(self, nd_ms: Mapping[str, float], loss_subtasks: Mapping[str, float]) -> None:
+        """ND_max (ms) and the capacity it costs (subtasks' worth, gamma ND_max / alpha) per operator."""
+        for i, nm in enumerate(self.names):
+            self.nd_ms[i] = float(nd_ms.get(nm, 0.0))
+            self.net_loss[i] = max(0.0, float(loss_subtasks.get(nm, 0.0)))
+        self._configure()
+
+    def subtask_capacity(self, i: int) -> float:
+        """Records/s one subtask of operator i processes now (cost model's CPU and state, network loss)."""
+        return self.cap_sub[i] * self.net[i]
 
     def restart_meters(self) -> None:
         """A restart resets the sources' event-time lag gauges (NaN until they emit again)."""
@@ -499,6 +527,7 @@ class SimModel:
                             e2e_count, e2e_sum, e2e_max if e2e_count > 0.0 else math.nan, self.expired, tms]
         share = self.share
         cap_sub = self.cap_sub
+        net = self.net
         reclag = self.reclag
         for i in range(n):
             if is_src[i]:
@@ -528,8 +557,10 @@ class SimModel:
                 lane0_in[i],
                 lane0_blocked[i],
                 lag0,
-                cap_sub[i],
+                cap_sub[i] * net[i],
                 reclag[i],
+                net[i],
+                self.nd_ms[i],
             )
         if k >= len(self._rows):
             self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])

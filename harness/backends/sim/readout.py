@@ -60,6 +60,7 @@ from harness.backends.sim.model import (
     O_IN_LANE0,
     O_LAG,
     O_LAG_LANE0,
+    O_NDMAX,
     O_OUT,
     O_PAR,
     O_RECLAG,
@@ -400,6 +401,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lag=gauge_mean(o + O_LAG) if is_src else None,
             lag_rate=lag_rate,
             input_rate=(rr[o + O_ARRIVED] if rr is not None else nan) if is_src else None,
+            # ND_max is where the subtasks run now (a placement fact, not a sampled Flink gauge)
+            network_delay_max_ms=float(rows[-1, o + O_NDMAX]) if model.network else nan,
         )
     if noisy:
         job_lag_rate = slope(ii[:, J_LAG], scrape * dt) if len(ii_l) >= 2 else nan
@@ -533,6 +536,8 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         ]
         if model.is_src[i]:
             parts.append((Metric.LAG, name, last(rows[:, o + O_LAG])))
+        if model.network:
+            parts.append((Metric.NETWORK_DELAY_MAX, name, last(rows[:, o + O_NDMAX])))
     parts += [
         (Metric.CPU, "", mean(cpu_total / tm_total)),
         (Metric.CPU_JVM, "", mean(jvm_total / tm_total)),

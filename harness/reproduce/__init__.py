@@ -1,0 +1,1 @@
+"""`bench reproduce`: the seed papers' experiments, their claims, and whether the harness reproduces them."""
