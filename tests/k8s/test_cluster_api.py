@@ -101,7 +101,10 @@ def test_cluster_dns_and_services_work_from_a_pod(k8s_cluster: TestCluster, name
         "metadata": {"name": "dns"},
         "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [{
             "name": "dns", "image": image, "imagePullPolicy": "Never",
-            "command": ["sh", "-c", "getent hosts kubernetes.default.svc.cluster.local | grep -q 10.96.0.1"],
+            # CoreDNS may still be starting when the cluster has just come up: a lookup that works within
+            # 30 s passes, one that never works fails
+            "command": ["sh", "-c", "for i in $(seq 30); do getent hosts kubernetes.default.svc.cluster.local "
+                                    "| grep -q 10.96.0.1 && exit 0; sleep 1; done; exit 1"],
         }]}}},
     })
     t0 = time.monotonic()

@@ -157,7 +157,9 @@ def test_latency_throughput_lost_load_and_a_blind_monitor(stack: Any, tmp_path: 
     after = _window(rec, Metric.LATENCY_E2E_MAX, seen["resumed"], seen["resumed"] + 30)
     assert np.nanmax(after) >= PAUSE_S, after
     assert summary.latency_e2e.max >= PAUSE_S
-    assert np.nanmax(_window(rec, Metric.LATENCY_KAFKA, seen["resumed"], seen["resumed"] + 30)) > 5.0
+    # (the time-in-Kafka gauge samples one record per subtask per scrape: a backlog drained between two
+    # scrapes - 18,000 records take well under a second here - is not seen by it, on a fast machine never;
+    # that is the thesis' metric and why the sink histogram above is recorded next to it)
     # while frozen nothing reached the sink: that time is a gap (NaN), not the steady value held
     frozen = rec.series(Metric.LATENCY_E2E_MEAN)
     frozen = frozen[(frozen.index > seen["paused"] + HELD_S + 1) & (frozen.index < seen["resumed"] - 1)]
