@@ -2,9 +2,9 @@
 
 q1 at 1,000 records/s with the `static` autoscaler runs through `harness.runner.run_experiment` with
 `faults:` in the experiment: a task manager killed at 40 s, Prometheus stopped at 85 s for 30 s, the
-generator paused at 145 s for 20 s, Kafka restarted at 190 s (down 10 s) (the job manager
-kill is out of this run for now: see FAULTS). Each test then checks its fault in the one record: injected as an event, what the real
-processes did (recovery events, gaps, no input) and that the job processed again afterwards; the
+generator paused at 145 s for 20 s, Kafka restarted at 190 s (down 10 s); the job-manager kill is
+out of this run for now (see FAULTS). Each test then checks its fault in the one record: injected as an
+event, what the real processes did (recovery events, gaps, no input) and that the job processed again afterwards; the
 run completes, is flagged, and is no crash; `bench analyze` reports a recovery time for every kind.
 Port offset 5300; work directory `$BENCH_FAULTS_WORKDIR` or /tmp/bench-faults-it.
 """
