@@ -9,7 +9,12 @@ until the job is back and their metrics window no longer overlaps the downtime.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autoscalers.base import AppliedAction, History
+
+if TYPE_CHECKING:
+    from harness.metrics.snapshot import MetricsSnapshot
 
 
 def running_since(history: History, applied: AppliedAction | None = None) -> float:
@@ -20,3 +25,9 @@ def running_since(history: History, applied: AppliedAction | None = None) -> flo
     if applied is not None:
         ends.append(applied.t + applied.downtime_s)
     return max(ends)
+
+
+def window_overlaps_restart(snapshot: MetricsSnapshot, history: History, applied: AppliedAction | None = None) -> bool:
+    """True while the snapshot's metrics window still covers the last rescale's downtime."""
+    restarted = running_since(history, applied)
+    return restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9

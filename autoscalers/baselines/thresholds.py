@@ -36,7 +36,7 @@ from autoscalers.arithmetic import mean_measured
 from autoscalers.base import AppliedAction, Autoscaler, History, ScalingDecision
 from autoscalers.baselines.config import MEADThresholdConfig, RuleBasedConfig, THRConfig, ThresholdConfig
 from autoscalers.config import AutoscalerConfig, RunContext
-from autoscalers.restarts import running_since
+from autoscalers.restarts import running_since, window_overlaps_restart
 from harness.metrics.snapshot import MetricsSnapshot, Needs, measured, needs
 from harness.topology import Topology
 from harness.vocabulary import Metric, NodeChoice
@@ -94,8 +94,7 @@ class ThresholdScaler(Autoscaler):
         cfg = self.config
         if self._last_eval_t is not None and snapshot.t - self._last_eval_t < cfg.period_s - 1e-9:
             return None
-        restarted = running_since(history, self._applied)
-        if restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9:
+        if window_overlaps_restart(snapshot, history, self._applied):
             return None  # the job is (re)starting: its load says nothing about its utilisation
         self._last_eval_t = snapshot.t
         values = self.signals(snapshot, history)

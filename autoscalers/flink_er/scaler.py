@@ -66,7 +66,7 @@ import networkx as nx
 
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, RunContext, ScalingDecision
 from autoscalers.flink_er.config import FlinkERConfig
-from autoscalers.restarts import running_since
+from autoscalers.restarts import window_overlaps_restart
 from harness.metrics.snapshot import MetricsSnapshot, Needs, OperatorMetrics, needs
 from harness.topology import Topology
 from harness.vocabulary import Metric
@@ -289,8 +289,7 @@ class FlinkER(Autoscaler):
         cfg = self.config
         if self._last_eval_t is not None and snapshot.t - self._last_eval_t < cfg.period_s - 1e-9:
             return None
-        restarted = running_since(history, self._applied)
-        if restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9:
+        if window_overlaps_restart(snapshot, history, self._applied):
             return None  # the job is restarting: its rates say nothing about capacities
         if snapshot.gaps(self.needs()):
             return None  # the flow network spans the job: no min cut over unmeasured rates

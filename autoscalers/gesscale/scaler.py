@@ -54,7 +54,7 @@ from scipy.optimize import least_squares
 from autoscalers.arithmetic import mean_measured
 from autoscalers.base import AppliedAction, Autoscaler, AutoscalerConfig, History, RunContext, ScalingDecision
 from autoscalers.gesscale.config import GesscaleConfig
-from autoscalers.restarts import running_since
+from autoscalers.restarts import running_since, window_overlaps_restart
 from harness.metrics.snapshot import MetricsSnapshot, measured, needs
 from harness.topology import Topology
 from harness.vocabulary import Metric, NodeChoice
@@ -233,8 +233,7 @@ class Gesscale(Autoscaler):
         cfg = self.config
         if self._last_eval_t is not None and snapshot.t - self._last_eval_t < cfg.period_s - 1e-9:
             return None
-        restarted = running_since(history, self._applied)
-        if restarted > 0 and snapshot.t - snapshot.window_s < restarted - 1e-9:
+        if window_overlaps_restart(snapshot, history, self._applied):
             return None  # the job is restarting: nothing to learn from these metrics
         self._last_eval_t = snapshot.t
         topo = snapshot.topology
