@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from autoscalers.config import AutoscalerConfig
 from autoscalers.gesscale.config import GesscaleConfig
-from autoscalers.mead.config import MEADConfig
+from autoscalers.mead.config import CpuLevels, MEADConfig
 
 Signal = Literal["cpu", "utilisation"]
 
@@ -50,14 +50,8 @@ class MEADThresholdConfig(ThresholdConfig):
     period_s: float = Field(10.0, ge=0.0, description="T_A (the paper: 10 s for this policy)")
     scale_up_above: float = Field(0.7, gt=0.0, description="U_H")
     scale_down_below: float = Field(0.5, ge=0.0, description="U_L")
-    levels: tuple[float, ...] = Field((0.4, 0.55, 0.7, 0.85, 1.0), description="CPU shares, cheapest first")
+    levels: CpuLevels = Field((0.4, 0.55, 0.7, 0.85, 1.0), description="CPU shares, cheapest first")
 
-    @field_validator("levels")
-    @classmethod
-    def _levels(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if not v or any(not 0.0 < x <= 1.0 for x in v) or list(v) != sorted(set(v)):
-            raise ValueError("levels must be strictly increasing CPU shares in (0, 1]")
-        return v
 
 
 class MDLNLUnawareConfig(GesscaleConfig):

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from autoscalers.config import AutoscalerConfig
+
+
+def _check_levels(v: tuple[float, ...]) -> tuple[float, ...]:
+    if not v or any(not 0.0 < x <= 1.0 for x in v) or list(v) != sorted(set(v)):
+        raise ValueError("levels must be strictly increasing CPU shares in (0, 1]")
+    return v
+
+
+CpuLevels = Annotated[tuple[float, ...], AfterValidator(_check_levels)]  # the vertical policies' CPU shares
 
 Target = Literal["mean", "p95"]
 
@@ -21,7 +30,7 @@ class MEADConfig(AutoscalerConfig):
     """
 
     period_s: float = Field(60.0, ge=0.0, description="act at most this often (T_A); 0 = every call")
-    levels: tuple[float, ...] = Field((0.4, 0.55, 0.7, 0.85, 1.0), description="CPU shares, cheapest first")
+    levels: CpuLevels = Field((0.4, 0.55, 0.7, 0.85, 1.0), description="CPU shares, cheapest first")
     target: Target = Field("mean", description="response-time requirement on the mean or the 95th percentile")
     buffer_events: int = Field(50_000, ge=10, description="monitoring buffer capacity N_E")
     buffer_snapshots: int = Field(
@@ -36,10 +45,3 @@ class MEADConfig(AutoscalerConfig):
     poisson_without_arrivals: bool = Field(
         False, description="plan with Poisson arrivals when no inter-arrival times are measured (the paper fits "
                            "MAPs to measured arrivals, so by default MEAD does not decide without them)")
-
-    @field_validator("levels")
-    @classmethod
-    def _levels(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if not v or any(not 0.0 < x <= 1.0 for x in v) or list(v) != sorted(set(v)):
-            raise ValueError("levels must be strictly increasing CPU shares in (0, 1]")
-        return v
