@@ -101,7 +101,7 @@ def _query_names() -> list[str]:
 
 
 def _pattern_names() -> list[str]:
-    from workloads.patterns import PARAMS
+    from workloads.pattern_config import PARAMS
 
     return list(PARAMS)
 
@@ -631,7 +631,7 @@ def list_things(
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
     from harness.topology import available_queries
-    from workloads.patterns import PARAMS
+    from workloads.pattern_config import PARAMS
 
     if not details:
         console.print("autoscalers: " + ", ".join(autoscalers.available()))

@@ -108,14 +108,13 @@ def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
         for step, count in q.buckets:
             pooled[step] = pooled.get(step, 0.0) + count
     total = sum(q.pending for q in queues)
+    last_step = max((q.last_step for q in queues), default=-1.0)
+    ordered = [(step, pooled[step]) for step in sorted(pooled)]  # once, not once per new group
     out = []
     for w in weights:
         nq = FifoTopic()
-        for step in sorted(pooled):
-            c = pooled[step] * w
-            if c > 0.0:
-                nq.buckets.append([step, c])
+        nq.buckets.extend([step, c] for step, c in ((step, count * w) for step, count in ordered) if c > 0.0)
         nq.pending = total * w
-        nq.last_step = max((q.last_step for q in queues), default=-1.0)
+        nq.last_step = last_step
         out.append(nq)
     return out
