@@ -6,12 +6,9 @@ file), 2 bad input (nothing started, nothing written), 130 interrupted (Ctrl-C /
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 import os
 import sys
-import tempfile
-import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -220,6 +217,8 @@ def run(
 
 
 def _run_and_report(experiment: Any, results: Path, plot: Path | None, out: Any) -> None:
+    import datetime as dt
+
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness import interrupts
@@ -750,10 +749,15 @@ for _module in ("harness.backends.local.commands", "harness.analysis.commands", 
 
 def crash_log_dir() -> Path:
     """Where an unexpected error's traceback goes (`BENCH_LOG_DIR`, else the system temp dir)."""
+    import tempfile
+
     return Path(os.environ.get("BENCH_LOG_DIR") or Path(tempfile.gettempdir()) / "bench-logs")
 
 
 def _log_crash(exc: BaseException) -> Path | None:
+    import datetime as dt
+    import traceback
+
     text = "".join(traceback.format_exception(exc))
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
     try:
@@ -773,6 +777,9 @@ def main(argv: list[str] | None = None) -> None:
     holding its traceback, and exits 1; an interrupt exits 130."""
     from harness import interrupts
 
+    # pydantic looks for plugins in every installed package's metadata the first time it builds a model
+    # (tens of ms at each start); bench uses none. An explicit PYDANTIC_DISABLE_PLUGINS setting wins.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         with interrupts.outside_commands():
             code = app(args=argv, standalone_mode=False, prog_name="bench")
