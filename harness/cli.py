@@ -4,8 +4,6 @@ Exit codes: 0 success, 1 a run failed (or an internal error: one line, the trace
 file), 2 bad input (nothing started, nothing written), 130 interrupted (Ctrl-C / SIGTERM).
 """
 
-from __future__ import annotations
-
 import importlib
 import os
 import sys

@@ -5,8 +5,6 @@ a re-run measures only the queries still missing there and refits all of them (`
 nothing). Exit codes: 0 ok, 1 a measurement failed, 2 bad input.
 """
 
-from __future__ import annotations
-
 import datetime as dt
 import math
 import os

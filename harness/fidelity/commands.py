@@ -3,8 +3,6 @@
 Exit codes: 0 ok (whatever the targets came out as: the report says), 1 a run failed, 2 bad input.
 """
 
-from __future__ import annotations
-
 import math
 import os
 from pathlib import Path
