@@ -275,6 +275,8 @@ class K8sBackend(WallClockBackend):
             taskmanagers=taskmanagers if taskmanagers is not None else sum(state.parallelism.values()),
             cpu={op: m.cpu_load for op, m in snap.operators.items()} if snap else {},
             cpu_job=snap.cpu_load if snap else None,
+            cpu_jvm={op: m.cpu_jvm_load for op, m in snap.operators.items()} if snap else {},
+            cpu_jvm_job=snap.cpu_jvm_load if snap else None,
         ))
 
     # ---------------------------------------------------------------- results
