@@ -237,7 +237,7 @@ class K8sBackend(WallClockBackend):
         pods = self.ex.taskmanager_pods() if self.ex else []
         try:
             tms = len(self.rest.taskmanagers())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - REST not answering: the pods are the count
             tms = len(pods)
         return JobView(
             job_id=fresh.job_id, topology=self.topology, vertex_ids=fresh.vertex_ids,
@@ -249,7 +249,7 @@ class K8sBackend(WallClockBackend):
         t = self.now()
         try:
             view = self.job_view()
-        except Exception as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
+        except Exception as exc:  # noqa: BLE001 - job manager unreachable: a warning event, the snapshot says why
             reason = f"job manager unreachable: {exc}"
             self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
             return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
