@@ -74,6 +74,9 @@ def test_pattern_plot_path_checked(tmp_path: Path) -> None:
     (["report", "NOPE"], "no such directory"),
     (["analyze", "EMPTY"], "no run records"),
     (["analyze", "EMPTY", "--engine", "dask"], "--engine"),
+    (["analyze", "EMPTY", "--out", "FILE"], "--out FILE: is a file"),  # output dirs checked first
+    (["report", "EMPTY", "--out", "FILE"], "--out FILE: is a file"),
+    (["report", "EMPTY", "--analysis", "FILE"], "--analysis FILE: is a file"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     m = tmp_path / "m.yaml"

@@ -197,3 +197,38 @@ def test_the_variants_need_what_their_option_says():
         assert autoscalers.create(name, params).needs().all() != default
     assert Metric.LATENCY_KAFKA in autoscalers.create(*scaler_of("mpc[latency]")).needs().all()
     assert autoscalers.create(*scaler_of("hpa-cpu[quota]")).needs().all() == {Metric.CPU}
+
+
+class OutageBackend(PromBackend):
+    """The job manager answers nothing from 45 s to 105 s: the backend's all-unknown snapshot, with why."""
+
+    def snapshot(self, window_s: float) -> MetricsSnapshot:
+        if 45.0 <= self.t < 105.0:
+            return MetricsSnapshot.unmeasured(self.t, window_s, TOPOLOGY, dict(self.parallelism), dict(self.share),
+                                              "job manager unreachable: connection refused")
+        return super().snapshot(window_s)
+
+
+@pytest.mark.parametrize("scaler", ["dhalion", "hpa-cpu", "ds2"])
+def test_a_job_manager_outage_is_skipped_with_its_reason_not_decided_on(scaler):
+    """Issue 8.1/8.2: on the all-unknown snapshot of an outage Dhalion must not see "healthy" and scale
+    down, nor HPA-CPU propose 1: no decision, `decision_skipped` naming the reason."""
+    backend = OutageBackend(JobState(dict(OVERLOADED), {"bids": 21_000.0}, set()))
+    events = EventLog()
+    actions: list[float] = []
+    rescale = backend.rescale
+
+    def timed(parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
+        actions.append(backend.t)
+        return rescale(parallelism, cpu_share)
+
+    backend.rescale = timed  # type: ignore[method-assign]
+    loop = MapeLoop(backend, autoscalers.create(scaler, PARAMS.get(scaler)),  # type: ignore[arg-type]
+                    ScaleManager(ScaleManagerConfig(max_taskmanagers=200)),
+                    LoopConfig(period_s=15, metrics_window_s=WINDOW_S, cooldown_s=0), events)
+    loop.run(150.0)
+    skipped = [e for e in events.of_kind(EventKind.DECISION_SKIPPED) if 45.0 <= e["ts"] < 105.0]
+    assert len(skipped) >= 3 and all("job manager unreachable" in e["reason"] for e in skipped), skipped
+    assert not [t for t in actions if 45.0 <= t < 105.0], actions
+    assert not [e for e in events.of_kind(EventKind.DECISION) if 45.0 <= e["ts"] < 105.0]
+    assert actions, f"{scaler} never acted on the overloaded job outside the outage"
