@@ -320,13 +320,15 @@ def _parse_faults(flags: list[str]) -> list[dict[str, Any]]:
         raise _fail(str(exc)) from None
 
 
-def _check_paths(results: Path | None = None, plot: Path | None = None) -> None:
-    """Output paths are checked before anything runs (a run must never die at its end over a path)."""
+def _check_paths(results: Path | None = None, plot: Path | None = None, writable: bool = True) -> None:
+    """Output paths are checked before anything runs (a run must never die at its end over a path).
+
+    `writable=False` for a dry run: it writes nothing, but a plan under a file is still a wrong path."""
     from harness.paths import PathError, check_output_dir, check_output_file
 
     try:
         if results is not None:
-            check_output_dir(results, "--results")
+            check_output_dir(results, "--results", writable)
         if plot is not None:
             check_output_file(plot, "--plot")
     except PathError as exc:
@@ -427,8 +429,7 @@ def _matrix(file: Path, results: Path, workers: int | None, backend: str | None,
         select,
     )
 
-    if not dry_run:
-        _check_paths(results=results)
+    _check_paths(results=results, writable=not dry_run)
     raw = read_yaml_or_exit(file, read_yaml, ConfigError)
     try:
         if isinstance(raw, dict) and not is_matrix(raw):
