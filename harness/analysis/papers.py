@@ -101,18 +101,8 @@ def mixture_quantile(q: float, weights: np.ndarray, knots: Mapping[float, np.nda
     if not keep.any():
         return math.nan
     w, values = w[keep] / w[keep].sum(), values[keep]
-    xs: list[np.ndarray] = []
-    ps: list[np.ndarray] = []
-    for row in values:
-        ok = np.isfinite(row)
-        x = np.concatenate([[0.0], np.maximum.accumulate(np.maximum(row[ok], 0.0))])
-        p = np.concatenate([[0.0], np.asarray(probs, dtype=float)[ok]])
-        if p[-1] < 1.0:  # no max measured: the tail ends at the last known quantile
-            x, p = np.append(x, x[-1]), np.append(p, 1.0)
-        xs.append(x)
-        ps.append(p)
-    grid = np.unique(np.concatenate(xs))
-    mix = _Mixture(w, xs, ps)
+    mix = _Mixture.of(w, values, np.asarray(probs, dtype=float))
+    grid = np.unique(mix.x[np.isfinite(mix.x)])
     # F(g) only where a binary search over the grid needs it (F is non-decreasing: the first k with
     # F(grid[k]) >= q is found with ~log2(len(grid)) evaluations, not len(grid) x intervals)
     lo_k, hi_k = 0, len(grid)
@@ -139,16 +129,30 @@ class _Mixture:
     is the same number as summing the intervals' CDFs one by one.
     """
 
-    def __init__(self, weights: np.ndarray, xs: list[np.ndarray], ps: list[np.ndarray]):
-        self.w = weights
-        self.n = np.array([len(x) for x in xs])
-        width = int(self.n.max())
-        self.x = np.full((len(xs), width), np.inf)
-        self.p = np.ones((len(xs), width))
-        for i, (x, p) in enumerate(zip(xs, ps, strict=True)):
-            self.x[i, :len(x)] = x
-            self.p[i, :len(p)] = p
-        self.rows = np.arange(len(xs))
+    def __init__(self, weights: np.ndarray, x: np.ndarray, p: np.ndarray, n: np.ndarray):
+        self.w, self.x, self.p, self.n = weights, x, p, n  # x padded with +inf, p with 1; n knots per row
+        self.rows = np.arange(len(x))
+
+    @staticmethod
+    def of(weights: np.ndarray, values: np.ndarray, probs: np.ndarray) -> _Mixture:
+        """Each row's knots: (0, 0), then its measured quantiles (values made non-decreasing, negatives
+        clipped to 0) in probability order, and - when no max was measured - (last value, 1): the tail
+        ends at the last known quantile."""
+        rows, k = values.shape
+        ok = np.isfinite(values)
+        running = np.fmax.accumulate(np.where(ok, np.maximum(values, 0.0), np.nan), axis=1)  # NaN: not a knot
+        order = np.argsort(~ok, axis=1, kind="stable")  # each row's measured quantiles first, in order
+        count = ok.sum(axis=1)
+        body = np.arange(k)[None, :] < count[:, None]
+        x = np.full((rows, k + 2), np.inf)
+        p = np.ones((rows, k + 2))
+        x[:, 0], p[:, 0] = 0.0, 0.0
+        x[:, 1:k + 1] = np.where(body, np.take_along_axis(running, order, axis=1), np.inf)
+        p[:, 1:k + 1] = np.where(body, probs[order], 1.0)
+        r = np.arange(rows)
+        tail = p[r, count] < 1.0
+        x[r[tail], count[tail] + 1] = x[r[tail], count[tail]]
+        return _Mixture(weights, x, p, count + 1 + tail)
 
     def cdf(self, g: float, side: Literal["left", "right"]) -> float:
         """F(g) (right) or its left limit F(g-)."""
