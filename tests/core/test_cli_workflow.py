@@ -251,3 +251,15 @@ def test_compare_reads_only_the_sides_matrix_folder_with_the_same_numbers(matrix
     assert any(results / "elsewhere" in d.parents for d in read)
     assert [s.n_runs for s in narrow.sides] == [s.n_runs for s in full.sides] == [3, 3]
     assert [m.as_dict() for m in narrow.pairs[0].metrics] == [m.as_dict() for m in full.pairs[0].metrics]
+
+
+def test_analyze_and_runs_quiet_print_nothing_and_json_alone_with_quiet(matrix_results, tmp_path):
+    """`--quiet`: nothing but errors on either stream; `--quiet --json`: the document alone."""
+    results, _ = matrix_results
+    res = runner.invoke(app, ["analyze", str(results), "--engine", "pandas", "--out", str(tmp_path / "a"), "--quiet"])
+    assert res.exit_code == 0 and res.stdout == "" and res.stderr == "", res.output
+    assert (tmp_path / "a" / "cells.csv").exists()  # quiet, not idle
+    res = runner.invoke(app, ["runs", str(results), "--quiet"])
+    assert res.exit_code == 0 and res.stdout == "" and res.stderr == ""
+    res = runner.invoke(app, ["runs", str(results), "--quiet", "--json"])
+    assert res.exit_code == 0 and res.stderr == "" and len(as_json(res.stdout)["runs"]) == 6
