@@ -23,7 +23,7 @@ import pandas as pd
 
 from harness.analysis.aggregate import metric_columns
 from harness.analysis.meta import RunMeta
-from harness.analysis.selection import SelectionError, read_metas, select_side
+from harness.analysis.selection import SelectionError, read_metas, select_side, side_folder
 from harness.analysis.significance import Difference, SideStats, describe, difference
 from harness.run_status import RunStatus
 
@@ -139,16 +139,39 @@ def _short(v: float) -> str:
     return f"{v:.4g}" if math.isfinite(v) else str(v)
 
 
+def _narrow_selection(results_dir: Path, specs: list[str]) -> list[list[RunMeta]] | None:
+    """Every side selected from the run records of its own folder only (`selection.side_folder`), so two
+    cells of a large results folder do not mean reading every run.yaml in it; None when a side needs the
+    whole folder (a filter, a bare cell id) or is not found in its folder (the full search then gives the
+    same runs or the error that names what there is)."""
+    folders = [side_folder(spec, results_dir) for spec in specs]
+    if any(f is None for f in folders):
+        return None
+    read: dict[Path, list[RunMeta]] = {}
+    chosen = []
+    for spec, folder in zip(specs, folders, strict=True):
+        assert folder is not None
+        if folder not in read:
+            read[folder] = read_metas(results_dir, within=folder)[0]
+        try:
+            chosen.append(select_side(spec, read[folder], results_dir))
+        except SelectionError:
+            return None
+    return chosen
+
+
 def compare(results_dir: Path, specs: list[str], metrics: list[str] | None = None,
             progress: Callable[[str], Any] | None = None) -> Comparison:
     """Select every side, summarise its runs and compare each later side with the first."""
     if len(specs) < 2:
         raise SelectionError("compare needs at least two sides (A B [C ...])")
     results_dir = Path(results_dir)
-    metas, _unreadable = read_metas(results_dir)
-    if not metas:
-        raise SelectionError(f"{results_dir}: no run records (run.yaml) found")
-    chosen = [select_side(spec, metas, results_dir) for spec in specs]
+    chosen = _narrow_selection(results_dir, specs)
+    if chosen is None:
+        metas, _unreadable = read_metas(results_dir)
+        if not metas:
+            raise SelectionError(f"{results_dir}: no run records (run.yaml) found")
+        chosen = [select_side(spec, metas, results_dir) for spec in specs]
     union = {m.run_id: m for side in chosen for m in side}
     summary, source = run_summaries(results_dir, list(union.values()), progress)
     summary = summary.assign(run_id=summary["run_id"].astype(str))

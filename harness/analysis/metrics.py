@@ -263,11 +263,12 @@ def t_factor(n: int, level: float = 0.95) -> float:
     """Student-t quantile for a two-sided `level` interval with n - 1 degrees of freedom."""
     if n < 2:
         return math.nan
-    # here, not at the top: `bench run` summarises with this module without scipy, and importing
-    # scipy.stats costs seconds per analysis worker
-    from scipy import stats
+    # here, not at the top: `bench run` summarises with this module without scipy. The t quantile from
+    # scipy.special (the function scipy.stats.t.ppf evaluates, so the same number): importing
+    # scipy.stats costs seconds of docstring processing per process (an analysis worker, `bench compare`)
+    from scipy import special
 
-    return float(stats.t.ppf(0.5 + level / 2.0, n - 1))
+    return float(special.stdtrit(n - 1, 0.5 + level / 2.0))
 
 
 def mean_ci(values: Iterable[float], level: float = 0.95) -> MeanCI:

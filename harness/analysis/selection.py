@@ -111,10 +111,11 @@ def read_run_yaml(run_dir: Path) -> dict[str, Any]:
     return raw
 
 
-def read_metas(results_dir: Path) -> tuple[list[RunMeta], list[tuple[Path, str]]]:
-    """Every run record's metadata under `results_dir`, and the records whose run.yaml cannot be read."""
+def read_metas(results_dir: Path, within: Path | None = None) -> tuple[list[RunMeta], list[tuple[Path, str]]]:
+    """Every run record's metadata under `results_dir` (or only under its sub-folder `within`), and the
+    records whose run.yaml cannot be read."""
     metas, unreadable = [], []
-    for run_dir in find_run_dirs(Path(results_dir)):
+    for run_dir in find_run_dirs(Path(within) if within is not None else Path(results_dir)):
         try:
             metas.append(parse_meta(read_run_yaml(run_dir), run_dir, Path(results_dir), read_status(run_dir)))
         except Exception as exc:  # noqa: BLE001 - one garbled record must not hide the rest
@@ -162,3 +163,19 @@ def select_side(spec: str, metas: list[RunMeta], results_dir: Path) -> list[RunM
     shown = ", ".join(known[:8]) + (f", ... ({len(known)} cells)" if len(known) > 8 else "")
     raise SelectionError(f"side {spec!r}: not a filter (FIELD=VALUE), a folder, a matrix or a cell under "
                          f"{results_dir}; matrices: {', '.join(matrices) or 'none'}; cells: {shown or 'none'}")
+
+
+def side_folder(spec: str, results_dir: Path) -> Path | None:
+    """The sub-folder of `results_dir` that holds every run a side can name, when the side says which:
+    `bench matrix` writes a matrix's runs to RESULTS/MATRIX/, so a matrix or MATRIX/CELL side whose
+    folder exists is looked up there (a folder side: in that folder). None: the whole results folder."""
+    if is_filter(spec):
+        return None
+    root = Path(results_dir).resolve()
+    folder = Path(spec)
+    if folder.is_dir():
+        inside = folder.resolve()
+        return inside if root in inside.parents else None
+    matrix = spec.rsplit("/", 1)[0] if "/" in spec else spec
+    candidate = root / matrix
+    return candidate if matrix and candidate.is_dir() and root in candidate.resolve().parents else None

@@ -230,3 +230,37 @@ def test_json_stdout_holds_only_the_document_in_a_real_process(matrix_results):
     proc = subprocess.run([str(bench), "runs", str(results), "--json"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["runs"]) == 6
+
+
+def test_compare_reads_only_the_sides_matrix_folder_with_the_same_numbers(matrix_results, tmp_path, monkeypatch):
+    """MATRIX/CELL sides read the run records of RESULTS/MATRIX only (not every run.yaml of the folder),
+    and give the numbers the full search gives (filters: every record is read)."""
+    from harness.analysis import compare as compare_mod
+    from harness.analysis import selection
+
+    results = tmp_path / "r"
+    shutil.copytree(matrix_results[0], results)
+    shutil.rmtree(results / "analysis", ignore_errors=True)
+    shutil.copytree(results / "pair", results / "elsewhere")  # another folder of records, never needed here
+    read: list[Path] = []
+    real = selection.read_run_yaml
+    monkeypatch.setattr(selection, "read_run_yaml", lambda d: read.append(Path(d)) or real(d))
+    narrow = compare_mod.compare(results, ["pair/ds2", "pair/dhalion"])
+    assert read and all(results / "pair" in d.parents for d in read)
+    read.clear()
+    full = compare_mod.compare(results, ["matrix=pair,cell=ds2", "matrix=pair,cell=dhalion"])
+    assert any(results / "elsewhere" in d.parents for d in read)
+    assert [s.n_runs for s in narrow.sides] == [s.n_runs for s in full.sides] == [3, 3]
+    assert [m.as_dict() for m in narrow.pairs[0].metrics] == [m.as_dict() for m in full.pairs[0].metrics]
+
+
+def test_analyze_and_runs_quiet_print_nothing_and_json_alone_with_quiet(matrix_results, tmp_path):
+    """`--quiet`: nothing but errors on either stream; `--quiet --json`: the document alone."""
+    results, _ = matrix_results
+    res = runner.invoke(app, ["analyze", str(results), "--engine", "pandas", "--out", str(tmp_path / "a"), "--quiet"])
+    assert res.exit_code == 0 and res.stdout == "" and res.stderr == "", res.output
+    assert (tmp_path / "a" / "cells.csv").exists()  # quiet, not idle
+    res = runner.invoke(app, ["runs", str(results), "--quiet"])
+    assert res.exit_code == 0 and res.stdout == "" and res.stderr == ""
+    res = runner.invoke(app, ["runs", str(results), "--quiet", "--json"])
+    assert res.exit_code == 0 and res.stderr == "" and len(as_json(res.stdout)["runs"]) == 6
