@@ -329,5 +329,9 @@ def read_run_record(run_dir: Path) -> RunRecord:
 
 
 def find_run_dirs(results_dir: Path) -> list[Path]:
-    """Every run record under a results directory (temp dirs skipped)."""
-    return sorted(p.parent for p in Path(results_dir).rglob("run.yaml") if not p.parent.name.startswith("."))
+    """Every run record under a results directory (temp dirs skipped).
+
+    Safe while a matrix writes into it: a temp run directory renamed into place between listing and
+    entering it is skipped, not an error (os.walk ignores directories that vanished)."""
+    return sorted(Path(d) for d, _dirs, files in os.walk(results_dir)
+                  if "run.yaml" in files and not Path(d).name.startswith("."))
