@@ -235,7 +235,8 @@ def test_the_newest_operator_api_on_maven_central_knows_no_flink_2(k8s_cluster: 
     assert default not in versions and not any(v.startswith("v2_") for v in versions), versions
     with pytest.raises(ApiException) as err:
         dry_run(harness_api(k8s_cluster), mf.flink_deployment(cfg(namespace, use_operator=True), job_of("q1")))
-    assert err.value.status == 422 and f'Unsupported value: "{default}"' in str(err.value.body), err.value.body
+    message = json.loads(err.value.body)["message"]
+    assert err.value.status == 422 and f'spec.flinkVersion: Unsupported value: "{default}"' in message, message
 
 
 # ------------------------------------------------------------------ RBAC

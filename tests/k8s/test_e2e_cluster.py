@@ -121,7 +121,9 @@ def test_matrix_runs_two_cells_at_once_in_two_namespaces(k8s_cluster: TestCluste
     matrix = tmp_path / "m.yaml"
     matrix.write_text(yaml.safe_dump({
         "name": "k8s-par", "base": {"backend": "k8s", "query": "q1", "autoscaler": {"name": "static"},
-                                    "pattern": {"name": "constant", "scale": 1.0,
+                                    # time_scale 1: the test cluster's default (10) would play the
+                                    # 2-minute pattern in 12 s and the generator would be gone before t = 20 s
+                                    "pattern": {"name": "constant", "scale": 1.0, "time_scale": 1.0,
                                                 "params": {"rate": 500, "duration_min": 2}},
                                     "duration_s": 60},
         "repetitions": 2,
