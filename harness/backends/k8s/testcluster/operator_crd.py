@@ -42,7 +42,8 @@ def flinkdeployment_crd(jar: Path) -> dict[str, Any]:
     with zipfile.ZipFile(jar) as zf:
         if entry not in zf.namelist():
             raise FileNotFoundError(f"{jar} has no {entry} (not a flink-kubernetes-operator-api jar?)")
-        crd: dict[str, Any] = yaml.safe_load(zf.read(entry))
+        # 0.5 MB of YAML: libyaml's loader is ~10x faster than the pure-Python one
+        crd: dict[str, Any] = yaml.load(zf.read(entry), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if crd.get("kind") != "CustomResourceDefinition" or crd["metadata"]["name"] != CRD_NAME:
         raise ValueError(f"{jar}!{entry} is not the {CRD_NAME} CRD")
     return crd
