@@ -23,19 +23,21 @@ def _first_existing(path: Path) -> Path:
     return cur
 
 
-def check_output_dir(path: Path, flag: str) -> None:
-    """`path` is a directory, or can be created as one (its nearest existing ancestor is a writable dir)."""
+def check_output_dir(path: Path, flag: str, writable: bool = True) -> None:
+    """`path` is a directory, or can be created as one (its nearest existing ancestor is a writable dir).
+
+    `writable=False` (a dry run, which only reads) checks only that it is or could be a directory."""
     path = Path(path)
     if path.exists():
         if not path.is_dir():
             raise PathError(f"{flag} {path}: is a file, not a directory; give a directory (created if missing)")
-        if not os.access(path, os.W_OK | os.X_OK):
+        if writable and not os.access(path, os.W_OK | os.X_OK):
             raise PathError(f"{flag} {path}: directory is not writable")
         return
     base = _first_existing(path.absolute())
     if not base.is_dir():
         raise PathError(f"{flag} {path}: {base} is a file, so {path} cannot be created as a directory")
-    if not os.access(base, os.W_OK | os.X_OK):
+    if writable and not os.access(base, os.W_OK | os.X_OK):
         raise PathError(f"{flag} {path}: cannot create it, {base} is not writable")
 
 

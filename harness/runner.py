@@ -23,7 +23,7 @@ from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
 from harness.fault_injection import FaultInjector
-from harness.identity import identity_block
+from harness.identity import identity_block, start_code_version
 from harness.interrupts import Interrupted, interruptible
 from harness.logs import log_to
 from harness.mape import MapeLoop
@@ -83,6 +83,7 @@ def run_experiment(
     runs, then into the record as `RUN_LOG` - never to the console. With `live`, every
     monitoring step is also written to that live-status file (`harness.live`).
     """
+    start_code_version()  # git answers while the run runs; the record waits for it only if it is slower
     run_dir = Path(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log_file = run_dir.parent / f".{run_dir.name}.log-{os.getpid()}"
@@ -158,7 +159,7 @@ def _run_experiment(
         status = status_line(RunStatus.INTERRUPTED, f"{str(exc) or type(exc).__name__} at t={_safe_now(backend):.0f} s")
         events.add(_safe_now(backend), EventKind.PHASE, "interrupted", signal=str(exc))
         raise
-    except Exception as exc:  # a failed run is data: record it
+    except Exception as exc:  # noqa: BLE001 - a failed run is data: a fault event with the traceback
         status = f"failed: {type(exc).__name__}: {exc}"
         events.add(_safe_now(backend), EventKind.FAULT, status, traceback=traceback.format_exc(limit=8))
     finally:
@@ -166,7 +167,7 @@ def _run_experiment(
         try:
             timeseries = backend.timeseries()
             backend_facts = backend.facts()
-        except Exception as exc:  # keep the record even if export fails
+        except Exception as exc:  # noqa: BLE001 - keep the record even if export fails: a fault event
             events.add(_safe_now(backend), EventKind.FAULT, f"timeseries export failed: {exc}")
             if status == STATUS_COMPLETED:
                 status = f"failed: timeseries export: {exc}"
@@ -223,7 +224,7 @@ def _artifacts(backend: Backend, tmp_dir: Path, events: EventLog) -> dict[str, A
     """Backend artifacts are a bonus: their failure is recorded, never loses the record."""
     try:
         return backend.save_artifacts(tmp_dir)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - recorded as a fault event
         events.add(_safe_now(backend), EventKind.FAULT, f"saving artifacts failed: {exc}")
         return {"error": str(exc)}
 

@@ -25,6 +25,10 @@ from harness.analysis.metrics import (
 from harness.record import RunRecord
 from harness.vocabulary import EventKind, Metric
 
+# What each `cpu_signal` of HPA-CPU reads (autoscalers.hpa.config.HPACPUConfig).
+CPU_SIGNALS = {"jvm": "Status.JVM.CPU.Load (the JVM's, the thesis' signal)",
+               "quota": "CPU time / task-manager CPU quota"}
+
 
 @dataclass(frozen=True)
 class Latency:
@@ -53,7 +57,9 @@ class RunSummary:
     load_expired: float  # records Kafka retention deleted before the job read them
     pattern_records: float  # records the pattern asked for over the run
     decisions_skipped: int
-    cpu: float
+    cpu: float  # mean CPU load of the task managers, of their CPU quota
+    cpu_jvm: float  # mean Status.JVM.CPU.Load of the task managers (NaN: not measured)
+    cpu_signal: str | None  # the CPU reading the run's autoscaler decided on (None: it reads no CPU signal)
     cpu_share: float  # mean CPU share per task manager (vertical scaling); nan when never set
     status: str
     flagged: bool
@@ -87,6 +93,9 @@ class RunSummary:
             ("input rate vs throughput (rec/s)", f"{self.input_rate:,.0f} vs {self.throughput:,.0f}"),
             ("load shortfall", self._shortfall_text()),
             ("avg task manager CPU load", f"{self.cpu:.2f}"),
+            ("avg task manager JVM CPU load", "not measured" if math.isnan(self.cpu_jvm) else f"{self.cpu_jvm:.2f}"),
+            *([("autoscaler's CPU signal", f"{self.cpu_signal}: {CPU_SIGNALS.get(self.cpu_signal, '?')}")]
+              if self.cpu_signal else []),
             *([("mean CPU share per operator", f"{self.cpu_share:.2f}")] if not np.isnan(self.cpu_share) else []),
         ]
 
@@ -94,6 +103,22 @@ class RunSummary:
 def _nanmax(v: np.ndarray) -> float:
     v = v[~np.isnan(v)]
     return float(v.max()) if len(v) else math.nan
+
+
+def cpu_signal(meta: dict) -> str | None:
+    """The `cpu_signal` the run's autoscaler was configured with (its default when not set), else None."""
+    import autoscalers
+
+    spec = (meta.get("config") or {}).get("autoscaler") or {}
+    name = spec.get("name") if isinstance(spec, dict) else None
+    if name not in autoscalers.REGISTRY:
+        return None
+    try:
+        config = autoscalers.config_class(name)(**(spec.get("params") or {}))
+    except (ValueError, TypeError):  # a record written by other code: say nothing rather than guess
+        return None
+    signal = getattr(config, "cpu_signal", None)
+    return str(signal) if signal is not None else None
 
 
 def summarise(record: RunRecord) -> RunSummary:
@@ -109,6 +134,7 @@ def summarise(record: RunRecord) -> RunSummary:
     in_t, in_v = series(Metric.INPUT_RATE)
     thr_t, thr_v = series(Metric.THROUGHPUT)
     cpu_t, cpu_v = series(Metric.CPU)
+    jvm_t, jvm_v = series(Metric.CPU_JVM)
     _, skipped = series(Metric.SKIPPED_TOTAL)
     _, expired = series(Metric.EXPIRED_TOTAL)
     shares = record.operator_values(Metric.CPU_SHARE)
@@ -128,6 +154,8 @@ def summarise(record: RunRecord) -> RunSummary:
         pattern_records=float(records) if records is not None else math.nan,
         decisions_skipped=len(record.events_of(EventKind.DECISION_SKIPPED)),
         cpu=time_weighted_mean(cpu_t, cpu_v, end),
+        cpu_jvm=time_weighted_mean(jvm_t, jvm_v, end),
+        cpu_signal=cpu_signal(record.meta),
         cpu_share=float(shares.mean()) if len(shares) else float("nan"),
         status=record.status,
         flagged=bool(record.meta.get("flagged")),

@@ -10,6 +10,7 @@ lack some of it; every field has a fallback so analysis never refuses a run.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from harness.analysis.metrics import Stage
 from harness.analysis.profile import OperatorProfile, demand_coefficients
 from harness.identity import recorded_hash
 from harness.run_status import RunStatus
+
+log = logging.getLogger(__name__)
 
 # libyaml's safe loader when PyYAML was built with it: run.yaml is read once per run, thousands per analysis
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -161,7 +164,9 @@ def _stages(raw: dict[str, Any], config: dict[str, Any]) -> tuple[Stage, ...]:
 
             built = build_pattern(PatternConfig(**pattern), int(config.get("seed", 1)), config.get("query"))
             return tuple(Stage(s.name, s.start_s, s.end_s) for s in built.stages)
-        except Exception:  # a pattern this code cannot rebuild: stages come from phase events
+        except Exception as exc:  # noqa: BLE001 - a pattern this code cannot rebuild: stages come from phase events
+            log.info("convergence stages of %s not rebuilt from its pattern (%s: %s); using its phase events",
+                     config.get("name", "a run"), type(exc).__name__, exc)
             return ()
     return ()
 

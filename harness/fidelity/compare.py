@@ -52,8 +52,12 @@ class RunMetrics:
         return self.values.get(key, math.nan)
 
 
-def _series(rec: RunRecord, metric: str) -> tuple[np.ndarray, np.ndarray]:
+def _series(rec: RunRecord, metric: str, end: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A metric's samples up to `end` (the experiment's duration): a local run whose loop overran its
+    duration on a busy host recorded past it, and both sides must be compared over the same window."""
     s = rec.series(metric).dropna().sort_index()
+    if end is not None:
+        s = s[s.index <= end]
     return s.index.to_numpy(dtype=float), s.to_numpy(dtype=float)
 
 
@@ -71,19 +75,19 @@ def run_metrics(rec: RunRecord) -> RunMetrics:
     end = float(rec.meta.get("duration_s") or 0.0) or None
     why: dict[str, str] = {}
     v: dict[str, float] = {}
-    t, tms = _series(rec, Metric.TASKMANAGERS)
+    t, tms = _series(rec, Metric.TASKMANAGERS, end)
     v["tm_minutes"] = replica_minutes(t, tms, end)
     v["avg_tm"] = time_weighted_mean(t, tms, end)
-    _, lat = _series(rec, Metric.LATENCY_KAFKA)
+    _, lat = _series(rec, Metric.LATENCY_KAFKA, end)
     v["latency_avg"] = float(lat.mean()) if len(lat) else math.nan
     v["latency_p95"] = percentile(lat, 95)
-    _, e2e = _series(rec, Metric.LATENCY_E2E_MEAN)
-    _, e2e95 = _series(rec, Metric.LATENCY_E2E_P95)
+    _, e2e = _series(rec, Metric.LATENCY_E2E_MEAN, end)
+    _, e2e95 = _series(rec, Metric.LATENCY_E2E_P95, end)
     v["e2e_avg"] = float(e2e.mean()) if len(e2e) else math.nan
     v["e2e_p95"] = percentile(e2e95, 95) if len(e2e95) else math.nan  # p95 over the run of the interval p95s
     if not len(e2e):
         why["e2e_avg"] = why["e2e_p95"] = "no end-to-end latency series in the run record"
-    actions = rec.events_of(EventKind.ACTION)
+    actions = [a for a in rec.events_of(EventKind.ACTION) if end is None or a["ts"] <= end]
     v["scale_count"] = float(len(actions))
     v["first_action_s"] = float(min(a["ts"] for a in actions)) if actions else math.nan
     if not actions:
@@ -91,7 +95,7 @@ def run_metrics(rec: RunRecord) -> RunMetrics:
     lost = 0.0
     known = True
     for metric in (Metric.SKIPPED_TOTAL, Metric.EXPIRED_TOTAL):
-        _, vals = _series(rec, metric)
+        _, vals = _series(rec, metric, end)
         if len(vals):
             lost += float(vals[-1])
         elif metric == Metric.SKIPPED_TOTAL and rec.meta.get("config", {}).get("backend") == "sim":

@@ -210,7 +210,7 @@ def build_report(results_dir: Path, out_dir: Path | None = None, analysis_dir: P
 
 def _header(results_dir: Path, runs: pd.DataFrame, skipped: int) -> str:
     flagged = int(runs["flagged"].sum()) if "flagged" in runs else 0
-    short = int(runs["shortfall_flagged"].fillna(False).astype(bool).sum()) if "shortfall_flagged" in runs else 0
+    short = int(runs["shortfall_flagged"].eq(True).sum()) if "shortfall_flagged" in runs else 0
     stopped = int((runs["status"].astype(str) == "interrupted").sum()) if "status" in runs else 0
     text = (f"{len(runs)} runs under `{results_dir}`; {flagged} flagged (crash, failed rescale, failed run or "
             f"injected fault; kept and counted); {short} flagged for load shortfall (more than {SHORTFALL_FLAG:.0%} "
@@ -248,7 +248,7 @@ def shortfall_runs(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["run_id", "load_shortfall", "load_skipped", "load_expired"]
     if runs.empty or "shortfall_flagged" not in runs:
         return pd.DataFrame(columns=cols)
-    sel = runs[runs["shortfall_flagged"].fillna(False).astype(bool)]
+    sel = runs[runs["shortfall_flagged"].eq(True)]
     out = sel[[c for c in cols if c in sel]].copy()
     out["load_shortfall"] = [fmt_share(v) for v in out["load_shortfall"]]
     return out.reset_index(drop=True)

@@ -197,3 +197,13 @@ def test_unsorted_samples_give_the_same_numbers(tmp_path: Path, hand_results: Pa
     pq.write_table(table.take(np.random.default_rng(3).permutation(table.num_rows)), path)
     after = pandas_engine.summarise(discover(hand_results)).summary
     assert compare_frames(before, after, ["run_id"]) == []
+
+
+def test_two_configurations_of_one_cell_never_share_a_row():
+    """Issue 10.1: analysis groups by cell *and* config hash, so an edited cell's old runs stay apart."""
+    old = _summary([10.0, 12.0]).assign(config_hash="old")
+    new = _summary([20.0]).assign(config_hash="new", run_id="ds2-new")
+    agg = aggregate_cells(pd.concat([old, new], ignore_index=True)).set_index("config_hash")
+    assert len(agg) == 2 and set(agg["cell_id"]) == {"ds2"}
+    assert agg.loc["old", "tm_avg"] == 11 and agg.loc["old", "runs"] == 2
+    assert agg.loc["new", "tm_avg"] == 20 and agg.loc["new", "runs"] == 1

@@ -91,3 +91,36 @@ def test_bad_engine_and_missing_dir_exit_2(tmp_path: Path):
     assert runner.invoke(app, ["analyze", str(tmp_path), "--engine", "dask"]).exit_code == 2
     assert runner.invoke(app, ["analyze", str(tmp_path / "nope")]).exit_code == 2
     assert runner.invoke(app, ["analyze", str(tmp_path), "--engine", "pandas"]).exit_code == 2  # nothing to analyse
+
+
+def test_latency_table_shows_both_latencies_labelled_in_ms_below_a_second_and_the_lost_load():
+    """Issue 8.3/8.4: tables show `kafka` (time in Kafka) and `e2e` (sink - event time) side by side,
+    in ms below 1 s, with the load shortfall, its flag and the skipped decisions."""
+    cells = _cells(latency_kafka_avg=[0.004, 2.5, math.nan], latency_kafka_avg_ci=[0.001, math.nan, math.nan],
+                   latency_kafka_p95=[0.0078, 35.2, math.nan], latency_e2e_avg=[0.02, 1.5, math.nan],
+                   latency_e2e_p95=[0.35, 41.5, math.nan], latency_e2e_max=[0.9, 60.0, math.nan],
+                   load_shortfall=[0.0, 0.015, math.nan], shortfall_flagged=[0.0, 1.0, math.nan],
+                   decisions_skipped=[0.0, 2.0, math.nan])
+    table = {t.kind: t for t in build_tables(cells)}["latency"]
+    rows = table.shown.set_index("configuration")
+    assert {"kafka avg", "kafka p95", "e2e avg", "e2e p95", "e2e max", "load shortfall", "shortfall > 1 %",
+            "skipped decisions"} <= set(rows.columns)
+    ms, s = rows.loc["ds2 (op=1.0)"], rows.loc["ds2 (op=1.2)"]
+    assert (ms["kafka avg"], ms["kafka p95"], ms["e2e p95"], ms["e2e max"]) == ("4 ms ± 1 ms", "7.8 ms", "350 ms",
+                                                                                 "900 ms")
+    assert (s["kafka p95"], s["e2e p95"], s["e2e max"]) == ("35.2 s", "41.5 s", "60 s")
+    assert (s["load shortfall"], ms["load shortfall"]) == ("1.5 %", "0 %")
+    assert rows.loc["dhalion", "e2e p95"] == "-"  # unmeasured is not zero
+
+
+def test_report_lists_the_runs_flagged_for_load_shortfall():
+    from harness.report.render import SHORTFALL_TITLE, _header, shortfall_runs
+
+    runs = pd.DataFrame({"run_id": ["m/a-r0", "m/a-r1", "m/b-r0"], "flagged": [False, False, True],
+                         "load_shortfall": [0.015, 0.004, math.nan], "load_skipped": [150.0, 40.0, math.nan],
+                         "load_expired": [0.0, 0.0, math.nan], "shortfall_flagged": [True, False, math.nan]})
+    short = shortfall_runs(runs)
+    assert list(short["run_id"]) == ["m/a-r0"] and list(short["load_shortfall"]) == ["1.5 %"]
+    header = _header(Path("results"), runs, 0)
+    assert "1 flagged for load shortfall (more than 1%" in header and "e2e = sink time - event time" in header
+    assert SHORTFALL_TITLE == "Runs flagged for load shortfall (> 1%)"

@@ -329,3 +329,16 @@ def test_ineffective_scale_up_is_reported_and_blocked_only_when_enabled():
     assert d is not None and "map" in d.parallelism and "map" in d.details["ineffective_scaling"]
     d = run(True)
     assert d is None or "map" not in d.parallelism
+
+
+def test_a_vertex_with_unmeasured_busy_time_is_left_alone_while_the_others_scale():
+    """Issue 8.1: unknown busy time is a NaN true processing rate (as in the operator), not busy 0 and
+    an infinite rate that would cut the vertex from 10 to 4."""
+    snap = snapshot(TOPO, t=0.0)(
+        src=op(10, rin=1000, busy=10), map=op(10, rin=1000, busy=math.nan), sink=op(10, rin=1000, rout=0, busy=10))
+    a = scaler()
+    ev = a.evaluate([snap])[0]
+    assert math.isnan(ev["map"].tpr) and not math.isnan(ev["sink"].tpr)
+    d = a.decide(snap, NONE)
+    assert d is not None and d.parallelism.get("map", 10) == 10
+    assert d.parallelism["sink"] == 4  # a measured vertex at 10 with the same load is cut as usual

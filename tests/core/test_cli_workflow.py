@@ -33,6 +33,7 @@ base:
   autoscaler: ds2
   initial_parallelism: 2
   loop: {period_s: 5, metrics_window_s: 5, cooldown_s: 15}
+  sim: {profile: first_guess}  # the workflow commands, not q1's measured costs
 axes:
   autoscaler: [ds2, dhalion]
 repetitions: 3

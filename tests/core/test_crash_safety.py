@@ -58,14 +58,18 @@ def test_sigkill_at_20_random_moments_then_resume(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
     m.write_text(MATRIX)
     killed_dir, reference = tmp_path / "killed", tmp_path / "reference"
-    # kill moments are drawn in units of this machine's run time, so they fall while the matrix works
-    # on a fast machine as on a loaded one: up to 1.2 times the time the runs left would take
+    # kill moments are drawn in the matrix's own progress, so they fall while it works on a fast machine
+    # as on a loaded one: after a random number of the runs left have completed (never all), then a
+    # random part of half a run's time (this machine's, measured by the reference matrix)
     per_run_pair = timed_after_lock(m, reference) / (RUNS / 2)  # two runs at once
     rng = random.Random(2026)
     lock = killed_dir / "crash" / ".lock"
-    kills = 0
-    for _ in range(KILLS):
-        left = RUNS - completed(killed_dir)
+    kills = attempts = 0
+    while kills < KILLS and attempts < 3 * KILLS:
+        attempts += 1
+        done = completed(killed_dir)
+        if done == RUNS:
+            break
         before = lock.stat().st_mtime_ns if lock.exists() else None
         proc = matrix(m, killed_dir)
         deadline = time.monotonic() + 60
@@ -73,7 +77,10 @@ def test_sigkill_at_20_random_moments_then_resume(tmp_path: Path) -> None:
             if lock.exists() and lock.stat().st_mtime_ns != before:
                 break
             time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 1.2) * per_run_pair * max(1, (left + 1) // 2))
+        target = done + rng.randint(0, RUNS - done - 1)
+        while proc.poll() is None and completed(killed_dir) < target:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.5) * per_run_pair)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1

@@ -121,7 +121,10 @@ def test_interrupted_runs_are_left_out_of_means_and_crash_rates_and_counted(tmp_
 
 def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
-    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 8400"))
+    # runs of two simulated days take seconds even on a fast machine: the first Ctrl-C's in-flight runs
+    # are still going when the second comes (an 8,400 s run could finish within the 0.2 s between them,
+    # and the second signal then met a process already in its interpreter shutdown: killed, exit -2)
+    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 172800"))
     results = tmp_path / "r"
     proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -138,3 +141,30 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 130, out
     assert "aborted by a second interrupt" in out and "Traceback" not in out, out
     assert time.monotonic() - sent < 3.0
+
+
+def test_sigterm_stops_a_matrix_like_a_first_ctrl_c(tmp_path: Path) -> None:
+    """SIGTERM (what a supervisor or `kill PID` sends, to the matrix process only) is a first Ctrl-C:
+    scheduling stops, runs in flight finish or record `interrupted`, "N done, M left", exit 130."""
+    m = tmp_path / "m.yaml"
+    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 8400"))  # 9 long runs, 2 at once
+    results = tmp_path / "r"
+    proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lock = results / "tiny" / ".lock"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    got = statuses(results)
+    assert set(got) <= {RunStatus.COMPLETED, RunStatus.INTERRUPTED}, out
+    if got == [RunStatus.COMPLETED] * 9:  # the whole matrix finished within half a second: nothing to stop
+        assert proc.returncode == 0, out
+        return
+    assert proc.returncode == 130, out
+    done = sum(s == RunStatus.COMPLETED for s in got)
+    assert f"{done} done, {9 - done} left: rerun to resume" in out and "Traceback" not in out, out
+    assert "SIGTERM" in out, out

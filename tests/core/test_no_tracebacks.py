@@ -58,6 +58,8 @@ def test_pattern_plot_path_checked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, needle", [
     (["matrix", "M", "--workers", "-1"], "--workers"),
+    (["matrix", "M", "--results", "FILE"], "--results FILE: is a file"),
+    (["matrix", "M", "--results", "FILE/sub", "--dry-run"], "cannot be created as a directory"),  # a plan under a file
     (["matrix", "M", "--workers", "0"], "--workers"),
     (["run", "--backend", "sim", "--set", "loop.cooldown_s=[unclosed"], "--set"),
     (["run", "--backend", "sim", "--set", "noequals"], "--set"),
@@ -72,16 +74,21 @@ def test_pattern_plot_path_checked(tmp_path: Path) -> None:
     (["report", "NOPE"], "no such directory"),
     (["analyze", "EMPTY"], "no run records"),
     (["analyze", "EMPTY", "--engine", "dask"], "--engine"),
+    (["analyze", "EMPTY", "--out", "FILE"], "--out FILE: is a file"),  # output dirs checked first
+    (["report", "EMPTY", "--out", "FILE"], "--out FILE: is a file"),
+    (["report", "EMPTY", "--analysis", "FILE"], "--analysis FILE: is a file"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     m = tmp_path / "m.yaml"
     m.write_text("name: m\nbase: {backend: sim, query: q1, pattern: cosine, autoscaler: ds2}\n")
     (tmp_path / "FILE").write_text("x")
     (tmp_path / "EMPTY").mkdir()
-    subst = {"M": str(m), "FILE": str(tmp_path / "FILE"), "NOPE": str(tmp_path / "nope"),
-             "EMPTY": str(tmp_path / "EMPTY")}
+    subst = {"M": str(m), "FILE": str(tmp_path / "FILE"), "FILE/sub": str(tmp_path / "FILE" / "sub"),
+             "NOPE": str(tmp_path / "nope"), "EMPTY": str(tmp_path / "EMPTY")}
+    needle = needle.replace("FILE", str(tmp_path / "FILE"))
     code, out = bench(*[subst.get(a, a) for a in args], *(["--results", str(tmp_path / "r")]
-                                                          if args[0] in ("run", "matrix") else []))
+                                                          if args[0] in ("run", "matrix") and "--results" not in args
+                                                          else []))
     assert code == 2, out
     assert needle in out and "Traceback" not in out, out
     assert not (tmp_path / "r").exists()

@@ -66,3 +66,37 @@ def test_shortfall_within_one_percent_is_not_flagged_and_unknown_is_not_zero(tmp
     assert "FLAGGED" not in dict(ok.rows())["load shortfall"]
     unknown = summarise(read_run_record(record(tmp_path / "b", skipped=50.0, records=None)))
     assert math.isnan(unknown.load_shortfall) and dict(unknown.rows())["load shortfall"] == "not measured"
+
+
+def cpu_record(tmp_path: Path, autoscaler: dict, jvm: list[float] | None) -> Path:
+    ts = [0.0, 10.0, 20.0]
+    series = {Metric.TASKMANAGERS: [2, 2, 2], Metric.CPU: [0.5, 0.7, 0.6]}
+    if jvm is not None:
+        series[Metric.CPU_JVM] = jvm
+    rows = [{"ts": t, "metric": m, "value": float(v)} for m, vs in series.items() for t, v in zip(ts, vs, strict=True)]
+    meta = {"duration_s": 30.0, "config": {"autoscaler": autoscaler}}
+    return write_run_record(tmp_path / "run", meta, pd.DataFrame(rows), EventLog(), "completed")
+
+
+@pytest.mark.parametrize(("autoscaler", "signal"), [
+    ({"name": "hpa-cpu", "params": {}}, "jvm"),  # the default: the thesis' Status.JVM.CPU.Load
+    ({"name": "hpa-cpu", "params": {"cpu_signal": "quota"}}, "quota"),
+    ({"name": "ds2", "params": {}}, None),  # reads no CPU signal: nothing to say
+])
+def test_summary_keeps_both_cpu_signals_and_names_the_one_the_autoscaler_used(tmp_path: Path, autoscaler: dict,
+                                                                               signal: str | None) -> None:
+    s = summarise(read_run_record(cpu_record(tmp_path, autoscaler, jvm=[0.2, 0.3, NAN])))
+    rows = dict(s.rows())
+    assert s.cpu == pytest.approx(0.6) and rows["avg task manager CPU load"] == "0.60"
+    assert s.cpu_jvm == pytest.approx(0.25) and rows["avg task manager JVM CPU load"] == "0.25"  # the gap left out
+    assert s.cpu_signal == signal
+    if signal is None:
+        assert "autoscaler's CPU signal" not in rows
+    else:
+        assert rows["autoscaler's CPU signal"].startswith(f"{signal}: ")
+        assert ("Status.JVM.CPU.Load" in rows["autoscaler's CPU signal"]) == (signal == "jvm")
+
+
+def test_an_unmeasured_jvm_cpu_load_reads_not_measured(tmp_path: Path) -> None:
+    s = summarise(read_run_record(cpu_record(tmp_path, {"name": "hpa-cpu"}, jvm=None)))
+    assert math.isnan(s.cpu_jvm) and dict(s.rows())["avg task manager JVM CPU load"] == "not measured"

@@ -55,6 +55,21 @@ PARAMS: dict[str, dict[str, Any]] = {
     "thr-nlaware": {"period_s": 15},
 }
 SCALERS = [name for name in autoscalers.REGISTRY if name != "static"]
+# Options that change what an autoscaler needs: each such configuration goes through the seam too
+# (MPC's latency objective reads the time in Kafka; HPA-CPU on the quota signal reads `cpu`, not `cpu_jvm`).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "mpc[latency]": {"objective": "latency"},
+    "hpa-cpu[quota]": {"cpu_signal": "quota"},
+}
+CONFIGS = SCALERS + list(VARIANTS)
+
+
+def scaler_of(config: str) -> tuple[str, dict[str, Any] | None]:
+    """Registry name and parameters of a configuration (`name` or `name[variant]`)."""
+    if config in VARIANTS:
+        name = config.split("[")[0]
+        return name, {**PARAMS.get(name, {}), **VARIANTS[config]}
+    return config, PARAMS.get(config)
 # Vertical scalers start low so that the overloaded job makes them raise the CPU share.
 VERTICAL = {"mead", "mead-mg1", "mead-gig1", "mead-threshold"}
 
@@ -104,11 +119,12 @@ class PromBackend:
         return pd.DataFrame()
 
 
-def run(scaler: str, drop: set[str] = frozenset(), interarrivals: bool = True) -> tuple[PromBackend, EventLog]:
+def run(config: str, drop: set[str] = frozenset(), interarrivals: bool = True) -> tuple[PromBackend, EventLog]:
+    scaler, params = scaler_of(config)
     share = 0.4 if scaler in VERTICAL else 1.0
     backend = PromBackend(JobState(dict(OVERLOADED), {"bids": 21_000.0}, set(drop)), interarrivals, share)
     events = EventLog()
-    loop = MapeLoop(backend, autoscalers.create(scaler, PARAMS.get(scaler)),  # type: ignore[arg-type]
+    loop = MapeLoop(backend, autoscalers.create(scaler, params),  # type: ignore[arg-type]
                     ScaleManager(ScaleManagerConfig(max_taskmanagers=200)),
                     LoopConfig(period_s=15, metrics_window_s=WINDOW_S, cooldown_s=0), events)
     loop.run(150.0)
@@ -131,7 +147,7 @@ def changed(before: dict[str, int], after: tuple[dict[str, int], dict[str, float
     return out | {op for op, s in share.items() if abs(shares.get(op, 1.0) - s) > 1e-9}
 
 
-@pytest.mark.parametrize("scaler", SCALERS)
+@pytest.mark.parametrize("scaler", CONFIGS)
 def test_every_autoscaler_acts_on_the_overloaded_job(scaler):
     backend, events = run(scaler)
     assert backend.rescales, f"{scaler} took no action on an overloaded job: {events.rows[-3:]}"
@@ -140,15 +156,15 @@ def test_every_autoscaler_acts_on_the_overloaded_job(scaler):
 
 def _cases() -> list[tuple[str, Metric]]:
     out = []
-    for scaler in SCALERS:
-        for metric in sorted(autoscalers.create(scaler, PARAMS.get(scaler)).needs().all()):
+    for scaler in CONFIGS:
+        for metric in sorted(autoscalers.create(*scaler_of(scaler)).needs().all()):
             out.append((scaler, metric))
     return out
 
 
 @pytest.mark.parametrize(("scaler", "metric"), _cases(), ids=lambda v: str(v))
 def test_a_missing_needed_metric_never_drives_a_decision(scaler, metric):
-    scaler_obj = autoscalers.create(scaler, PARAMS.get(scaler))
+    scaler_obj = autoscalers.create(*scaler_of(scaler))
     blocked = needed_by(scaler_obj.needs(), metric)
     if metric == Metric.INTERARRIVAL:
         backend, events = run(scaler, interarrivals=False)
@@ -163,7 +179,7 @@ def test_a_missing_needed_metric_never_drives_a_decision(scaler, metric):
     assert all(metric in sum(e["data"]["metrics"].values(), []) for e in named)
     # nothing applied touches an operator (or the job) that needed the metric
     initial = {"bids_source": 2, "map": 2, "sink": 1}
-    shares = dict.fromkeys(initial, 0.4 if scaler in VERTICAL else 1.0)
+    shares = dict.fromkeys(initial, 0.4 if scaler_of(scaler)[0] in VERTICAL else 1.0)
     before = initial
     for applied in backend.rescales:
         touched = changed(before, applied, shares)
@@ -171,3 +187,48 @@ def test_a_missing_needed_metric_never_drives_a_decision(scaler, metric):
         assert not (touched & blocked), f"{scaler} changed {touched & blocked} without {metric}"
         before = applied[0]
         shares.update(applied[1])
+
+
+def test_the_variants_need_what_their_option_says():
+    """The variants above are worth their run time only while their needs differ from the defaults'."""
+    for config in VARIANTS:
+        name, params = scaler_of(config)
+        default = autoscalers.create(name, PARAMS.get(name)).needs().all()
+        assert autoscalers.create(name, params).needs().all() != default
+    assert Metric.LATENCY_KAFKA in autoscalers.create(*scaler_of("mpc[latency]")).needs().all()
+    assert autoscalers.create(*scaler_of("hpa-cpu[quota]")).needs().all() == {Metric.CPU}
+
+
+class OutageBackend(PromBackend):
+    """The job manager answers nothing from 45 s to 105 s: the backend's all-unknown snapshot, with why."""
+
+    def snapshot(self, window_s: float) -> MetricsSnapshot:
+        if 45.0 <= self.t < 105.0:
+            return MetricsSnapshot.unmeasured(self.t, window_s, TOPOLOGY, dict(self.parallelism), dict(self.share),
+                                              "job manager unreachable: connection refused")
+        return super().snapshot(window_s)
+
+
+@pytest.mark.parametrize("scaler", ["dhalion", "hpa-cpu", "ds2"])
+def test_a_job_manager_outage_is_skipped_with_its_reason_not_decided_on(scaler):
+    """Issue 8.1/8.2: on the all-unknown snapshot of an outage Dhalion must not see "healthy" and scale
+    down, nor HPA-CPU propose 1: no decision, `decision_skipped` naming the reason."""
+    backend = OutageBackend(JobState(dict(OVERLOADED), {"bids": 21_000.0}, set()))
+    events = EventLog()
+    actions: list[float] = []
+    rescale = backend.rescale
+
+    def timed(parallelism: dict[str, int], cpu_share: dict[str, float] | None) -> RescaleResult:
+        actions.append(backend.t)
+        return rescale(parallelism, cpu_share)
+
+    backend.rescale = timed  # type: ignore[method-assign]
+    loop = MapeLoop(backend, autoscalers.create(scaler, PARAMS.get(scaler)),  # type: ignore[arg-type]
+                    ScaleManager(ScaleManagerConfig(max_taskmanagers=200)),
+                    LoopConfig(period_s=15, metrics_window_s=WINDOW_S, cooldown_s=0), events)
+    loop.run(150.0)
+    skipped = [e for e in events.of_kind(EventKind.DECISION_SKIPPED) if 45.0 <= e["ts"] < 105.0]
+    assert len(skipped) >= 3 and all("job manager unreachable" in e["reason"] for e in skipped), skipped
+    assert not [t for t in actions if 45.0 <= t < 105.0], actions
+    assert not [e for e in events.of_kind(EventKind.DECISION) if 45.0 <= e["ts"] < 105.0]
+    assert actions, f"{scaler} never acted on the overloaded job outside the outage"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -69,6 +70,26 @@ def test_run_metrics_of_a_sim_run(tmp_path: Path) -> None:
     assert v["first_action_s"] == min(a["ts"] for a in rec.events_of("action"))
     assert v["load_shortfall"] == 0.0  # the sim offers every record and nothing expires without retention
     assert v["latency_p95"] >= v["latency_avg"] * 0.5 >= 0
+
+
+def test_run_metrics_cover_the_experiments_duration_only(tmp_path: Path) -> None:
+    """A local run whose loop overran its duration on a busy host (recorded 240 s of a 240-s cell as
+    295 s and 350 s) is compared over the same window as the sim's."""
+    m, src = matrix(tmp_path)
+    run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
+    rec = read_run_record(run_experiment(run.experiment, run.run_dir))
+    actions = sorted(a["ts"] for a in rec.events_of("action"))
+    assert len(actions) >= 2
+    cut = (actions[0] + actions[1]) / 2  # as if the run had been meant to end between its first two actions
+    rec.meta["duration_s"] = cut
+    v = run_metrics(rec)
+    tms = rec.series("taskmanagers").dropna().sort_index()
+    kept = tms[tms.index <= cut]
+    widths = np.diff(np.append(kept.index.to_numpy(dtype=float), cut))
+    assert v["tm_minutes"] == pytest.approx(float((widths * kept.to_numpy()).sum()) / 60, rel=1e-9)
+    assert v["scale_count"] == 1
+    lat = rec.series("latency_kafka").dropna()
+    assert v["latency_avg"] == pytest.approx(float(lat[lat.index <= cut].mean()))
 
 
 def _m(**kw: float) -> RunMetrics:

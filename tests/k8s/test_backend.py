@@ -100,8 +100,9 @@ class FakeMonitor:
         self.views.append(view)
         return MetricsSnapshot(
             t=t, window_s=window_s, topology=view.topology,
-            operators={op: OperatorMetrics(parallelism=p, cpu_load=0.5) for op, p in view.parallelism.items()},
-            taskmanagers=view.taskmanagers, cpu_load=0.5,
+            operators={op: OperatorMetrics(parallelism=p, cpu_load=0.5, cpu_jvm_load=0.2)
+                       for op, p in view.parallelism.items()},
+            taskmanagers=view.taskmanagers, cpu_load=0.5, cpu_jvm_load=0.2,
         )
 
     def query_range(self, promql, start, end, step_s):
@@ -171,6 +172,11 @@ def test_run_rescale_snapshot_record_and_teardown(tmp_path: Path):
     assert par.value.iloc[0] == 1 and par.value.iloc[-1] == 2
     assert (ts[ts.metric == Metric.PROCESSING].value == 0).any()  # the rescale moment is marked
     assert list(ts[ts.metric == Metric.TASKMANAGERS].value) == [3.0, 4.0]  # from the Prometheus export
+    # both CPU signals (issue 8.5): the quota-relative load and the JVM's host-relative one, job and operator
+    for metric, value in ((Metric.CPU, 0.5), (Metric.CPU_JVM, 0.2)):
+        for op in ("", "map"):
+            got = ts[(ts.metric == metric) & (ts.operator == op)].value
+            assert len(got) and (got == value).all(), (metric, op)
     assert list(ts.columns) == ["ts", "metric", "operator", "subtask", "value"]
 
     facts = backend.facts()

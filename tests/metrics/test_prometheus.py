@@ -267,3 +267,21 @@ def test_unreachable_prometheus_is_asked_once_per_snapshot_and_everything_is_unk
     assert "Prometheus at http://127.0.0.1:9 unreachable" in snap.reason([Metric.INPUT_RATE])
     assert snap.gaps(needs(job=(Metric.INPUT_RATE,), operators=(Metric.BUSY,))).keys() == {"", "bids_source", "map",
                                                                                             "sink"}
+
+
+def test_backpressure_flag_is_any_scrape_of_the_window_as_in_the_thesis_code() -> None:
+    """Issue 8.9: the thesis' code took `max_over_time(isBackPressured[window])` (flagged at any point of
+    the window), not "flagged for at least half the window"."""
+    from harness.metrics.promql import CATALOGUE
+
+    (query,) = [q for q in CATALOGUE if q.name == "is_backpressured"]
+    promql = query.render(0, JOB, 30.0)
+    assert re.search(r"max_over_time\(flink_taskmanager_job_task_isBackPressured\{[^}]*\}\[30s\]\)", promql), promql
+    assert "avg_over_time" not in promql and ">= 0.5" not in promql
+    # one subtask flagged at one scrape (max over the window 1) flags its operator
+    answers = full_answers()
+    answers[("flink_taskmanager_job_task_isBackPressured", None)] = [
+        sub(SRC, 0, 0.0), sub(MAP, 0, 0.0), sub(MAP, 1, 1.0), sub(SINK, 0, 0.0)]
+    v = view()
+    snap = build_snapshot(fetch(FakeProm(answers), v, 30.0), v, t=42.0, window_s=30.0)
+    assert snap.op("map").is_backpressured and not snap.op("bids_source").is_backpressured

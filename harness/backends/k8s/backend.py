@@ -237,7 +237,7 @@ class K8sBackend(WallClockBackend):
         pods = self.ex.taskmanager_pods() if self.ex else []
         try:
             tms = len(self.rest.taskmanagers())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - REST not answering: the pods are the count
             tms = len(pods)
         return JobView(
             job_id=fresh.job_id, topology=self.topology, vertex_ids=fresh.vertex_ids,
@@ -249,7 +249,7 @@ class K8sBackend(WallClockBackend):
         t = self.now()
         try:
             view = self.job_view()
-        except Exception as exc:  # job manager unreachable: nothing is measured, and the snapshot says why
+        except Exception as exc:  # noqa: BLE001 - job manager unreachable: a warning event, the snapshot says why
             reason = f"job manager unreachable: {exc}"
             self._events.append(BackendEvent(t, EventKind.WARNING, reason, {}))
             return MetricsSnapshot.unmeasured(t, window_s, self.topology, self.state.parallelism,
@@ -275,6 +275,8 @@ class K8sBackend(WallClockBackend):
             taskmanagers=taskmanagers if taskmanagers is not None else sum(state.parallelism.values()),
             cpu={op: m.cpu_load for op, m in snap.operators.items()} if snap else {},
             cpu_job=snap.cpu_load if snap else None,
+            cpu_jvm={op: m.cpu_jvm_load for op, m in snap.operators.items()} if snap else {},
+            cpu_jvm_job=snap.cpu_jvm_load if snap else None,
         ))
 
     # ---------------------------------------------------------------- results

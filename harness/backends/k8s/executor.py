@@ -140,11 +140,11 @@ def connect(cfg: K8sConfig) -> KubeApis:
             api_client = client.ApiClient()
         else:
             api_client = config.new_client_from_config(config_file=path, context=cfg.context)
-    except Exception as exc:  # ConfigException (no such context, no current-context), malformed YAML, ...
+    except Exception as exc:  # noqa: BLE001 - re-raised with it: ConfigException (no such context), malformed YAML
         raise _unavailable(target, f"{type(exc).__name__}: {exc}") from None
     try:
         version = client.VersionApi(api_client).get_code(_request_timeout=cfg.connect_timeout_s)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - re-raised, naming it
         raise K8sUnavailable(
             f"Kubernetes API not reachable with {target} (server {api_client.configuration.host}): "
             f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -401,7 +401,7 @@ class K8sExecutor:
             try:
                 fn(name=pod, namespace=self.ns, body=body, _content_type=STRATEGIC)
                 return path
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - each path's error is in the K8sError below
                 errors.append(f"{path}: {_brief(exc)}")
         raise K8sError(f"in-place CPU resize of pod {pod} not supported by this cluster ({'; '.join(errors)})")
 

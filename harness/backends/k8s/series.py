@@ -30,8 +30,11 @@ class Sample:
     parallelism: Mapping[str, int]
     cpu_share: Mapping[str, float]
     taskmanagers: int
-    cpu: Mapping[str, float] = field(default_factory=dict)  # per operator, from the snapshot
+    cpu: Mapping[str, float] = field(default_factory=dict)  # per operator, from the snapshot (of the quota)
     cpu_job: float | None = None
+    # the JVM's Status.JVM.CPU.Load, kept next to the quota-relative load (HPA-CPU's `cpu_signal`)
+    cpu_jvm: Mapping[str, float] = field(default_factory=dict)
+    cpu_jvm_job: float | None = None
 
 
 def range_rows(metric: str, operator: str, result: Iterable[Mapping[str, Any]], wall0: float) -> list[dict[str, Any]]:
@@ -58,8 +61,12 @@ def sample_rows(samples: Iterable[Sample], with_taskmanagers: bool) -> list[dict
             add(s.t, Metric.CPU_SHARE, op, c)
         for op, c in s.cpu.items():
             add(s.t, Metric.CPU, op, c)
+        for op, c in s.cpu_jvm.items():
+            add(s.t, Metric.CPU_JVM, op, c)
         if s.cpu_job is not None:
             add(s.t, Metric.CPU, "", s.cpu_job)
+        if s.cpu_jvm_job is not None:
+            add(s.t, Metric.CPU_JVM, "", s.cpu_jvm_job)
         if with_taskmanagers:
             add(s.t, Metric.TASKMANAGERS, "", s.taskmanagers)
     return rows

@@ -94,7 +94,7 @@ def deployment_ready(api_client: Any, namespace: str, name: str) -> bool:
 
     try:
         d: Any = client.AppsV1Api(api_client).read_namespaced_deployment(name, namespace)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - not created yet: not ready
         return False
     return bool(d.status.ready_replicas) and d.status.ready_replicas >= (d.spec.replicas or 0)
 

@@ -1,0 +1,70 @@
+"""The calibrated profiles committed in queries/topologies/calibrated/: physically sensible, and the ones the sim uses.
+
+A profile measured on a contended host can fit a line that contradicts its own data, or a capacity that
+falls with more CPU; these checks stop such a profile from moving every sim run of its query unnoticed.
+They read the committed files only (no measurement), so they take milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.backends.sim.config import SimConfig
+from harness.backends.sim.costs import run_costs
+from harness.calibration.profile import CALIBRATED_DIR, load_profile
+from harness.topology import load_topology
+
+COMMITTED = sorted(p.stem for p in Path(CALIBRATED_DIR).glob("*.yaml"))
+FIT_TOLERANCE = 0.15  # of the capacity at share 1.0: how far the fitted line may pass from a saturated point
+
+
+def test_q1_has_a_committed_profile() -> None:
+    assert "q1" in COMMITTED
+
+
+@pytest.mark.parametrize("query", COMMITTED)
+def test_committed_profile_is_physically_sensible(query: str) -> None:
+    prof = load_profile(query)
+    assert prof is not None
+    pv = prof.provenance
+    assert pv.command.startswith("bench calibrate") and pv.cpu_model and pv.host_cpus >= 1
+    assert math.isfinite(pv.host_load.before_1m), "the host's load must be recorded with the measurement"
+    topo = load_topology(query)
+    assert set(prof.operators) == set(topo.names)
+    quota = prof.cpu_quota
+    for name, op in prof.operators.items():
+        sat_f = op.cpu.saturated_fraction
+        assert 0.0 < sat_f <= 1.0, name
+        cores = np.linspace(0.0, 2.0 * quota, 41)
+        caps = np.array([op.capacity_fit.capacity(c * sat_f) for c in cores])
+        assert np.all(np.diff(caps) >= 0.0), f"{name}: capacity falls with more CPU"
+        full = op.capacity_fit.capacity(quota * sat_f)
+        assert full > 0.0, f"{name}: no capacity at the full quota"
+        assert 0.0 <= op.selectivity < 10.0, name
+        saturated = {}
+        for sp in op.shares:
+            if sp.saturated:
+                saturated[sp.share] = max(saturated.get(sp.share, 0.0), sp.capacity)
+        for share, measured in saturated.items():  # the envelope the fit was made from
+            fitted = op.capacity_fit.capacity(share * quota * sat_f)
+            assert abs(fitted - measured) <= FIT_TOLERANCE * full, (
+                f"{name} at share {share}: fitted {fitted:.0f} rec/s, measured {measured:.0f}")
+    assert prof.taskmanager_startup_s.mean > 0.0
+    assert all(m.base_s >= 0.0 for m in prof.rescale_downtime.values())
+
+
+@pytest.mark.parametrize("query", COMMITTED)
+def test_the_sim_runs_on_the_committed_profile_unless_told_otherwise(query: str) -> None:
+    topo = load_topology(query)
+    prof = load_profile(query)
+    assert prof is not None
+    costs = run_costs(topo, SimConfig(), tm_cores=0.1)
+    assert costs.calibrated and prof.provenance.date in costs.source
+    src = prof.operators[topo.names[0]]
+    assert costs.ops[0].capacity(0.1) == pytest.approx(src.capacity_fit.capacity(0.1 * src.cpu.saturated_fraction))
+    first = run_costs(topo, SimConfig(profile="first_guess"), tm_cores=0.1)
+    assert not first.calibrated
