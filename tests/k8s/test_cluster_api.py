@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from harness.backends.k8s import manifests as mf
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor, connect, dig
 from harness.backends.k8s.testcluster import addons
+from harness.backends.k8s.testcluster import operator_crd as operator_crd_module
 from harness.backends.k8s.testcluster.cluster import NODE, TestCluster
 from harness.backends.k8s.testcluster.profile import test_cluster_settings as cluster_settings
 from harness.topology import load_topology
@@ -67,9 +69,13 @@ def real_apply(api: Any, manifest: dict[str, Any]) -> None:
                           namespace=manifest["metadata"].get("namespace"))
 
 
-def stack(c: K8sConfig, query: str) -> list[dict[str, Any]]:
+def job_of(query: str) -> mf.JobSpec:
     topo = load_topology(query)
-    job = mf.JobSpec(query, {op: 1 for op in topo.names}, list(topo.topics))
+    return mf.JobSpec(query, {op: 1 for op in topo.names}, list(topo.topics))
+
+
+def stack(c: K8sConfig, query: str) -> list[dict[str, Any]]:
+    job = job_of(query)
     return [*mf.infrastructure(c, job), *mf.flink(c, job), *mf.load(c, job, [100.0] * 60)]
 
 
@@ -159,6 +165,78 @@ def test_an_invalid_object_is_refused(k8s_cluster: TestCluster, namespace: str) 
     with pytest.raises(ApiException) as err:
         dry_run(harness_api(k8s_cluster), dep)
     assert err.value.status == 422
+
+
+# ------------------------------------------------------------------ the operator path, against the operator's CRD
+
+
+@pytest.fixture(scope="module")
+def operator_crd(k8s_cluster: TestCluster) -> Iterator[dict[str, Any]]:
+    """The Flink Kubernetes Operator's own FlinkDeployment CRD (its API jar, Maven Central), installed
+    for real; the operator itself is not (no registry here ships it, see docs/k8s.md)."""
+    crd = operator_crd_module.flinkdeployment_crd(operator_crd_module.operator_api_jar(k8s_cluster.pins))
+    ext: Any = client.ApiextensionsV1Api(admin_api(k8s_cluster))
+    ext.create_custom_resource_definition(crd)
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:
+            conds = ext.read_custom_resource_definition(operator_crd_module.CRD_NAME).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conds):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"{operator_crd_module.CRD_NAME} not Established after 60 s: {conds}")
+        yield crd
+    finally:
+        ext.delete_custom_resource_definition(operator_crd_module.CRD_NAME)
+
+
+def served_flink_versions(crd: dict[str, Any]) -> list[str]:
+    return operator_crd_module.flink_versions(crd, mf.FLINK_DEPLOYMENT_API[1])
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_operator_path_passes_the_operators_own_crd(k8s_cluster: TestCluster, namespace: str,
+                                                       operator_crd: dict[str, Any], query: str) -> None:
+    """FlinkDeployment (native mode, application cluster) + the flink ServiceAccount/Role/RoleBinding, as
+    the harness, strict: with the newest `flinkVersion` this CRD knows (see the next test)."""
+    newest = served_flink_versions(operator_crd)[-1]
+    manifests = mf.flink(cfg(namespace, use_operator=True, operator_flink_version=newest), job_of(query))
+    assert [m["kind"] for m in manifests] == ["ServiceAccount", "Role", "RoleBinding", "FlinkDeployment"]
+    api = harness_api(k8s_cluster)
+    for m in manifests[:2]:  # a binding is checked against the role it grants: the Role exists for real
+        real_apply(api, m)
+    dry_run(api, manifests[2])
+    dry_run(api, manifests[3])
+    with_overrides = mf.flink_deployment(cfg(namespace, use_operator=True, operator_flink_version=newest,
+                                             observe_only=True), job_of(query), overrides="a:2,b:3")
+    dry_run(api, with_overrides)  # the rescale path's merge-patch target and the operator's autoscaler keys
+
+
+def test_a_misspelled_flinkdeployment_field_is_refused(k8s_cluster: TestCluster, namespace: str,
+                                                       operator_crd: dict[str, Any]) -> None:
+    """The CRD's schema is structural: strict validation reaches inside the custom resource."""
+    fd = mf.flink_deployment(cfg(namespace, use_operator=True,
+                                 operator_flink_version=served_flink_versions(operator_crd)[-1]), job_of("q1"))
+    fd["spec"]["jobManager"]["replicaz"] = fd["spec"]["jobManager"].pop("replicas")
+    with pytest.raises(ApiException) as err:
+        dry_run(harness_api(k8s_cluster), fd)
+    assert "replicaz" in str(err.value.body), err.value.body
+
+
+def test_the_newest_operator_api_on_maven_central_knows_no_flink_2(k8s_cluster: TestCluster, namespace: str,
+                                                                   operator_crd: dict[str, Any]) -> None:
+    """Why the operator path stays unrun here: the newest operator API this project can fetch
+    (`Pins.flink_operator_api`) predates Flink 2, so the backend's default `flinkVersion` (for the
+    Flink 2.2.1 the images carry) is refused by its CRD. Fails - and should be revisited - once a
+    newer operator API is pinned."""
+    versions = served_flink_versions(operator_crd)
+    default = K8sConfig.model_validate({}).operator_flink_version
+    assert default not in versions and not any(v.startswith("v2_") for v in versions), versions
+    with pytest.raises(ApiException) as err:
+        dry_run(harness_api(k8s_cluster), mf.flink_deployment(cfg(namespace, use_operator=True), job_of("q1")))
+    message = json.loads(err.value.body)["message"]
+    assert err.value.status == 422 and f'spec.flinkVersion: Unsupported value: "{default}"' in message, message
 
 
 # ------------------------------------------------------------------ RBAC

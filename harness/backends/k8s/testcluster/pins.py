@@ -25,6 +25,9 @@ class Pins(BaseModel):
     etcd: str = Field("v3.6.16", description="go.etcd.io/etcd/server/v3")
     coredns: str = Field("v1.14.7", description="github.com/coredns/coredns (only the plugins we use)")
     debian_suite: str = Field("bookworm", description="suite of the image root filesystems (mmdebstrap)")
+    flink_operator_api: str = Field(
+        "1.10.0", description="org.apache.flink:flink-kubernetes-operator-api (Maven Central): the FlinkDeployment "
+        "CRD the manifests are checked against; the newest release there (1.11+ are not published)")
 
     def staging_version(self) -> str:
         """k8s.io/api etc. are tagged v0.X.Y for Kubernetes v1.X.Y."""
