@@ -1,9 +1,9 @@
-"""The injectable fault kinds on the real local stack, in one shared run (one stack start for four kinds).
+"""The injectable fault kinds on the real local stack, in one shared run (one stack start for five kinds).
 
 q1 at 1,000 records/s with the `static` autoscaler runs through `harness.runner.run_experiment` with
 `faults:` in the experiment: a task manager killed at 40 s, Prometheus stopped at 85 s for 30 s, the
-generator paused at 145 s for 20 s, Kafka restarted at 190 s (down 10 s); the job-manager kill is
-out of this run for now (see FAULTS). Each test then checks its fault in the one record: injected as an
+generator paused at 145 s for 20 s, Kafka restarted at 190 s (down 10 s), the job manager killed at
+240 s. Each test then checks its fault in the one record: injected as an
 event, what the real processes did (recovery events, gaps, no input) and that the job processed again afterwards; the
 run completes, is flagged, and is no crash; `bench analyze` reports a recovery time for every kind.
 Port offset 5300; work directory `$BENCH_FAULTS_WORKDIR` or /tmp/bench-faults-it.
@@ -32,9 +32,7 @@ FAULTS = [
     {"kind": "stop-prometheus", "at_s": 85, "for_s": 30},
     {"kind": "pause-generator", "at_s": 145, "for_s": 20},
     {"kind": "restart-kafka", "at_s": 190, "for_s": 10},
-    # kill-jobmanager at 240 s is left out of the shared run: on 2026-11-26 one of three runs recorded no
-    # recovery event for it (a resubmission event reported as failed) - under investigation; the job
-    # manager crash and its recovery from the checkpoint stay tested in test_local_backend.py
+    {"kind": "kill-jobmanager", "at_s": 240},
 ]
 
 
@@ -163,8 +161,6 @@ def test_restart_kafka(record) -> None:
     assert processes_after(rec, rec_ev["ts"], Metric.INPUT_RATE) > 500
 
 
-@pytest.mark.skip(reason="kill-jobmanager is out of the shared fault run until its flaky recovery event "
-                         "is explained (see FAULTS); test_local_backend covers the JM crash")
 def test_kill_jobmanager(record) -> None:
     rec, _ = record
     fault = injected(rec, "kill-jobmanager")
