@@ -121,7 +121,10 @@ def test_interrupted_runs_are_left_out_of_means_and_crash_rates_and_counted(tmp_
 
 def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
-    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 8400"))
+    # runs of two simulated days take seconds even on a fast machine: the first Ctrl-C's in-flight runs
+    # are still going when the second comes (an 8,400 s run could finish within the 0.2 s between them,
+    # and the second signal then met a process already in its interpreter shutdown: killed, exit -2)
+    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 172800"))
     results = tmp_path / "r"
     proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
