@@ -84,3 +84,71 @@ def test_fault_injection_wiring_on_fakes(tmp_path: Path) -> None:
     finally:
         os.killpg(gen.pid, signal.SIGKILL)
         gen.wait(5)
+
+
+def test_a_failed_job_manager_restart_is_retried_within_one_recovery(tmp_path: Path) -> None:
+    """An injected job-manager kill whose first restart dies (as a JVM that cannot bind its port does) is
+    one loss and one recovery: a warning for the failed attempt, then a `recovery` event that still names
+    the injected fault and measures the outage from the loss. After the last attempt it is a fault."""
+    from types import SimpleNamespace
+
+    from harness.backends.local import backend as backend_mod
+    from harness.backends.local.errors import StackError
+    from harness.backends.local.rescale import JobState
+    from harness.vocabulary import EventKind
+
+    def make(fail_first: int) -> tuple[LocalBackend, dict[str, float], list[str]]:
+        clock = {"t": 100.0}
+        attempts: list[str] = []
+        alive = {"jm": True}
+
+        def restart_jobmanager(taskmanagers: int) -> float:
+            attempts.append("restart")
+            clock["t"] += 3.0
+            if len(attempts) <= fail_first:
+                raise StackError("jobmanager", "exited at start-up\nAddress already in use")
+            alive["jm"] = True
+            return 3.0
+
+        stack = SimpleNamespace(
+            sup=SimpleNamespace(alive=lambda name: alive["jm"]), flink=SimpleNamespace(dir=tmp_path),
+            restart_jobmanager=restart_jobmanager, taskmanager_ids=lambda: ["tm-1"],
+            kill=lambda name: alive.update(jm=False) or 4242)
+        b = LocalBackend()
+        b.stack = stack  # type: ignore[assignment]
+        b.now = lambda: clock["t"]  # type: ignore[method-assign]
+        b._sample = lambda downtime: None  # type: ignore[method-assign]
+        b._submit = lambda parallelism, savepoint: "job-2"  # type: ignore[method-assign]
+        b.state = JobState("job-1", {"map": "v1"}, {"map": 1}, {"map": 1.0})
+        b.rest = SimpleNamespace(active_job_ids=lambda: [], cancel=lambda jid: None,  # type: ignore[assignment]
+                                 checkpoints=lambda jid: SimpleNamespace(latest_restored_id=7))
+        b.rescaler = SimpleNamespace(  # type: ignore[assignment]
+            current=lambda jid: JobState(jid, {"map": "v2"}, {"map": 1}),
+            wait_running=lambda *a, **k: None, apply_cpu=lambda state, shares: None)
+        return b, clock, attempts
+
+    from harness.faults import FaultKind, FaultSpec
+
+    b, clock, attempts = make(fail_first=1)
+    b.inject_fault(FaultSpec(kind=FaultKind.KILL_JOBMANAGER, at_s=100))
+    b._recover_jobmanager()  # the first restart dies
+    assert b._jm_recovery is not None and b.state.job_id == "job-1"
+    b._recover_jobmanager()  # the next supervision tick retries
+    kinds = [(e.kind, e.reason.split(":")[0]) for e in b._events]
+    assert kinds == [(EventKind.FAULT, "job manager died"),
+                     (EventKind.WARNING, "job manager restart attempt 1 failed, retrying"),
+                     (EventKind.RECOVERY, "job manager restarted; job resubmitted from its latest checkpoint")]
+    rec = b._events[-1].data
+    assert rec["fault_kind"] == "kill-jobmanager" and rec["attempts"] == 2 and rec["outage_s"] == 6.0
+    assert rec["previous_job_id"] == "job-1" and rec["job_id"] == "job-2" and b._jm_recovery is None
+    assert b._events[0].data["injected"] is True
+
+    b, clock, attempts = make(fail_first=backend_mod.JM_RESTART_ATTEMPTS)
+    b.stack.kill("jobmanager")  # a loss nobody injected
+    for _ in range(backend_mod.JM_RESTART_ATTEMPTS):
+        b._recover_jobmanager()
+    assert len(attempts) == backend_mod.JM_RESTART_ATTEMPTS and b._jm_recovery is None
+    assert b._events[-1].kind == EventKind.FAULT
+    assert b._events[-1].reason.startswith(f"job manager recovery failed after {backend_mod.JM_RESTART_ATTEMPTS}")
+    assert "injected" not in b._events[0].data
+    assert not [e for e in b._events if e.kind == EventKind.RECOVERY]

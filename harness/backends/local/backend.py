@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUPERVISE_EVERY_S = 1.0
+# A job manager restart that fails (e.g. the new JVM dies binding a port the killed one still held) is
+# retried at the next supervision tick, as a process supervisor would, within one recovery.
+JM_RESTART_ATTEMPTS = 5
 INTERARRIVAL_SAMPLE = 5000  # gaps per snapshot at most, as the simulator's default
 INTERARRIVAL_WINDOW_S = 60.0  # the sample covers this many recent seconds
 REACTIVE_NOTE = (
@@ -114,6 +117,7 @@ class LocalBackend(WallClockBackend):
         self._recovering: dict[str, Any] | None = None
         self._injected_tms: set[str] = set()  # task managers killed on purpose (their death is no crash)
         self._injected_jm = False
+        self._jm_recovery: dict[str, Any] | None = None  # a job manager loss being recovered (attempts so far)
         self._prometheus_stopped = False
         self._awaiting: list[dict[str, Any]] = []  # injected outages waiting for the job to run again
         self.experiment: Experiment | None = None
@@ -244,7 +248,7 @@ class LocalBackend(WallClockBackend):
         self._last_supervise = time.monotonic()
         from harness.backends.local.flink import JOBMANAGER
 
-        if not self.stack.sup.alive(JOBMANAGER):
+        if self._jm_recovery is not None or not self.stack.sup.alive(JOBMANAGER):
             self._recover_jobmanager()
             return
         alive = set(self.stack.taskmanager_ids())
@@ -309,15 +313,25 @@ class LocalBackend(WallClockBackend):
             self._recovering = None
 
     def _recover_jobmanager(self) -> None:
-        t_fault = self.now()
-        previous = self.state.job_id
-        injected, self._injected_jm = self._injected_jm, False
-        self._events.append(BackendEvent(t_fault, EventKind.FAULT, "job manager died",
-                                         {"job_id": previous, **({"injected": True} if injected else {})}))
-        self._sample(downtime=True)
+        """Restart the job manager and resubmit the job from its newest checkpoint.
+
+        One loss is one recovery: an attempt that fails is a warning and is retried at the next
+        supervision tick (up to JM_RESTART_ATTEMPTS), and the `recovery` event, when it comes, carries
+        the outage from the loss and whether the loss was injected."""
+        rec = self._jm_recovery
+        if rec is None:
+            injected, self._injected_jm = self._injected_jm, False
+            rec = self._jm_recovery = {"t_fault": self.now(), "previous": self.state.job_id,
+                                       "injected": injected, "attempts": 0}
+            self._events.append(BackendEvent(rec["t_fault"], EventKind.FAULT, "job manager died",
+                                             {"job_id": rec["previous"], **({"injected": True} if injected else {})}))
+            self._sample(downtime=True)
+        rec["attempts"] += 1
         try:
             ckpt = latest_checkpoint(self.stack.flink.dir / "checkpoints", self._job_ids)
             registered_s = self.stack.restart_jobmanager(taskmanagers=sum(self.state.parallelism.values()))
+            for jid in self.rest.active_job_ids():  # a job a failed attempt submitted would hold slots
+                self.rest.cancel(jid)
             job_id = self._submit(self.state.parallelism, ckpt.as_uri() if ckpt else None)
             fresh = self.rescaler.current(job_id)
             self.rescaler.wait_running(job_id, self.state.parallelism, fresh.vertex_ids, since=time.monotonic())
@@ -330,13 +344,25 @@ class LocalBackend(WallClockBackend):
                 restored = None
             self._events.append(BackendEvent(
                 self.now(), EventKind.RECOVERY, "job manager restarted; job resubmitted from its latest checkpoint",
-                {"outage_s": self.now() - t_fault, "checkpoint": str(ckpt) if ckpt else None, "job_id": job_id,
-                 "previous_job_id": previous, "restored_checkpoint": restored,
-                 "taskmanagers_registered_s": registered_s,
-                 **({"fault_kind": "kill-jobmanager"} if injected else {})}))
+                {"outage_s": self.now() - rec["t_fault"], "checkpoint": str(ckpt) if ckpt else None,
+                 "job_id": job_id, "previous_job_id": rec["previous"], "restored_checkpoint": restored,
+                 "taskmanagers_registered_s": registered_s, "attempts": rec["attempts"],
+                 **({"fault_kind": "kill-jobmanager"} if rec["injected"] else {})}))
+            self._jm_recovery = None
             self._sample(downtime=False)
-        except Exception as exc:  # noqa: BLE001
-            self._events.append(BackendEvent(self.now(), EventKind.FAULT, f"job manager recovery failed: {exc}", {}))
+        except Exception as exc:  # noqa: BLE001 - recorded; retried or, at the last attempt, a fault
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            log.warning("job manager restart attempt %d failed: %s", rec["attempts"], exc)
+            if rec["attempts"] < JM_RESTART_ATTEMPTS:
+                self._events.append(BackendEvent(
+                    self.now(), EventKind.WARNING,
+                    f"job manager restart attempt {rec['attempts']} failed, retrying: {first_line}",
+                    {"attempt": rec["attempts"]}))
+            else:
+                self._events.append(BackendEvent(
+                    self.now(), EventKind.FAULT,
+                    f"job manager recovery failed after {rec['attempts']} attempts: {first_line}", {}))
+                self._jm_recovery = None
         self._expected_tms = set(self.stack.taskmanager_ids())
 
     # ---------------------------------------------------------------- fault injection

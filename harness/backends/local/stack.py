@@ -30,7 +30,7 @@ from harness.backends.local.flink import JOBMANAGER, FlinkCluster
 from harness.backends.local.install import Installation, Installer
 from harness.backends.local.kafka import KafkaService, TopicRetention
 from harness.backends.local.prometheus import FlinkTarget, PrometheusService
-from harness.backends.local.supervisor import Supervisor, check_ports_free
+from harness.backends.local.supervisor import Supervisor, check_ports_free, wait_ports_free
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,8 @@ class LocalStack:
         t0 = time.monotonic()
         inst = self.ensure_installed()
         if not self.sup.alive(JOBMANAGER):
-            check_ports_free({"flink rest": self.ports.flink_rest, "flink rpc": self.ports.flink_rpc})
+            # a killed JVM is gone from the process table before the kernel has closed its sockets
+            wait_ports_free({"flink rest": self.ports.flink_rest, "flink rpc": self.ports.flink_rpc})
             self.flink.start_jobmanager(inst)
         for _ in range(max(0, taskmanagers - len(self.taskmanager_ids()))):
             self._spawn_taskmanager(inst)
@@ -415,15 +416,7 @@ class LocalStack:
                        ports: dict[str, int], log: Path, timeout_s: float | None) -> float:
         t0 = time.monotonic()
         if not self.sup.alive(name):
-            deadline = t0 + 30.0  # a port the stopped process held may take a moment to be free
-            while True:
-                try:
-                    check_ports_free(ports)
-                    break
-                except StackError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+            wait_ports_free(ports)
             start(self.ensure_installed())
         limit = t0 + (timeout_s or self.cfg.startup_timeout_s)
         while not healthy():

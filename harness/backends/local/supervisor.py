@@ -64,6 +64,20 @@ def check_ports_free(ports: dict[str, int]) -> None:
             )
 
 
+def wait_ports_free(ports: dict[str, int], timeout_s: float = 30.0) -> None:
+    """`check_ports_free`, waiting up to `timeout_s` first: a port the stopped or killed process held
+    may take a moment to be free."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            check_ports_free(ports)
+            return
+        except StackError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _start_ticks(pid: int) -> int | None:
     """Kernel start time of `pid` (field 22 of /proc/pid/stat), None if it is gone or a zombie."""
     try:
