@@ -26,7 +26,8 @@ its details are this description's, and the signal mapping is the harness'):
   the history shows a changed congestion status or a throughput that differs significantly
   (min/max < sensitivity), the workload changed: the history is forgotten.
 - congested: one replica more, unless the history says one more did not improve throughput
-  significantly (its throughput * sensitivity <= this count's), then stay.
+  significantly (congested there too, and its throughput * sensitivity <= this count's), then
+  stay. A count that was not congested served its input, not its capacity: no evidence against it.
 - not congested: one replica less, unless the history says one less was congested or served
   significantly less throughput, then stay.
 
@@ -112,8 +113,9 @@ class SPLStrategy(Autoscaler):
         seen = self.remember(name, n, now)
         if now.congested:
             up = seen.get(n + 1)
-            if up is not None and not self.improves(up.throughput, now.throughput):
-                return 0, f"congested, but {n + 1} replicas served {up.throughput:.0f}/s: no better"
+            # only a count that was itself congested served all it could: uncongested, it served the input
+            if up is not None and up.congested and not self.improves(up.throughput, now.throughput):
+                return 0, f"congested, but {n + 1} replicas (congested too) served {up.throughput:.0f}/s: no better"
             return 1, "congested"
         down = seen.get(n - 1)
         if down is not None and down.congested:

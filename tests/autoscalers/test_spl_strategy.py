@@ -55,6 +55,15 @@ def test_an_increase_that_did_not_improve_throughput_is_not_repeated():
     assert delta == 0 and "no better" in why
 
 
+def test_a_count_seen_uncongested_at_a_lower_load_is_no_evidence_against_scaling_up():
+    # the mpc-scaled lock-in: 3 replicas were seen free at a low load (served its 1000/s input), then
+    # the operator went down to 2 and saturates at 1050/s; one more must still be tried
+    scaler = SPLStrategy()
+    scaler.step("win", 3, LevelSeen(1000.0, False))
+    scaler.step("win", 2, LevelSeen(1050.0, True))
+    assert scaler.step("win", 2, LevelSeen(1050.0, True))[0] == 1
+
+
 def test_an_increase_that_improved_throughput_is_repeated():
     scaler = SPLStrategy()
     scaler.step("win", 4, LevelSeen(1000.0, True))
