@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+## The harness' bytecode, compiled once: a shell with PYTHONDONTWRITEBYTECODE set (some CI images and
+## sandboxes) would otherwise compile every module from source at every `bench` start (issue 13).
 setup: $(STAMP)
+	@$(BIN)/python -m compileall -q harness autoscalers workloads
 
 ## Unit, CLI, simulator and integration tests (the integration tests start real services).
 ## The k8s test cluster's binaries and base image are prepared in the background meanwhile (once per

@@ -14,6 +14,17 @@ of the packages a start-up must not pay for (pandas, scipy, pyspark, ...) was am
 With `--checkout` the commands run as `python -m harness.cli ...` from that directory (so its
 `harness` package is the one imported); without it, as the installed `bench` script.
 
+Bytecode: an installed `bench` compiles each module once and reads the cached bytecode afterwards. A shell
+with PYTHONDONTWRITEBYTECODE set (some sandboxes and CI images) never caches the checkout's modules, so
+every start compiles the harness from source (about 0.1-0.2 s more). By default the commands run with
+bytecode caching on, cached in a temporary directory (PYTHONPYCACHEPREFIX: nothing is written into the
+checkout) that the warm-up run fills; `--bytecode source` measures the compile-every-time condition, and
+`--bytecode env` takes whatever this shell says. The figures name the condition.
+
+`--floor` also times what no change to the harness can remove: the interpreter (`python -c pass`) and
+the imports every command or a sim run needs (typer, rich's console, pydantic - which typer uses to
+convert a command's options -, numpy, pyarrow.parquet), and a one-command typer app with one option.
+
 The sim runs write their records into a temporary directory that is removed afterwards.
 """
 
@@ -47,12 +58,52 @@ def commands(results: Path) -> dict[str, list[str]]:
     }
 
 
+FLOOR_APP = """
+import typer
+app = typer.Typer()
+@app.command()
+def hello(name: str = "x") -> None:
+    pass
+@app.command()
+def other() -> None:
+    pass
+app(["hello", "--name", "y"], standalone_mode=False)
+"""
+FLOOR = {
+    "python -c pass": "pass",
+    "import typer": "import typer",
+    "import typer, rich.console": "import typer, rich.console",
+    "import pydantic": "import pydantic",
+    "import typer, rich.console, pydantic, yaml": "import typer, rich.console, pydantic, yaml",
+    "import numpy": "import numpy",
+    "import pyarrow.parquet": "import pyarrow.parquet",
+    "typer app, 1 command + 1 option": FLOOR_APP,
+    "the sim run's libraries (typer app + rich + yaml + numpy + pyarrow.parquet)":
+        FLOOR_APP + "\nimport rich.console, rich.progress, yaml, numpy, pyarrow.parquet",
+}
+ENV: dict[str, str] = {}  # the children's environment, set in main()
+
+
+def bytecode_env(mode: str, cache_dir: Path) -> tuple[dict[str, str], str]:
+    """The children's environment for a bytecode condition, and how to name it."""
+    env = {**os.environ, "COLUMNS": "100"}
+    if mode == "cached":
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(cache_dir)
+        return env, f"bytecode cached (in {cache_dir}, filled by the warm-up run)"
+    if mode == "source":
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+        return env, "PYTHONDONTWRITEBYTECODE=1: the checkout's modules compiled from source at every start"
+    flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    return env, f"this shell's environment (PYTHONDONTWRITEBYTECODE={flag!r})"
+
+
 def time_once(argv: list[str], cwd: Path | None) -> tuple[float, float]:
     """Wall seconds and user+sys CPU seconds of one whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "100"})
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd, env=ENV)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -63,7 +114,7 @@ def time_once(argv: list[str], cwd: Path | None) -> tuple[float, float]:
 def import_profile(args: list[str], cwd: Path | None) -> dict[str, int]:
     """Top-level package -> import microseconds (self time summed over its modules, `python -X importtime`)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness.cli", *args],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd, env=ENV)
     per_top: dict[str, int] = defaultdict(int)
     line = re.compile(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
     for text in proc.stderr.splitlines():
@@ -79,17 +130,35 @@ def fmt(values: list[float]) -> str:
     return f"min {min(values):.3f}  median {statistics.median(values):.3f}  max {max(values):.3f}"
 
 
+def print_floor(repeat: int, cwd: Path | None) -> None:
+    """Wall times of the interpreter and of the imports no harness change can remove."""
+    print("floor (what any command pays before the harness' own work):")
+    for label, code in FLOOR.items():
+        argv = [sys.executable, "-c", code]
+        time_once(argv, cwd)
+        walls = [time_once(argv, cwd)[0] for _ in range(repeat)]
+        print(f"  {label:<76} wall s {fmt(walls)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--only", choices=sorted(TARGETS), action="append")
     ap.add_argument("--checkout", type=Path, help="run this checkout's harness (python -m harness.cli)")
+    ap.add_argument("--bytecode", choices=("cached", "source", "env"), default="cached",
+                    help="cached (default: as an installed bench), source (compile at every start) or env")
+    ap.add_argument("--floor", action="store_true", help="also time the interpreter and the unavoidable imports")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     try:
+        env, condition = bytecode_env(a.bytecode, tmp / "pycache")
+        ENV.clear()
+        ENV.update(env)
         prefix = [sys.executable, "-m", "harness.cli"] if a.checkout else [str(BIN / "bench")]
         cwd = a.checkout.resolve() if a.checkout else None
-        print(f"code: {cwd or 'installed bench'}; command: {' '.join(prefix)} ...")
+        print(f"code: {cwd or 'installed bench'}; command: {' '.join(prefix)} ...; {condition}")
+        if a.floor:
+            print_floor(a.repeat, cwd)
         for name, args in commands(tmp / "results").items():
             if a.only and name not in a.only:
                 continue

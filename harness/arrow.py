@@ -69,9 +69,22 @@ def strings(values: Iterable[str]) -> pa.Array:
     return strings_from_codes(*encode(values))
 
 
-def read_parquet(path: Path) -> pa.Table:
-    """A whole parquet file (`pq.read_table` goes through pyarrow.dataset, which imports pandas)."""
-    return pq.ParquetFile(path).read()
+def read_parquet(path: Path, dictionary: Sequence[str] = ()) -> pa.Table:
+    """A whole parquet file (`pq.read_table` goes through pyarrow.dataset, which imports pandas).
+
+    Columns named in `dictionary` come back dictionary-encoded, straight from the file's dictionary pages:
+    for a long column of a few names (the record's metric and operator) that skips building every string,
+    and `codes` reads such a column without looking at a single string row."""
+    return pq.ParquetFile(path, read_dictionary=list(dictionary) or None).read()
+
+
+def plain_strings(table: pa.Table) -> pa.Table:
+    """`table` with its dictionary-encoded string columns decoded (a cast: imports pyarrow.compute)."""
+    if not any(pa.types.is_dictionary(f.type) for f in table.schema):
+        return table
+    schema = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                        for f in table.schema], metadata=table.schema.metadata)
+    return table.cast(schema)
 
 
 def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -111,6 +124,8 @@ def numbers(column: pa.Array | pa.ChunkedArray, dtype: Any = np.float64) -> np.n
 
 def codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """A string column as (codes, categories): row i is `categories[codes[i]]`, categories sorted, null as ""."""
+    if pa.types.is_dictionary(column.type) and column.type.value_type in (pa.string(), pa.large_string()):
+        return _dictionary_codes(column)
     if column.type not in (pa.string(), pa.large_string()):
         raise TypeError(f"not a string column: {column.type}")
     if len(column) == 0:
@@ -131,3 +146,29 @@ def codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     as_bytes = fixed.view(f"S{max(1, width)}").ravel()  # trailing NULs drop, as for any numpy bytes
     categories, inverse = np.unique(as_bytes, return_inverse=True)
     return inverse.astype(np.int64).ravel(), [c.decode() for c in categories]
+
+
+def _dictionary_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """`codes` of a dictionary-encoded string column: its indices remapped onto the sorted strings that occur
+    (only the dictionaries' few strings are looked at, never a row's)."""
+    if len(column) == 0:
+        return np.zeros(0, dtype=np.int64), []
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts: list[tuple[np.ndarray, list[str]]] = []
+    for chunk in chunks:
+        values = ["" if v is None else v for v in chunk.dictionary.to_pylist()]
+        ind = chunk.indices
+        index = np.frombuffer(ind.buffers()[1], dtype=_NUMPY_TYPES[ind.type])[ind.offset:ind.offset + len(ind)]
+        index = index.astype(np.int64)
+        if chunk.null_count:  # a null row reads as "" (like `codes` of a plain column)
+            index[~_validity(chunk)] = len(values)
+            values.append("")
+        parts.append((index, values))
+    categories = sorted({v for _, values in parts for v in values})
+    rank = {c: i for i, c in enumerate(categories)}
+    out = np.concatenate([np.array([rank[v] for v in values], dtype=np.int64)[index] for index, values in parts])
+    present = np.bincount(out, minlength=len(categories)) > 0  # categories no row uses are left out
+    if not present.all():
+        out = (np.cumsum(present) - 1)[out]
+        categories = [c for c, p in zip(categories, present, strict=True) if p]
+    return out, categories

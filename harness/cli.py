@@ -4,14 +4,9 @@ Exit codes: 0 success, 1 a run failed (or an internal error: one line, the trace
 file), 2 bad input (nothing started, nothing written), 130 interrupted (Ctrl-C / SIGTERM).
 """
 
-from __future__ import annotations
-
-import datetime as dt
 import importlib
 import os
 import sys
-import tempfile
-import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -101,7 +96,7 @@ def _query_names() -> list[str]:
 
 
 def _pattern_names() -> list[str]:
-    from workloads.patterns import PARAMS
+    from workloads.pattern_config import PARAMS
 
     return list(PARAMS)
 
@@ -220,6 +215,8 @@ def run(
 
 
 def _run_and_report(experiment: Any, results: Path, plot: Path | None, out: Any) -> None:
+    import datetime as dt
+
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness import interrupts
@@ -631,7 +628,7 @@ def list_things(
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
     from harness.topology import available_queries
-    from workloads.patterns import PARAMS
+    from workloads.pattern_config import PARAMS
 
     if not details:
         console.print("autoscalers: " + ", ".join(autoscalers.available()))
@@ -750,10 +747,15 @@ for _module in ("harness.backends.local.commands", "harness.analysis.commands", 
 
 def crash_log_dir() -> Path:
     """Where an unexpected error's traceback goes (`BENCH_LOG_DIR`, else the system temp dir)."""
+    import tempfile
+
     return Path(os.environ.get("BENCH_LOG_DIR") or Path(tempfile.gettempdir()) / "bench-logs")
 
 
 def _log_crash(exc: BaseException) -> Path | None:
+    import datetime as dt
+    import traceback
+
     text = "".join(traceback.format_exception(exc))
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
     try:
@@ -773,6 +775,9 @@ def main(argv: list[str] | None = None) -> None:
     holding its traceback, and exits 1; an interrupt exits 130."""
     from harness import interrupts
 
+    # pydantic looks for plugins in every installed package's metadata the first time it builds a model
+    # (tens of ms at each start); bench uses none. An explicit PYDANTIC_DISABLE_PLUGINS setting wins.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         with interrupts.outside_commands():
             code = app(args=argv, standalone_mode=False, prog_name="bench")

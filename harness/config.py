@@ -34,7 +34,7 @@ from harness.errors import nested_errors
 from harness.faults import FaultSpec
 from harness.kafka_settings import KafkaSettings
 from harness.topology import available_queries, load_topology
-from workloads.patterns import PatternConfig
+from workloads.pattern_config import PatternConfig
 
 
 class ConfigError(ValueError):

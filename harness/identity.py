@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -75,21 +76,52 @@ class _Absent:
 _ABSENT = _Absent()
 
 
+_GIT_STATUS = ("status", "--porcelain=v2", "--branch", "--untracked-files=no")
+_git: subprocess.Popen[str] | None = None
+_git_lock = threading.Lock()  # runs in threads share one question and one answer
+
+
+def start_code_version() -> None:
+    """Start asking git for the commit and the tree's edits in the background (one `git status`), so a run
+    does not wait for it: `code_version` collects the answer when the record is written."""
+    global _git
+    with _git_lock:
+        if _git is not None or code_version.cache_info().currsize:
+            return
+        root = Path(__file__).resolve().parents[1]
+        try:
+            _git = subprocess.Popen(["git", "-C", str(root), *_GIT_STATUS], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+                                    start_new_session=True)  # a Ctrl-C stops the run, not this question
+        except OSError:  # no git: the version alone
+            _git = None
+
+
 @functools.cache
 def code_version() -> dict[str, Any]:
-    """The harness version and, in a git checkout, the commit and whether the tree had edits."""
+    """The harness version and, in a git checkout, the commit and whether the tracked files had edits."""
+    global _git
     out: dict[str, Any] = {"harness": __version__}
-    root = Path(__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10)
-        if commit.returncode == 0:
-            out["git_commit"] = commit.stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=10)
-            out["git_dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):  # not a checkout or no git: the version alone
-        pass
+    start_code_version()
+    with _git_lock:
+        proc = _git
+        if proc is None:
+            return out
+        try:
+            stdout, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return out
+        finally:
+            _git = None
+    if proc.returncode != 0:  # not a checkout
+        return out
+    lines = stdout.splitlines()
+    commit = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ")), None)
+    if commit and commit != "(initial)":
+        out["git_commit"] = commit
+        out["git_dirty"] = any(ln and not ln.startswith("#") for ln in lines)
     return out
 
 

@@ -119,7 +119,7 @@ def describe_autoscaler(name: str) -> Described:
 
 
 def describe_pattern(name: str) -> Described:
-    from workloads.patterns import PARAMS
+    from workloads.pattern_config import PARAMS
 
     model = PARAMS[name]
     return Described(name, _first_line(model.__doc__), "", parameters(model, _PATTERN_UNITS))

@@ -254,7 +254,7 @@ class RunRecord:
 
     path: Path
     meta: dict[str, Any]
-    table: pa.Table  # timeseries.parquet
+    table: pa.Table  # timeseries.parquet (metric, operator dictionary-encoded when read from disk)
     events_table: pa.Table  # events.parquet
     status: str
 
@@ -264,7 +264,7 @@ class RunRecord:
 
     @cached_property
     def timeseries(self) -> pd.DataFrame:
-        return self.table.to_pandas()
+        return arrow.plain_strings(self.table).to_pandas()
 
     @cached_property
     def events(self) -> pd.DataFrame:
@@ -321,7 +321,8 @@ def read_run_record(run_dir: Path) -> RunRecord:
     return RunRecord(
         path=run_dir,
         meta=meta,
-        table=arrow.read_parquet(run_dir / "timeseries.parquet"),
+        # metric and operator dictionary-encoded: `arrays` reads them as codes without building 100k strings
+        table=arrow.read_parquet(run_dir / "timeseries.parquet", dictionary=("metric", "operator")),
         events_table=arrow.read_parquet(run_dir / "events.parquet"),
         status=status,
     )

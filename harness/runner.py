@@ -23,7 +23,7 @@ from harness import __version__
 from harness.backends.base import Backend
 from harness.config import Experiment
 from harness.fault_injection import FaultInjector
-from harness.identity import identity_block
+from harness.identity import identity_block, start_code_version
 from harness.interrupts import Interrupted, interruptible
 from harness.logs import log_to
 from harness.mape import MapeLoop
@@ -83,6 +83,7 @@ def run_experiment(
     runs, then into the record as `RUN_LOG` - never to the console. With `live`, every
     monitoring step is also written to that live-status file (`harness.live`).
     """
+    start_code_version()  # git answers while the run runs; the record waits for it only if it is slower
     run_dir = Path(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log_file = run_dir.parent / f".{run_dir.name}.log-{os.getpid()}"

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 QUERIES_DIR = Path(__file__).resolve().parent.parent / "queries"
 TOPOLOGIES_DIR = QUERIES_DIR / "topologies"
 
@@ -139,6 +137,8 @@ def load_topology(query: str, directory: Path | None = None) -> Topology:
     if not path.exists():
         raise ValueError(f"unknown query {query!r}; known: {', '.join(available_queries())}")
     with path.open() as fh:
+        import yaml  # here: listing the queries (`bench list`) reads no YAML
+
         return _parse(yaml.safe_load(fh), str(path))
 
 

@@ -1,7 +1,5 @@
 """`bench analyze` and `bench report`; the main app mounts them with `register(app)`."""
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,7 +19,7 @@ def complete_engine(incomplete: str) -> list[str]:
     return [e for e in ENGINES if e.startswith(incomplete)]
 
 
-def _progress(disable: bool = False) -> Progress:
+def _progress(disable: bool = False) -> "Progress":
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,

@@ -4,8 +4,6 @@ Tables go to stdout, notices to stderr; `--json` prints one JSON document instea
 (`harness.machine_output`), `--quiet` prints nothing but errors.
 """
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 from typing import Annotated, Any

@@ -5,10 +5,7 @@ a re-run measures only the queries still missing there and refits all of them (`
 nothing). Exit codes: 0 ok, 1 a measurement failed, 2 bad input.
 """
 
-from __future__ import annotations
-
 import datetime as dt
-import logging
 import math
 import os
 import shlex
@@ -20,10 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
-log = logging.getLogger(__name__)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -148,6 +142,8 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, r
     plans = {q: plan_for(load_topology(q), quick, pars, time_scale) for q in todo}
     failed = 0
     if todo:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
         from harness.backends.local.config import LocalConfig
         from harness.backends.local.errors import StackError
         from harness.backends.local.stack import LocalStack
@@ -181,8 +177,10 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, r
                         m = cal.run()
                     except Exception as exc:  # noqa: BLE001 - one query failing must not lose the others
                         failed += 1
+                        import logging  # here: `bench --help` loads this module and needs no logging
+
                         where = traceback.extract_tb(exc.__traceback__)[-1]
-                        log.exception("%s: calibration failed", q)
+                        logging.getLogger(__name__).exception("%s: calibration failed", q)
                         progress.console.print(f"[red]{q}: calibration failed: {type(exc).__name__}: {exc} "
                                                f"(at {where.filename}:{where.lineno})[/]")
                         continue
@@ -245,6 +243,8 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
 
 
 def _print_profiles(profiles: list[Any]) -> None:
+    from rich.table import Table
+
     table = Table(title="calibrated capacities (records/s per subtask at share 1.0 of the quota)")
     for col in ("query", "operator", "capacity", "at 0.5", "at 0.25", "selectivity", "CPU us/record",
                 "busy gain/offset", "TM start s", "downtime in_place/savepoint/reactive s", "host load"):

@@ -3,8 +3,6 @@
 Exit codes: 0 ok (whatever the targets came out as: the report says), 1 a run failed, 2 bad input.
 """
 
-from __future__ import annotations
-
 import math
 import os
 from pathlib import Path
@@ -12,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -33,6 +30,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Same cells on local and sim: per-cell differences of TM-minutes, latency (both definitions),
         scale count, first action and load shortfall; Kendall tau of the rankings (Markdown + HTML)."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         from harness.config import ConfigError, Matrix, read_yaml, validate_model
         from harness.fidelity.runner import fidelity_runs, run_all
 

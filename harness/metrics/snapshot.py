@@ -14,14 +14,16 @@ so an autoscaler's declared `Needs` can be checked against any snapshot
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from harness.topology import Topology
 from harness.vocabulary import Metric
+
+if TYPE_CHECKING:  # numpy only for the type: validating a config loads this module, and needs no numpy
+    import numpy as np
 
 NAN = math.nan
 
@@ -30,8 +32,9 @@ def measured(value: Any) -> bool:
     """True for a value that was measured: not None, not NaN, and (arrays) not empty."""
     if value is None:
         return False
-    if isinstance(value, np.ndarray):
-        return value.size > 0
+    numpy = sys.modules.get("numpy")  # an array exists only once numpy is loaded
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        return bool(value.size > 0)
     if isinstance(value, bool):
         return True
     try:

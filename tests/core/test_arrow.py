@@ -89,3 +89,37 @@ def test_events_keep_their_data() -> None:
     log.add(2.0, EventKind.FAULT, "ünï", error="x")
     assert log.to_table().to_pydict() == {"ts": [1.0, 2.0], "kind": ["decision", "fault"], "reason": ["r", "ünï"],
                                           "data": ['{"target": {"a": 1}}', '{"error": "x"}']}
+
+
+def test_dictionary_encoded_names_give_the_same_codes_as_plain_strings(tmp_path: Path) -> None:
+    """A record's metric/operator columns are read dictionary-encoded (`read_run_record`): `codes` must give
+    what the plain column gives, across chunks with different dictionaries, nulls and unused entries."""
+    names = ["sink", "", "map", "sink", None, "ünïcode", "map", "bids_source"]
+    plain = pa.array(names, pa.string())
+    pq.write_table(pa.table({"s": plain}), tmp_path / "d.parquet", row_group_size=3)  # three dictionaries
+    encoded = arrow.read_parquet(tmp_path / "d.parquet", dictionary=("s",)).column("s")
+    assert pa.types.is_dictionary(encoded.type) and encoded.num_chunks == 3
+    got, want = arrow.codes(encoded), arrow.codes(plain)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1] == ["", "bids_source", "map", "sink", "ünïcode"]
+    # a slice whose dictionary holds names no row uses: they are not categories
+    sliced = pa.array(names[:4]).dictionary_encode().slice(1, 2)
+    assert arrow.codes(sliced)[1] == ["", "map"]
+    assert arrow.plain_strings(pa.table({"s": encoded})).column("s").to_pylist() == names
+
+
+def test_a_record_read_back_gives_the_plain_frame_and_the_same_series(tmp_path: Path) -> None:
+    table = timeseries_table(ts=[1.0, 2.0, 1.0, 2.0], metric=["lag", "lag", "busy", "busy"],
+                             operator=["", "", "map", "map"], subtask=[-1, -1, -1, -1], value=[5.0, 6.0, 7.0, 8.0])
+    (tmp_path / "status").write_text("completed\n")
+    (tmp_path / "run.yaml").write_text("duration_s: 2\n")
+    pq.write_table(table, tmp_path / "timeseries.parquet")
+    pq.write_table(EventLog().to_table(), tmp_path / "events.parquet")
+    record = read_run_record(tmp_path)
+    assert pa.types.is_dictionary(record.table.schema.field("metric").type)
+    ts, values = record.arrays("busy", "map")
+    np.testing.assert_array_equal(ts, [1.0, 2.0])
+    np.testing.assert_array_equal(values, [7.0, 8.0])
+    frame = record.timeseries  # analysis sees plain strings, as before
+    assert frame["metric"].tolist() == table.column("metric").to_pylist()
+    assert frame["operator"].dtype == object

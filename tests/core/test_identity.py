@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -131,3 +132,24 @@ def test_experiment_file_runs_all_its_repetitions_in_matrix_and_is_refused_by_ru
     res = runner.invoke(app, ["matrix", str(f), "--results", str(tmp_path / "r"), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert sorted(read_run_record(r).meta["seed"] for r in find_run_dirs(tmp_path / "r")) == [1, 2, 3]
+
+
+def test_code_version_names_the_checkout_commit_and_its_edits() -> None:
+    """One background `git status` answers both: the commit (`git rev-parse HEAD`) and whether tracked files
+    differ from it (`git status --porcelain`), as the record's `identity.code` states them."""
+    import subprocess
+
+    from harness import identity
+
+    root = str(Path(identity.__file__).resolve().parents[1])
+    head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    identity.code_version.cache_clear()
+    identity.start_code_version()
+    version = identity.code_version()
+    edits = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    assert version["git_commit"] == head.stdout.strip()
+    assert version["git_dirty"] is bool(edits)
+    assert identity.code_version() is version  # asked once per process

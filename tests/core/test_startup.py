@@ -27,16 +27,26 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}), file=sys.stderr)
+print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules}), "all": sorted(sys.modules)}),
+      file=sys.stderr)
 """
+
+
+def _probe(*args: str) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300)
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert report["code"] in (0, None), proc.stdout + proc.stderr
+    return report
 
 
 def imported_by(*args: str) -> set[str]:
     """Top-level packages imported by `bench ARGS...` in a fresh interpreter (which must exit 0)."""
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300)
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert report["code"] in (0, None), proc.stdout + proc.stderr
-    return set(report["modules"])
+    return set(_probe(*args)["modules"])  # type: ignore[arg-type]
+
+
+def full_modules_of(*args: str) -> set[str]:
+    """Every module (dotted names) imported by `bench ARGS...` in a fresh interpreter."""
+    return set(_probe(*args)["all"])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"], ["run", "--help"], ["matrix", "--help"]])
@@ -46,12 +56,41 @@ def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     assert not loaded & set(HEAVY), f"bench {' '.join(args)} imported {sorted(loaded & set(HEAVY))}"
 
 
-def test_list_imports_no_data_or_stack_library() -> None:
+def test_help_loads_no_config_model_or_progress_machinery() -> None:
+    """`bench --help` pays for typer and rich's console only: no pydantic (typer builds its validators only
+    for a command it runs), no YAML, no progress bars or tables of the command modules."""
+    loaded = imported_by("--help")
+    modules = full_modules_of("--help")
+    assert not loaded & {"pydantic", "yaml", "numpy", "logging", "tempfile"}, sorted(loaded)
+    assert not modules & {"rich.progress", "rich.table", "rich.live"}, sorted(modules & {"rich.progress",
+                                                                                         "rich.table"})
+
+
+def test_list_imports_no_numpy_and_no_data_or_stack_library() -> None:
     loaded = imported_by("list")
+    # the pattern and autoscaler config models live apart from their numpy implementations
+    banned = {"numpy", "scipy", "statsmodels", "networkx", "pandas", "pyarrow", "matplotlib", "pyspark",
+              "kubernetes", "confluent_kafka", "requests", "prometheus_api_client", "yaml"}
+    assert not loaded & banned, sorted(loaded & banned)
+
+
+def test_list_details_imports_no_data_or_stack_library() -> None:
+    loaded = imported_by("list", "--details")
     # autoscaler implementations (scipy, statsmodels, networkx) are the autoscaler registry's business
     banned = {"pandas", "pyarrow", "matplotlib", "pyspark", "kubernetes", "confluent_kafka", "requests",
               "prometheus_api_client"}
     assert not loaded & banned, sorted(loaded & banned)
+
+
+def test_validate_imports_no_numpy(tmp_path: Path) -> None:
+    """Validating an experiment builds the config models (pattern, arrivals, autoscaler, backends): none of
+    them needs numpy, so `bench validate` does not load it."""
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: e\nbackend: sim\nquery: q11\nautoscaler: ds2\n"
+                   "pattern: {name: cosine, arrivals: {kind: map}, spikes: {count: 1}}\n")
+    loaded = imported_by("validate", str(exp))
+    assert "pydantic" in loaded  # it did validate
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
 def test_a_sim_run_writes_and_summarises_its_record_without_pandas(tmp_path: Path) -> None:

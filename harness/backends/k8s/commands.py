@@ -3,8 +3,6 @@
 For review, for `kubectl apply --dry-run=server -f -` against a real cluster, or to deploy by hand.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -4,8 +4,6 @@ Exit codes: 0 ok; 1 the stack failed (a StackError names the missing piece: java
 a service that did not become healthy); 3 `status` found a service down.
 """
 
-from __future__ import annotations
-
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -26,7 +24,7 @@ WorkdirOpt = Annotated[Path, typer.Option(help="work directory: configs, data, l
 OffsetOpt = Annotated[int, typer.Option(help="added to every default port (run several stacks side by side)")]
 
 
-def _stack(workdir: Path, port_offset: int, **extra: object) -> LocalStack:
+def _stack(workdir: Path, port_offset: int, **extra: object) -> "LocalStack":
     """The stack of these flags; a bad flag exits 2 naming it before anything starts."""
     from pydantic import ValidationError
 
@@ -50,12 +48,12 @@ def _stack(workdir: Path, port_offset: int, **extra: object) -> LocalStack:
         raise typer.Exit(2) from None
 
 
-def _die(exc: StackError) -> typer.Exit:
+def _die(exc: "StackError") -> typer.Exit:
     err.print(f"[bold red]error[/] [bold]{exc.piece}[/]: {exc.message}", highlight=False)
     return typer.Exit(1)
 
 
-def status_table(stack: LocalStack) -> tuple[Table, bool]:
+def status_table(stack: "LocalStack") -> "tuple[Table, bool]":
     from rich.table import Table
 
     st = stack.status()
@@ -69,7 +67,7 @@ def status_table(stack: LocalStack) -> tuple[Table, bool]:
     return table, st.healthy
 
 
-def disk_line(stack: LocalStack) -> str:
+def disk_line(stack: "LocalStack") -> str:
     """`stack directory <path>: <size>; install cache <path>: <size>`."""
     use = stack.disk_usage()
     return (f"stack directory {stack.root}: {_size(use['stack'])}; "
@@ -85,7 +83,7 @@ def _size(n: int) -> str:
     return f"{value:.2f} GB"
 
 
-def submit_query(stack: LocalStack, query: str) -> str | None:
+def submit_query(stack: "LocalStack", query: str) -> str | None:
     """Build the job jar and run `query` at parallelism 1 per operator, if the queries module exists."""
     try:
         jobjar = importlib.import_module("harness.backends.local.jobjar")
@@ -102,7 +100,7 @@ def submit_query(stack: LocalStack, query: str) -> str | None:
     return stack.submit_job(Path(jar), main_class, list(args))
 
 
-def wait_running(stack: LocalStack, job: str) -> bool:
+def wait_running(stack: "LocalStack", job: str) -> bool:
     """True once every subtask of `job` runs (False after the start-up timeout)."""
     import time
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import numpy as np
+
 _EPS = 1e-9
 
 
@@ -101,21 +103,26 @@ def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
     Used when a source is rescaled and Kafka partitions move between subtasks:
     the backlog is assumed to spread over the new partition groups in
     proportion to their partitions (an approximation at the moment of a
-    rescale; between rescales every group's queue is exact).
+    rescale; between rescales every group's queue is exact). A backlog holds a
+    bucket per arrival step (thousands), so the pooling and splitting run in
+    numpy; `np.add.at` sums each step's counts in queue order, as a loop would.
     """
-    pooled: dict[float, float] = {}
-    for q in queues:
-        for step, count in q.buckets:
-            pooled[step] = pooled.get(step, 0.0) + count
     total = sum(q.pending for q in queues)
+    last_step = max((q.last_step for q in queues), default=-1.0)
+    rows = [bucket for q in queues for bucket in q.buckets]
+    if rows:
+        pairs = np.array(rows, dtype=np.float64)
+        steps, where = np.unique(pairs[:, 0], return_inverse=True)  # sorted: oldest first
+        pooled = np.zeros(len(steps))
+        np.add.at(pooled, where.ravel(), pairs[:, 1])
     out = []
     for w in weights:
         nq = FifoTopic()
-        for step in sorted(pooled):
-            c = pooled[step] * w
-            if c > 0.0:
-                nq.buckets.append([step, c])
+        if rows:
+            counts = pooled * w
+            keep = counts > 0.0
+            nq.buckets.extend(np.column_stack((steps[keep], counts[keep])).tolist())
         nq.pending = total * w
-        nq.last_step = max((q.last_step for q in queues), default=-1.0)
+        nq.last_step = last_step
         out.append(nq)
     return out

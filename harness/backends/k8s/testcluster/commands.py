@@ -7,8 +7,6 @@
     bench k8s down      stop everything, restore the host
 """
 
-from __future__ import annotations
-
 import json
 import time
 from typing import Annotated
