@@ -21,7 +21,8 @@ its details are this description's, and the signal mapping is the harness'):
   / 1000, the largest over its upstream operators). A source has no splitter in the job; its
   feeder is Kafka, whose "blocking" is the share of the input that piles up:
   max(0, d(lag)/dt) / input rate.
-- throughput: the records/s the operator takes in (records_in).
+- throughput: the records/s the operator takes in (records_in; a source: records_out, as Flink
+  reports no records in for a source).
 - history: per replica count, the throughput and congestion first seen there. When a count in
   the history shows a changed congestion status or a throughput that differs significantly
   (min/max < sensitivity), the workload changed: the history is forgotten.
@@ -87,8 +88,8 @@ class SPLStrategy(Autoscaler):
         self._applied: AppliedAction | None = None
 
     def needs(self) -> Needs:
-        return needs(operators=(Metric.RECORDS_IN,), sources=(Metric.LAG_RATE, Metric.INPUT_RATE),
-                     inner=(Metric.BACKPRESSURED,))
+        return needs(sources=(Metric.LAG_RATE, Metric.INPUT_RATE, Metric.RECORDS_OUT),
+                     inner=(Metric.BACKPRESSURED, Metric.RECORDS_IN))
 
     def significantly_different(self, a: float, b: float) -> bool:
         hi = max(a, b)
@@ -134,7 +135,8 @@ class SPLStrategy(Autoscaler):
         for name in snapshot.topology.names:
             m = snapshot.operators[name]
             index = congestion_index(snapshot, name)
-            served = m.records_in_per_s
+            # a Flink source reports no records in (numRecordsIn 0): what it serves is what it emits
+            served = m.records_out_per_s if snapshot.topology.op(name).is_source else m.records_in_per_s
             per_op[name] = {"congestion_index": index, "throughput": served, "parallelism": m.parallelism}
             if not measured(index) or not measured(served):
                 per_op[name]["unknown"] = "congestion index or throughput not measured: left alone"
