@@ -44,6 +44,7 @@ REGISTRY: dict[str, Entry] = {
     "mdl-nlunaware": Entry("autoscalers.baselines.config:MDLNLUnawareConfig",
                            "autoscalers.baselines.gesscale_model:MDLNLUnaware"),
     "rule-based": Entry("autoscalers.baselines.config:RuleBasedConfig", "autoscalers.baselines.thresholds:RuleBased"),
+    "spl-strategy": Entry("autoscalers.baselines.config:SPLConfig", "autoscalers.baselines.spl:SPLStrategy"),
     "mead-mg1": Entry("autoscalers.baselines.config:MG1Config", "autoscalers.baselines.mead_models:MEADMG1"),
     "mead-gig1": Entry("autoscalers.baselines.config:KingmanConfig", "autoscalers.baselines.mead_models:MEADKingman"),
     "mead-threshold": Entry("autoscalers.baselines.config:MEADThresholdConfig",

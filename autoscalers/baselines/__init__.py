@@ -2,6 +2,7 @@
 
 - `thresholds`: THR-NLUnaware / THR-NLAware (Gesscale sec. V-A), the MPC paper's rule-based
   scaler (sec. 5.4) and MEAD's threshold-based vertical policy (sec. VII);
+- `spl`: the SPL strategy of Gedik et al., the MPC paper's third reactive baseline (sec. 5.4);
 - `gesscale_model`: MDL-NLUnaware, Gesscale on the latency-unaware model (sec. V-A);
 - `mead_models`: MEAD's planner on M/G/1 and GI/G/1 (Kingman) queues (sec. VII).
 

@@ -71,3 +71,14 @@ class KingmanConfig(MEADConfig):
             raise ValueError("Kingman's formula gives no response-time distribution: target must be 'mean' "
                              "(Russo Russo et al. 2021, sec. VII-B)")
         return self
+
+
+class SPLConfig(AutoscalerConfig):
+    """De Matteis & Mencagli sec. 5.4: the SPL strategy of Gedik et al. with Tab. 7's best parameters."""
+
+    congestion_threshold: float = Field(0.1, ge=0.0, le=1.0,
+                                        description="congestion index (blocking fraction) above this: congested")
+    sensitivity: float = Field(0.9, gt=0.0, le=1.0,
+                               description="two throughputs differ significantly when min/max is below this")
+    n_min: int = Field(1, ge=1, description="fewest replicas per operator")
+    n_max: int | None = Field(None, ge=1, description="most replicas; None = key groups (sources: partitions)")
