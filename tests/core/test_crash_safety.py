@@ -59,8 +59,8 @@ def test_sigkill_at_20_random_moments_then_resume(tmp_path: Path) -> None:
     m.write_text(MATRIX)
     killed_dir, reference = tmp_path / "killed", tmp_path / "reference"
     # kill moments are drawn in the matrix's own progress, so they fall while it works on a fast machine
-    # as on a loaded one: after a random number of the runs left have completed (never all), then a
-    # random part of half a run's time (this machine's, measured by the reference matrix)
+    # as on a loaded one: after a random number of the runs left have completed (at least two still to
+    # go), then a random part of half a run's time (this machine's, measured by the reference matrix)
     per_run_pair = timed_after_lock(m, reference) / (RUNS / 2)  # two runs at once
     rng = random.Random(2026)
     lock = killed_dir / "crash" / ".lock"
@@ -77,7 +77,7 @@ def test_sigkill_at_20_random_moments_then_resume(tmp_path: Path) -> None:
             if lock.exists() and lock.stat().st_mtime_ns != before:
                 break
             time.sleep(0.01)
-        target = done + rng.randint(0, RUNS - done - 1)
+        target = done + rng.randint(0, max(0, RUNS - done - 3))  # at least one pair of runs still to go
         while proc.poll() is None and completed(killed_dir) < target:
             time.sleep(0.01)
         time.sleep(rng.uniform(0.0, 0.5) * per_run_pair)
