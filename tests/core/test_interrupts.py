@@ -119,12 +119,10 @@ def test_interrupted_runs_are_left_out_of_means_and_crash_rates_and_counted(tmp_
     assert out.interrupted == 1
 
 
-def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+def started_matrix(tmp_path: Path, duration_s: int) -> tuple[subprocess.Popen[str], Path]:
+    """The tiny matrix with runs of `duration_s`, half a second after it took its lock (runs in flight)."""
     m = tmp_path / "m.yaml"
-    # runs of two simulated days take seconds even on a fast machine: the first Ctrl-C's in-flight runs
-    # are still going when the second comes (an 8,400 s run could finish within the 0.2 s between them,
-    # and the second signal then met a process already in its interpreter shutdown: killed, exit -2)
-    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 172800"))
+    m.write_text(MATRIX.replace("duration_s: 3000", f"duration_s: {duration_s}"))
     results = tmp_path / "r"
     proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -133,6 +131,14 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     while proc.poll() is None and not lock.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.5)
+    return proc, results
+
+
+def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+    # runs of two simulated days take seconds even on a fast machine: the first Ctrl-C's in-flight runs
+    # are still going when the second comes (an 8,400 s run could finish within the 0.2 s between them,
+    # and the second signal then met a process already in its interpreter shutdown: killed, exit -2)
+    proc, _results = started_matrix(tmp_path, 172800)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.2)
     sent = time.monotonic()
@@ -146,16 +152,7 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
 def test_sigterm_stops_a_matrix_like_a_first_ctrl_c(tmp_path: Path) -> None:
     """SIGTERM (what a supervisor or `kill PID` sends, to the matrix process only) is a first Ctrl-C:
     scheduling stops, runs in flight finish or record `interrupted`, "N done, M left", exit 130."""
-    m = tmp_path / "m.yaml"
-    m.write_text(MATRIX.replace("duration_s: 3000", "duration_s: 8400"))  # 9 long runs, 2 at once
-    results = tmp_path / "r"
-    proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lock = results / "tiny" / ".lock"
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and not lock.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.5)
+    proc, results = started_matrix(tmp_path, 8400)  # 9 long runs, 2 at once
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
