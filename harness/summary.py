@@ -25,10 +25,6 @@ from harness.analysis.metrics import (
 from harness.record import RunRecord
 from harness.vocabulary import EventKind, Metric
 
-# What each `cpu_signal` of HPA-CPU reads (autoscalers.hpa.config.HPACPUConfig).
-CPU_SIGNALS = {"jvm": "Status.JVM.CPU.Load (the JVM's, the thesis' signal)",
-               "quota": "CPU time / task-manager CPU quota"}
-
 
 @dataclass(frozen=True)
 class Latency:
@@ -94,8 +90,7 @@ class RunSummary:
             ("load shortfall", self._shortfall_text()),
             ("avg task manager CPU load", f"{self.cpu:.2f}"),
             ("avg task manager JVM CPU load", "not measured" if math.isnan(self.cpu_jvm) else f"{self.cpu_jvm:.2f}"),
-            *([("autoscaler's CPU signal", f"{self.cpu_signal}: {CPU_SIGNALS.get(self.cpu_signal, '?')}")]
-              if self.cpu_signal else []),
+            *([("autoscaler's CPU signal", _cpu_signal_text(self.cpu_signal))] if self.cpu_signal else []),
             *([("mean CPU share per operator", f"{self.cpu_share:.2f}")] if not np.isnan(self.cpu_share) else []),
         ]
 
@@ -103,6 +98,12 @@ class RunSummary:
 def _nanmax(v: np.ndarray) -> float:
     v = v[~np.isnan(v)]
     return float(v.max()) if len(v) else math.nan
+
+
+def _cpu_signal_text(signal: str) -> str:
+    from autoscalers.hpa.config import CPU_SIGNALS
+
+    return f"{signal}: {CPU_SIGNALS.get(signal, '?')}"
 
 
 def cpu_signal(meta: dict) -> str | None:

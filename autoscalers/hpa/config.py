@@ -91,6 +91,11 @@ class HPAConfig(AutoscalerConfig):
         return down, up
 
 
+# What each `cpu_signal` of HPA-CPU reads (the option's help and the run summary say the same).
+CPU_SIGNALS = {"jvm": "Status.JVM.CPU.Load (the JVM's, the thesis' signal)",
+               "quota": "CPU time / task-manager CPU quota"}
+
+
 class HPACPUConfig(HPAConfig):
     """HPA-CPU (Kanis 2023, ch. 6.7.3, table 6.3): CPU-utilisation target 0.7, window 300 s.
 
@@ -103,7 +108,7 @@ class HPACPUConfig(HPAConfig):
 
     cpu_target: float = Field(0.7, gt=0.0, description="target mean CPU load of an operator's TMs")
     cpu_signal: Literal["jvm", "quota"] = Field(
-        "jvm", description="jvm: Status.JVM.CPU.Load (the thesis); quota: CPU time / task-manager CPU quota")
+        "jvm", description="; ".join(f"{k}: {v}" for k, v in CPU_SIGNALS.items()))
 
 
 class HPAVargaConfig(HPAConfig):
