@@ -74,6 +74,23 @@ def test_list_imports_no_numpy_and_no_data_or_stack_library() -> None:
     assert not loaded & banned, sorted(loaded & banned)
 
 
+def test_list_names_things_without_building_their_config_models() -> None:
+    """Plain `bench list` prints names: the registries of names, no pattern or autoscaler config model (pydantic
+    classes built at import) and no autoscaler implementation; typer alone brings pydantic itself."""
+    modules = full_modules_of("list")
+    assert {"autoscalers", "workloads.pattern_names"} <= modules  # it did name them
+    ours = {m for m in modules if m.startswith(("autoscalers.", "workloads."))}
+    assert ours == {"workloads.pattern_names"}, sorted(ours)
+    assert "rich._emoji_codes" not in modules  # plain text: no emoji table
+
+
+def test_the_pattern_names_are_the_pattern_models() -> None:
+    from workloads.pattern_config import PARAMS
+    from workloads.pattern_names import PATTERN_NAMES
+
+    assert tuple(PARAMS) == PATTERN_NAMES
+
+
 def test_list_details_imports_no_data_or_stack_library() -> None:
     loaded = imported_by("list", "--details")
     # autoscaler implementations (scipy, statsmodels, networkx) are the autoscaler registry's business
