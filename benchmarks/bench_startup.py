@@ -77,6 +77,7 @@ FLOOR = {
     "import typer, rich.console, pydantic, yaml": "import typer, rich.console, pydantic, yaml",
     "import numpy": "import numpy",
     "import pyarrow.parquet": "import pyarrow.parquet",
+    "import numpy, pyarrow.parquet, typer, yaml": "import numpy, pyarrow.parquet, typer, yaml",
     "typer app, 1 command + 1 option": FLOOR_APP,
     "the sim run's libraries (typer app + rich + yaml + numpy + pyarrow.parquet)":
         FLOOR_APP + "\nimport rich.console, rich.progress, yaml, numpy, pyarrow.parquet",

@@ -120,6 +120,21 @@ def test_a_sim_run_writes_and_summarises_its_record_without_pandas(tmp_path: Pat
     assert list(tmp_path.rglob("timeseries.parquet"))
 
 
+def test_the_benchmarked_ds2_sim_run_imports_no_pandas_scipy_or_arrow_compute(tmp_path: Path) -> None:
+    """The run benchmarks/bench_startup.py times (ds2, q11, cosine; shortened here): DS2 is arithmetic, the
+    record is written and summarised through harness.arrow, so no scipy/statsmodels/networkx, no pandas and
+    none of pyarrow's compute, dataset or pandas layers."""
+    modules = full_modules_of("run", "--backend", "sim", "--scaler", "ds2", "--query", "q11", "--pattern",
+                              "cosine", "--duration", "600", "--results", str(tmp_path))
+    assert "autoscalers.ds2" in modules and list(tmp_path.rglob("timeseries.parquet"))  # it did run and write
+    tops = {m.split(".")[0] for m in modules}
+    banned = {"pandas", "scipy", "statsmodels", "networkx", "matplotlib", "pyspark", "kubernetes", "confluent_kafka",
+              "requests", "prometheus_api_client"}
+    assert not tops & banned, sorted(tops & banned)
+    arrow_layers = {"pyarrow.compute", "pyarrow.dataset", "pyarrow.pandas_compat"}
+    assert not modules & arrow_layers, sorted(modules & arrow_layers)
+
+
 def test_validate_imports_no_backend_implementation(tmp_path: Path) -> None:
     exp = tmp_path / "e.yaml"
     exp.write_text("name: e\nbackend: local\nquery: q1\npattern: cosine\nautoscaler: static\n"
