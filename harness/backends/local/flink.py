@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from harness.backends.local.cds import CdsPlan, ClassDataSharing
-from harness.backends.local.config import LocalConfig
+from harness.backends.local.config import LocalConfig, TaskManagerJit
 from harness.backends.local.errors import StackError
 from harness.backends.local.install import Installation
 from harness.backends.local.supervisor import Supervisor, port_in_use
@@ -198,6 +198,9 @@ class FlinkCluster:
     def remove_scratch(self, name: str) -> None:
         shutil.rmtree(self.scratch_dir(name), ignore_errors=True)
 
+    def _jit_flags(self) -> list[str]:
+        return ["-XX:TieredStopAtLevel=1"] if self.cfg.taskmanager_jit is TaskManagerJit.C1 else []
+
     def java_command(
         self, inst: Installation, role: str, log_file: Path, dynamic: list[str], scratch: Path | None = None,
     ) -> tuple[list[str], CdsPlan]:
@@ -205,7 +208,7 @@ class FlinkCluster:
         jvm, props = self.resource_params(inst)[role]
         main = self.ROLES[role][1]
         opts = self._distribution_java_opts(inst).split()
-        gc = ["-XX:+UseG1GC"] if role == "taskmanager" else []
+        gc = ["-XX:+UseG1GC", *self._jit_flags()] if role == "taskmanager" else []
         log = self.conf_dir / "log4j-console.properties"
         cp = self.classpath(inst)
         plan = self.cds.plan(inst.java, f"flink-{role}", cp, [*gc, *jvm, *opts])
