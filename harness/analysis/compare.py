@@ -62,9 +62,8 @@ class RunTable:
             if name in NOT_METRICS or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
                                            or pa.types.is_boolean(kind)):
                 continue
-            # through Python floats: pyarrow's to_numpy and fill_null import pandas (~0.5 s)
-            values[name] = np.array([math.nan if v is None else v for v in column.cast(pa.float64()).to_pylist()],
-                                    dtype=float)
+            # through Python values: pyarrow's to_numpy imports pandas (~0.5 s), its cast pyarrow.compute (~0.2 s)
+            values[name] = np.array([math.nan if v is None else float(v) for v in column.to_pylist()], dtype=float)
         return cls([str(r) for r in table.column("run_id").to_pylist()], values)
 
     @classmethod
