@@ -63,7 +63,8 @@ def attach_interrupted(cells: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFram
 def metric_columns(summary: pd.DataFrame) -> list[str]:
     """Numeric (and boolean) summary columns that get aggregated."""
     return [c for c in summary.columns
-            if c not in NOT_METRICS and (pd.api.types.is_numeric_dtype(summary[c]) or pd.api.types.is_bool_dtype(summary[c]))]
+            if c not in NOT_METRICS
+            and (pd.api.types.is_numeric_dtype(summary[c]) or pd.api.types.is_bool_dtype(summary[c]))]
 
 
 def aggregate_cells(summary: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:

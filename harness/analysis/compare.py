@@ -224,10 +224,10 @@ def compare(results_dir: Path, specs: list[str], metrics: list[str] | None = Non
     sides = []
     for spec, side in zip(specs, chosen, strict=True):
         ids = [m.run_id for m in side if m.status != RunStatus.INTERRUPTED]
-        rows = summary.rows(ids)
-        if not len(rows):
+        counted = summary.rows(ids)
+        if not len(counted):
             raise SelectionError(f"side {spec!r}: all {len(side)} selected run(s) were interrupted")
-        sides.append(Side(spec, rows, len(side) - len(ids)))
+        sides.append(Side(spec, counted, len(side) - len(ids)))
     names, left_out = compared_metrics(sides, metrics)
     pairs = []
     for other in sides[1:]:
