@@ -18,10 +18,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.analysis.columns import CELL_KEYS as CELL_KEYS  # the cell's keys, imported from here too
+from harness.analysis.columns import NOT_METRICS
 from harness.analysis.metrics import t_factor
 from harness.run_status import RunStatus
-
-CELL_KEYS = ["matrix", "query", "pattern", "autoscaler", "params", "cell_id", "config_hash"]
 
 
 def with_cell_keys(summary: pd.DataFrame) -> pd.DataFrame:
@@ -62,9 +62,9 @@ def attach_interrupted(cells: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFram
 
 def metric_columns(summary: pd.DataFrame) -> list[str]:
     """Numeric (and boolean) summary columns that get aggregated."""
-    skip = set(CELL_KEYS) | {"run_id", "repetition", "seed", "experiment", "backend", "status", "status_reason"}
     return [c for c in summary.columns
-            if c not in skip and (pd.api.types.is_numeric_dtype(summary[c]) or pd.api.types.is_bool_dtype(summary[c]))]
+            if c not in NOT_METRICS
+            and (pd.api.types.is_numeric_dtype(summary[c]) or pd.api.types.is_bool_dtype(summary[c]))]
 
 
 def aggregate_cells(summary: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:

@@ -3,11 +3,14 @@
 Each side is a selection of runs (`harness.analysis.selection`). A run's numbers are its per-run
 summary row - read from `bench analyze`'s runs.parquet when that analysis is fresh, else computed
 with the pandas engine for the selected runs only. The metrics are the summary's own numeric
-columns (`aggregate.metric_columns`), so a column added to the summary is compared without a change
-here; a metric no run of any side measured is left out (SPEC and SASO where there is no ideal, ...),
-and so is one that is equal on every run (a fixed target, say), listed in `left_out`.
+columns (`columns.NOT_METRICS` names the others), so a column added to the summary is compared
+without a change here; a metric no run of any side measured is left out (SPEC and SASO where there
+is no ideal, ...), and so is one that is equal on every run (a fixed target, say), listed in `left_out`.
 
 Interrupted runs are left out, as in the per-cell means; failed runs count (failures are data).
+
+With a fresh analysis nothing here imports pandas: the rows are read with pyarrow into one float
+array per metric (`RunTable`), which is all the statistics need (issue 12: compare in under 2 s).
 """
 
 from __future__ import annotations
@@ -16,25 +19,69 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
-from harness.analysis.aggregate import metric_columns
+from harness.analysis.columns import NOT_METRICS
 from harness.analysis.meta import RunMeta
 from harness.analysis.selection import SelectionError, read_metas, select_side, side_folder
 from harness.analysis.significance import Difference, SideStats, describe, difference
 from harness.run_status import RunStatus
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # bookkeeping columns of the summary that are not a measure of the autoscaler
 NOT_COMPARED = {"repetition", "seed", "duration_s"}
 
 
 @dataclass(frozen=True)
+class RunTable:
+    """Summary rows of some runs as columns: their ids, and one float array per metric (NaN: not measured)."""
+
+    run_ids: list[str]
+    values: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.run_ids)
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self.values
+
+    def __getitem__(self, metric: str) -> np.ndarray:
+        return self.values[metric]
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table) -> RunTable:
+        """Numeric and boolean columns that are not keys are metrics (as `aggregate.metric_columns`)."""
+        values = {}
+        for name, column in zip(table.column_names, table.columns, strict=True):
+            kind = column.type
+            if name in NOT_METRICS or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                                           or pa.types.is_boolean(kind)):
+                continue
+            # through Python values: pyarrow's to_numpy imports pandas (~0.5 s), its cast pyarrow.compute (~0.2 s)
+            values[name] = np.array([math.nan if v is None else float(v) for v in column.to_pylist()], dtype=float)
+        return cls([str(r) for r in table.column("run_id").to_pylist()], values)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> RunTable:
+        return cls.from_arrow(pa.Table.from_pandas(frame, preserve_index=False))
+
+    def rows(self, run_ids: list[str]) -> RunTable:
+        """These runs' rows, sorted by run id."""
+        where = {r: i for i, r in enumerate(self.run_ids)}
+        ids = sorted(r for r in set(run_ids) if r in where)
+        index = np.array([where[r] for r in ids], dtype=int)
+        return RunTable(ids, {k: v[index] for k, v in self.values.items()})
+
+
+@dataclass(frozen=True)
 class Side:
     spec: str  # as the user wrote it
-    runs: pd.DataFrame  # summary rows of the runs that count
+    runs: RunTable  # summary rows of the runs that count
     interrupted: int  # runs selected but left out
 
     @property
@@ -71,15 +118,14 @@ class Comparison:
     source: str = ""  # where the per-run numbers came from
 
     def stats(self, side: int, metric: str) -> SideStats:
-        return describe(self.sides[side].runs[metric].astype(float)) if metric in self.sides[side].runs \
-            else describe([])
+        return describe(self.sides[side].runs[metric]) if metric in self.sides[side].runs else describe([])
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "results": str(self.results_dir),
             "source": self.source,
             "sides": [{"side": s.spec, "runs": s.n_runs, "interrupted_left_out": s.interrupted,
-                       "run_ids": [str(r) for r in s.runs["run_id"]]} for s in self.sides],
+                       "run_ids": list(s.runs.run_ids)} for s in self.sides],
             "metrics": self.metrics,
             "left_out": self.left_out,
             "comparisons": [{"baseline": p.baseline, "other": p.other,
@@ -88,18 +134,19 @@ class Comparison:
 
 
 def run_summaries(results_dir: Path, metas: list[RunMeta],
-                  progress: Callable[[str], Any] | None = None) -> tuple[pd.DataFrame, str]:
+                  progress: Callable[[str], Any] | None = None) -> tuple[RunTable, str]:
     """Summary rows of these runs: from a fresh `bench analyze`, else computed now with pandas."""
-    from harness.analysis import freshness
-    from harness.analysis.pipeline import default_out
+    import pyarrow.parquet as pq
 
-    out = default_out(results_dir)
+    from harness.analysis import freshness
+
+    out = freshness.default_out(results_dir)
     wanted = {m.run_id for m in metas}
     if (out / "runs.parquet").exists() and freshness.check(results_dir, out).fresh:
-        runs = pd.read_parquet(out / "runs.parquet")
-        runs = runs[runs["run_id"].astype(str).isin(wanted)]
-        if set(runs["run_id"].astype(str)) == wanted:
-            return runs.reset_index(drop=True), f"{out / 'runs.parquet'}"
+        # not read_table nor Table.filter: both import pandas (pyarrow.dataset, pandas_compat)
+        every = RunTable.from_arrow(pq.ParquetFile(out / "runs.parquet").read())
+        if wanted <= set(every.run_ids):
+            return every.rows(sorted(wanted)), f"{out / 'runs.parquet'}"
     from harness.analysis import pandas_engine
     from harness.analysis.loader import RunRef, read_events
 
@@ -109,14 +156,13 @@ def run_summaries(results_dir: Path, metas: list[RunMeta],
     for m in metas:
         ts = m.path / "timeseries.parquet"
         refs.append(RunRef(m, ts if ts.exists() else None, read_events(m.path)))
-    return pandas_engine.summarise(refs).summary, "computed now (pandas engine; no fresh `bench analyze`)"
+    return (RunTable.from_frame(pandas_engine.summarise(refs).summary),
+            "computed now (pandas engine; no fresh `bench analyze`)")
 
 
 def compared_metrics(sides: list[Side], wanted: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The summary's metric columns, minus those nobody measured or that never vary; `wanted` picks some."""
-    frames = [s.runs for s in sides]
-    everything = pd.concat(frames, ignore_index=True)
-    columns = [c for c in metric_columns(everything) if c not in NOT_COMPARED]
+    columns = [c for c in dict.fromkeys(c for s in sides for c in s.runs.values) if c not in NOT_COMPARED]
     if wanted:
         unknown = [w for w in wanted if w not in columns]
         if unknown:
@@ -124,11 +170,12 @@ def compared_metrics(sides: list[Side], wanted: list[str] | None = None) -> tupl
         return list(wanted), {}
     kept, left_out = [], {}
     for c in columns:
-        values = everything[c].astype(float).to_numpy()
+        per_side = [s.runs[c] if c in s.runs else np.full(len(s.runs), np.nan) for s in sides]
+        values = np.concatenate(per_side)
         measured = values[~np.isnan(values)]
         if len(measured) == 0:
             left_out[c] = "not measured in any run"
-        elif np.all(measured == measured[0]) and all(s.runs[c].notna().all() for s in sides):
+        elif np.all(measured == measured[0]) and not any(np.isnan(v).any() for v in per_side):
             left_out[c] = f"equal on every run ({_short(float(measured[0]))})"
         else:
             kept.append(c)
@@ -174,19 +221,18 @@ def compare(results_dir: Path, specs: list[str], metrics: list[str] | None = Non
         chosen = [select_side(spec, metas, results_dir) for spec in specs]
     union = {m.run_id: m for side in chosen for m in side}
     summary, source = run_summaries(results_dir, list(union.values()), progress)
-    summary = summary.assign(run_id=summary["run_id"].astype(str))
     sides = []
     for spec, side in zip(specs, chosen, strict=True):
         ids = [m.run_id for m in side if m.status != RunStatus.INTERRUPTED]
-        rows = summary[summary["run_id"].isin(ids)].sort_values("run_id").reset_index(drop=True)
-        if rows.empty:
+        counted = summary.rows(ids)
+        if not len(counted):
             raise SelectionError(f"side {spec!r}: all {len(side)} selected run(s) were interrupted")
-        sides.append(Side(spec, rows, len(side) - len(ids)))
+        sides.append(Side(spec, counted, len(side) - len(ids)))
     names, left_out = compared_metrics(sides, metrics)
     pairs = []
     for other in sides[1:]:
-        rows = [MetricComparison(m, describe(sides[0].runs[m].astype(float)), describe(other.runs[m].astype(float)),
-                                 difference(sides[0].runs[m].astype(float), other.runs[m].astype(float)))
+        rows = [MetricComparison(m, describe(sides[0].runs[m]), describe(other.runs[m]),
+                                 difference(sides[0].runs[m], other.runs[m]))
                 for m in names]
         pairs.append(PairComparison(sides[0].spec, other.spec, rows))
     return Comparison(results_dir, sides, names, pairs, left_out, source)

@@ -4,10 +4,11 @@ Both engines compute the same `reductions.Reductions` and give the same numbers;
 they differ in cost. pandas starts at once and runs in this process on one core;
 Spark pays a JVM start (~15 s of CPU) and ships batches to its Python workers,
 but spreads them over every core (or a cluster). `benchmarks/bench_analysis.py`
-measured on this 2-core machine (shared, load 7-11): 500 runs pandas 44.7 s /
-Spark 126.7 s, 2,000 runs 104.7 s / 96.5 s, 5,000 runs 152.4 s / 136.6 s (figures, command in
-docs/analysis.md). `SPARK_MIN_RUNS` is the smallest measured size at which Spark
-was at least as fast. No heavy imports here: the CLI reads these names to build
+measured on this 2-core machine (shared, the lock held): 2,000 runs Spark 102.8 s /
+pandas 146.0 s (0.70x; CPU 169 s / 144 s), same runs.parquet and cells.csv (figures,
+commands and the 500-run row in docs/analysis.md). `SPARK_MIN_RUNS` is the smallest measured
+size at which Spark was at least as fast.
+No heavy imports here: the CLI reads these names to build
 its help.
 """
 

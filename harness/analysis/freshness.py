@@ -18,6 +18,11 @@ from harness.record import find_run_dirs
 MANIFEST = "manifest.json"
 
 
+def default_out(results_dir: Path) -> Path:
+    """Where `bench analyze` writes unless told otherwise (and where `bench compare` looks): RESULTS/analysis."""
+    return Path(results_dir) / "analysis"
+
+
 def _stamp(path: Path) -> list[int]:
     try:
         st = path.stat()

@@ -36,6 +36,7 @@ from harness.analysis import freshness, pandas_engine
 from harness.analysis.aggregate import aggregate_cells, attach_interrupted, crash_rates, split_interrupted
 from harness.analysis.engine import DEFAULT_MASTER, LOG_NAME, SPARK_MIN_RUNS, Engine, EngineChoice, choose_engine
 from harness.analysis.fault_recovery import recovery_summary
+from harness.analysis.freshness import default_out as default_out  # defined beside the manifest check
 from harness.analysis.loader import SkippedRecord
 from harness.analysis.summary import AnalysisResult
 from harness.analysis.tables import build_tables, write_tables
@@ -59,10 +60,6 @@ class AnalysisOutputs:
     def interrupted(self) -> int:
         s = self.result.summary
         return int((s["status"] == "interrupted").sum()) if "status" in s else 0
-
-
-def default_out(results_dir: Path) -> Path:
-    return Path(results_dir) / "analysis"
 
 
 def summarise(run_dirs: Sequence[Path], results_dir: Path, engine: Engine = "pandas",

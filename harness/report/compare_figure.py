@@ -34,7 +34,7 @@ def plot_comparison(comparison: Comparison, path: Path) -> Path:
         errs = [0.0 if math.isnan(s.ci) else s.ci for s in stats]
         ax.bar(x, means, yerr=errs, capsize=4, color=colours, alpha=0.75)
         for i, side in enumerate(comparison.sides):
-            vals = side.runs[metric].astype(float).dropna().to_numpy()
+            vals = side.runs[metric][~np.isnan(side.runs[metric])]
             jitter = np.linspace(-0.15, 0.15, len(vals)) if len(vals) > 1 else np.zeros(len(vals))
             ax.plot(x[i] + jitter, vals, "o", color="black", markersize=2.5, alpha=0.7)
         title, unit = label_of(metric)

@@ -264,3 +264,31 @@ def test_analyze_and_runs_quiet_print_nothing_and_json_alone_with_quiet(matrix_r
     assert res.exit_code == 0 and res.stdout == "" and res.stderr == ""
     res = runner.invoke(app, ["runs", str(results), "--quiet", "--json"])
     assert res.exit_code == 0 and res.stderr == "" and len(as_json(res.stdout)["runs"]) == 6
+
+
+def test_compare_from_a_fresh_analysis_matches_the_pandas_path_without_importing_pandas(matrix_results, tmp_path):
+    """After `bench analyze`, compare reads runs.parquet (pyarrow, no pandas: a quick start) and gives the
+    numbers the pandas engine gives on the spot; an analysis made stale by a new run is not used."""
+    results = tmp_path / "r"
+    shutil.copytree(matrix_results[0], results)
+    shutil.rmtree(results / "analysis", ignore_errors=True)
+    args = ["compare", "pair/ds2", "pair/dhalion", "--results", str(results), "--json"]
+    cold = as_json(runner.invoke(app, args).stdout)
+    assert cold["source"].startswith("computed now")
+    assert runner.invoke(app, ["analyze", str(results), "--engine", "pandas", "--quiet"]).exit_code == 0
+    script = ("import json, sys\nfrom harness.entry import main\nsys.argv = ['bench', *json.loads(sys.argv[1])]\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "sys.stderr.write('pandas imported' if 'pandas' in sys.modules else 'no pandas')\n")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(args)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    warm = as_json(proc.stdout)
+    assert warm["source"] == str(results / "analysis" / "runs.parquet")
+    assert proc.stderr.endswith("no pandas")
+    assert warm["sides"] == cold["sides"] and warm["left_out"] == cold["left_out"]
+    assert warm["comparisons"] == cold["comparisons"]
+    assert any(m["baseline"]["n"] == 3 and m["baseline"]["mean"] is not None
+               for m in warm["comparisons"][0]["metrics"])
+    shutil.copytree(results / "pair" / "ds2-r0", results / "pair" / "ds2-r9")  # the analysis is now stale
+    stale = as_json(runner.invoke(app, args).stdout)
+    assert stale["source"].startswith("computed now") and stale["sides"][0]["runs"] == 4
