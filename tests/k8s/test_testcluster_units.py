@@ -107,3 +107,22 @@ def test_a_k8s_run_without_a_cluster_of_its_own_uses_the_test_cluster(monkeypatc
 def test_access_modes_are_exclusive() -> None:
     with pytest.raises(ValueError, match="one of"):
         K8sConfig.model_validate({"cluster_ip": True, "port_forward": True})
+
+
+def test_a_process_left_running_in_the_clusters_directories_is_a_host_difference(tmp_path: Path) -> None:
+    import subprocess
+
+    from harness.backends.k8s.testcluster.hostprep import cluster_processes
+
+    ours = tmp_path / "state"
+    ours.mkdir()
+    assert cluster_processes((ours,)) == []
+    left = subprocess.Popen(["sleep", "60", str(ours / "etcd")])  # like etcd --data-dir <state>/etcd
+    try:
+        while b"sleep" not in Path(f"/proc/{left.pid}/cmdline").read_bytes():  # until the child has exec'd
+            pass
+        assert cluster_processes((ours,)) == [f"process {left.pid}: sleep 60 {ours / 'etcd'}"]
+    finally:
+        left.kill()
+        left.wait()
+    assert cluster_processes((ours,)) == []
