@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -117,11 +118,14 @@ def test_a_process_left_running_in_the_clusters_directories_is_a_host_difference
     ours = tmp_path / "state"
     ours.mkdir()
     assert cluster_processes((ours,)) == []
-    left = subprocess.Popen(["sleep", "60", str(ours / "etcd")])  # like etcd --data-dir <state>/etcd
+    # names a file in the cluster's directory, like etcd --data-dir <state>/etcd
+    left = subprocess.Popen(["sh", "-c", "sleep 60", str(ours / "etcd")])
     try:
-        while b"sleep" not in Path(f"/proc/{left.pid}/cmdline").read_bytes():  # until the child has exec'd
-            pass
-        assert cluster_processes((ours,)) == [f"process {left.pid}: sleep 60 {ours / 'etcd'}"]
+        for _ in range(100):  # until the child has exec'd
+            if b"sleep 60" in Path(f"/proc/{left.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.05)
+        assert cluster_processes((ours,)) == [f"process {left.pid}: sh -c sleep 60 {ours / 'etcd'}"]
     finally:
         left.kill()
         left.wait()
