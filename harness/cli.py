@@ -264,7 +264,7 @@ def _run_and_report(experiment: Any, results: Path, plot: Path | None, out: Any)
         if live is not None:
             live.remove()
     if out.json:
-        from harness.machine_output import run_document
+        from harness.summary import run_document
 
         out.emit(run_document(path))
     if out.tables:
@@ -740,7 +740,7 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
-for _module in ("harness.backends.local.commands", "harness.analysis.commands", "harness.analysis.compare_commands",
+for _module in ("harness.backends.local.commands", "harness.report.commands", "harness.report.compare_commands",
                 "harness.backends.k8s.commands", "harness.backends.k8s.testcluster.commands",
                 "harness.calibration.commands", "harness.fidelity.commands"):
     _register_optional(_module)

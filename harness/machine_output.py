@@ -120,31 +120,3 @@ def machine_output(as_json: bool, quiet: bool) -> Iterator[Output]:
         if as_json and out.emitted:
             real.write(dumps(out.document) + "\n")
             real.flush()
-
-
-def run_document(run_dir: Path) -> dict[str, Any]:
-    """`bench run --json`: the record's place and identity, and the summary with the table's fields.
-
-    `summary` is every field of `harness.summary.RunSummary`, the value the table is printed from, so
-    the two cannot drift apart; a field added there appears here."""
-    from dataclasses import asdict
-
-    from harness.record import read_run_record
-    from harness.summary import summarise
-
-    record = read_run_record(run_dir)
-    summary = summarise(record)
-    config = record.meta.get("config") or {}
-    autoscaler = config.get("autoscaler") or {}
-    pattern = config.get("pattern") or {}
-    return {
-        "run_dir": str(run_dir),
-        "experiment": record.meta.get("experiment"),
-        "backend": config.get("backend"),
-        "query": config.get("query"),
-        "pattern": pattern.get("name") if isinstance(pattern, dict) else pattern,
-        "autoscaler": autoscaler.get("name") if isinstance(autoscaler, dict) else autoscaler,
-        "seed": record.meta.get("seed"),
-        "status": record.status,
-        "summary": asdict(summary),
-    }

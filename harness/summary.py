@@ -1,4 +1,4 @@
-"""The end-of-run table `bench run` prints (thesis ch. 5.3 metrics for one run).
+"""The end-of-run table `bench run` prints, and its `--json` document (thesis ch. 5.3 metrics for one run).
 
 The PySpark analysis computes the same numbers over many runs; this module is
 the quick single-run view and reuses the analysis metric core and definitions
@@ -10,7 +10,9 @@ skipped for want of a measured metric.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from harness.analysis.metrics import (
     percentile,
     time_weighted_mean,
 )
-from harness.record import RunRecord
+from harness.record import RunRecord, read_run_record
 from harness.vocabulary import EventKind, Metric
 
 
@@ -162,3 +164,25 @@ def summarise(record: RunRecord) -> RunSummary:
         flagged=bool(record.meta.get("flagged")),
     )
 
+
+def run_document(run_dir: Path) -> dict[str, Any]:
+    """`bench run --json`: the record's place and identity, and the summary with the table's fields.
+
+    `summary` is every field of `RunSummary`, the value the table is printed from, so
+    the two cannot drift apart; a field added there appears here."""
+    record = read_run_record(run_dir)
+    summary = summarise(record)
+    config = record.meta.get("config") or {}
+    autoscaler = config.get("autoscaler") or {}
+    pattern = config.get("pattern") or {}
+    return {
+        "run_dir": str(run_dir),
+        "experiment": record.meta.get("experiment"),
+        "backend": config.get("backend"),
+        "query": config.get("query"),
+        "pattern": pattern.get("name") if isinstance(pattern, dict) else pattern,
+        "autoscaler": autoscaler.get("name") if isinstance(autoscaler, dict) else autoscaler,
+        "seed": record.meta.get("seed"),
+        "status": record.status,
+        "summary": asdict(summary),
+    }

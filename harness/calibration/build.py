@@ -17,9 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from harness.calibration import fit
-from harness.calibration.measure import Measurement, PhaseRecord
-from harness.calibration.profile import (
+from harness.calibrated_profile import (
     DowntimeModel,
     HostLoad,
     Meters,
@@ -30,6 +28,8 @@ from harness.calibration.profile import (
     SharePoint,
     Stat,
 )
+from harness.calibration import fit
+from harness.calibration.measure import Measurement, PhaseRecord
 from harness.topology import Topology
 
 SATURATED_CPU = 0.85  # fraction of its quota a task manager uses when its subtask is the bottleneck

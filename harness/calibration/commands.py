@@ -52,7 +52,7 @@ def _estimate(topology: Any, quota: float) -> tuple[dict[str, float], dict[str, 
     """Capacities (records/s per subtask at share 1.0) and selectivities to plan the load with: a previous
     calibration if there is one, else the first guess scaled to the quota."""
     from harness.backends.sim.costs import FIRST_GUESS_CPU
-    from harness.calibration.profile import load_profile
+    from harness.calibrated_profile import load_profile
 
     prof = load_profile(topology.query)
     if prof is not None:
@@ -205,10 +205,10 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
              load_topology: Any) -> list[Any]:
     """Refit every recorded query; the downtime-vs-state slope of each method is pooled over them."""
     from harness.backends.local.config import LocalConfig
+    from harness.calibrated_profile import CALIBRATED_DIR, HostLoad, Provenance
     from harness.calibration import fit
     from harness.calibration.build import build_profile
     from harness.calibration.measure import Measurement
-    from harness.calibration.profile import CALIBRATED_DIR, HostLoad, Provenance
 
     measured = {q: Measurement.load(root / q) for q in queries if Measurement.complete(root / q)}
     pooled: dict[str, list[tuple[float, float]]] = {}

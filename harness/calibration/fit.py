@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.calibration.profile import CapacityFit, CpuModel, DowntimeModel, GaugeModel, SharePoint, StateCost
+from harness.calibrated_profile import CapacityFit, CpuModel, DowntimeModel, GaugeModel, SharePoint, StateCost
 
 
 @dataclass(frozen=True)

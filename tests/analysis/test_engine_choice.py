@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from harness.analysis.commands import register
 from harness.analysis.engine import LOG_NAME, SPARK_MIN_RUNS, choose_engine
 from harness.analysis.pipeline import analyze
+from harness.report.commands import register
 from tests.analysis.conftest import hand_made_run
 
 

@@ -11,8 +11,8 @@ import pandas as pd
 import typer
 from typer.testing import CliRunner
 
-from harness.analysis.commands import register
 from harness.analysis.tables import build_tables, fmt, row_labels, to_latex
+from harness.report.commands import register
 
 
 def _cells(**extra: object) -> pd.DataFrame:

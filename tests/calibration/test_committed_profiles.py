@@ -15,7 +15,7 @@ import pytest
 
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import run_costs
-from harness.calibration.profile import CALIBRATED_DIR, load_profile
+from harness.calibrated_profile import CALIBRATED_DIR, load_profile
 from harness.topology import load_topology
 
 COMMITTED = sorted(p.stem for p in Path(CALIBRATED_DIR).glob("*.yaml"))

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.calibrated_profile import CpuModel, HostLoad, Provenance, QueryProfile, SharePoint, load_profile
 from harness.calibration import fit
 from harness.calibration.build import build_profile, plateaus
 from harness.calibration.measure import Measurement, PhaseRecord
-from harness.calibration.profile import CpuModel, HostLoad, Provenance, QueryProfile, SharePoint, load_profile
 from harness.topology import load_topology
 
 QUOTA = 0.25

@@ -4,7 +4,13 @@ even where no test happens to import the module.
 - `harness/config.py` imports no backend module: backends register their settings models by name;
 - the k8s backend shares the Flink REST client and the wall-clock base from `harness/backends/`, and
   imports nothing from the local backend (its test cluster's image builder reuses the local installer);
-- autoscalers see the metrics, the vocabulary and the topology, never the loop, the runner or a backend.
+- autoscalers see the metrics, the vocabulary and the topology, never the loop, the runner or a backend;
+- the calibrated profile (data model) sits below both its writer and its reader: `harness.calibration`
+  imports the backends (the local stack it measures), the backends never import `harness.calibration`;
+- the report (figures, HTML, the commands that show the analysis) sits above the analysis: the analysis
+  never imports `harness.report`;
+- `--json`/`--quiet` plumbing (`harness.machine_output`) is a leaf every command can use: it imports
+  no other harness module (the run's JSON document lives with the run summary).
 """
 
 from __future__ import annotations
@@ -57,3 +63,29 @@ def test_autoscalers_import_only_metrics_vocabulary_and_topology_from_the_harnes
         if bad:
             found[str(f.relative_to(ROOT))] = bad
     assert len(files) > 20 and found == {}
+
+
+def test_backends_never_import_the_calibration_commands() -> None:
+    files = list((ROOT / "harness" / "backends").rglob("*.py"))
+    assert len(files) > 30 and offenders(files, ("harness.calibration",)) == {}
+    sim = set().union(*(imported(f) for f in (ROOT / "harness" / "backends" / "sim").glob("*.py")))
+    assert "harness.calibrated_profile" in sim
+
+
+def test_the_calibrated_profile_sits_below_calibration_and_the_backends() -> None:
+    profile = ROOT / "harness" / "calibrated_profile.py"
+    assert offenders([profile], ("harness.calibration", "harness.backends")) == {}
+    calibration = set().union(*(imported(f) for f in (ROOT / "harness" / "calibration").glob("*.py")))
+    assert "harness.calibrated_profile" in calibration
+
+
+def test_the_analysis_never_imports_the_report() -> None:
+    files = list((ROOT / "harness" / "analysis").rglob("*.py"))
+    assert len(files) > 20 and offenders(files, ("harness.report",)) == {}
+    report = set().union(*(imported(f) for f in (ROOT / "harness" / "report").glob("*.py")))
+    assert any(m.startswith("harness.analysis.") for m in report)
+
+
+def test_machine_output_imports_no_other_harness_module() -> None:
+    path = ROOT / "harness" / "machine_output.py"
+    assert offenders([path], ("harness",)) == {}

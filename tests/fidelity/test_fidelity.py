@@ -170,7 +170,7 @@ def test_scale_chosen_from_the_calibrated_capacity(tmp_path: Path) -> None:
     above = exp.model_copy(update={"pattern": exp.pattern.model_copy(update={"scale": s * 1.05})})
     assert describe_scale(at).peak_tms <= 6 < describe_scale(above).peak_tms
     # the report names where the capacities came from (never "calibrated" without a calibrated profile)
-    from harness.calibration.profile import load_profile
+    from harness.calibrated_profile import load_profile
 
     said = describe_scale(at).describe()
     assert "needs" in said

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness.calibration.profile import load_profile
+from harness.calibrated_profile import load_profile
 from harness.cli import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.calibration_e2e]  # make test-calibrate

@@ -15,7 +15,7 @@ import pytest
 
 from harness.backends.sim.backend import SimBackend
 from harness.backends.sim.config import SimConfig
-from harness.calibration.profile import (
+from harness.calibrated_profile import (
     CapacityFit,
     CpuModel,
     DowntimeModel,

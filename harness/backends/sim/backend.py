@@ -42,7 +42,7 @@ from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
 from harness.backends.sim.network import Placement
-from harness.calibration.profile import QueryProfile
+from harness.calibrated_profile import QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology

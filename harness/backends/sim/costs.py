@@ -1,7 +1,7 @@
 """What one simulated run's operators cost, from the calibrated profile (or the first guess).
 
 A subtask's speed is the CPU its task manager may use: capacity(cores) = (cores - overhead) /
-cores_per_record (`harness.calibration.profile.CapacityFit`), with cores = CPU share x the task
+cores_per_record (`harness.calibrated_profile.CapacityFit`), with cores = CPU share x the task
 manager's CPU. So a local experiment (its `local.taskmanager_cpu_quota` and `pattern.scale`) runs on
 the simulator as the same experiment, and a thesis-scale run takes the thesis' task-manager size
 (`sim.taskmanager_cpu`). Per-record cost grows with the state a subtask holds where calibration
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from harness.backends.sim.config import SimConfig
-from harness.calibration.profile import (
+from harness.calibrated_profile import (
     CapacityFit,
     DowntimeModel,
     GaugeModel,

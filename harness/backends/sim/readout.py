@@ -4,7 +4,7 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
 - Flink's busy / backpressured time gauges average the truth over a meter interval (Flink's metric
   view: 5 s) and change only at its end, at a phase against the scrapes that reproduces the
   calibrated lag of the reading behind the truth; each meter update carries the calibrated bias and noise of
-  the reading against the true load (`harness.calibration.profile.GaugeModel`), drawn per subtask
+  the reading against the true load (`harness.calibrated_profile.GaugeModel`), drawn per subtask
   and update from a seeded table. Idle = 1000 - busy - backpressured. The true busy fraction of a
   subtask is records / its capacity, the true backpressured fraction the records it could not hand
   downstream / its capacity.
@@ -69,7 +69,7 @@ from harness.backends.sim.model import (
     OP_COLS,
     SimModel,
 )
-from harness.calibration.profile import GaugeModel
+from harness.calibrated_profile import GaugeModel
 from harness.metrics.latency import histogram_quantile, histogram_quantiles
 from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 from harness.record import empty_timeseries, timeseries_table

@@ -13,7 +13,9 @@ measured on the machine named in `provenance`, at the task-manager CPU quota in 
 - the meters' update interval and lag, task-manager start-up and stop time, and rescale downtime
   per method against state size.
 
-Pure data (pydantic) plus YAML read/write; no measurement code here.
+Pure data (pydantic) plus YAML read/write; no measurement code here. It sits below both its writer
+(`harness.calibration`, which measures the real stack) and its reader (the sim backend), so the
+backends never import the calibration commands.
 """
 
 from __future__ import annotations
