@@ -13,10 +13,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from autoscalers.config import AutoscalerConfig, RunContext
-
 if TYPE_CHECKING:
     from autoscalers.base import Autoscaler
+    from autoscalers.config import AutoscalerConfig, RunContext
 
 
 class Entry(NamedTuple):
@@ -95,12 +94,17 @@ def create(name: str, params: dict | None = None, context: RunContext | None = N
 
 
 _BASE_NAMES = ("AppliedAction", "Autoscaler", "History", "ScalingDecision")
+_CONFIG_NAMES = ("AutoscalerConfig", "RunContext")
 
 
 def __getattr__(name: str) -> Any:
-    # The interface types live in autoscalers.base, which imports the metrics snapshot; loaded on use.
+    # The interface types live in autoscalers.base, which imports the metrics snapshot; the config types in
+    # autoscalers.config (pydantic models): both loaded on use, so naming the autoscalers (`bench list`) builds
+    # no model.
     if name in _BASE_NAMES:
         return getattr(import_module("autoscalers.base"), name)
+    if name in _CONFIG_NAMES:
+        return getattr(import_module("autoscalers.config"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -10,6 +10,7 @@ of the packages a start-up must not pay for (pandas, scipy, pyspark, ...) was am
 
     .venv/bin/python benchmarks/bench_startup.py [--repeat 7] [--only help|list|sim-run]
     .venv/bin/python benchmarks/bench_startup.py --checkout DIR   # another checkout's code, e.g. an older commit
+    .venv/bin/python benchmarks/bench_startup.py --baseline DIR   # this code vs DIR's, runs alternating
 
 With `--checkout` the commands run as `python -m harness.cli ...` from that directory (so its
 `harness` package is the one imported); without it, as the installed `bench` script.
@@ -77,6 +78,7 @@ FLOOR = {
     "import typer, rich.console, pydantic, yaml": "import typer, rich.console, pydantic, yaml",
     "import numpy": "import numpy",
     "import pyarrow.parquet": "import pyarrow.parquet",
+    "import numpy, pyarrow.parquet, typer, yaml": "import numpy, pyarrow.parquet, typer, yaml",
     "typer app, 1 command + 1 option": FLOOR_APP,
     "the sim run's libraries (typer app + rich + yaml + numpy + pyarrow.parquet)":
         FLOOR_APP + "\nimport rich.console, rich.progress, yaml, numpy, pyarrow.parquet",
@@ -148,34 +150,51 @@ def main() -> None:
     ap.add_argument("--bytecode", choices=("cached", "source", "env"), default="cached",
                     help="cached (default: as an installed bench), source (compile at every start) or env")
     ap.add_argument("--floor", action="store_true", help="also time the interpreter and the unavoidable imports")
+    ap.add_argument("--baseline", type=Path,
+                    help="another checkout (e.g. main) timed in the same run, its runs alternating with this code's, "
+                         "so a change in the host's load biases neither side")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     try:
         env, condition = bytecode_env(a.bytecode, tmp / "pycache")
         ENV.clear()
         ENV.update(env)
-        prefix = [sys.executable, "-m", "harness.cli"] if a.checkout else [str(BIN / "bench")]
+        module = [sys.executable, "-m", "harness.cli"]
+        if a.baseline and not a.checkout:  # both sides as `python -m harness.cli` from their checkout
+            a.checkout = Path(__file__).resolve().parent.parent
+        prefix = module if a.checkout else [str(BIN / "bench")]
         cwd = a.checkout.resolve() if a.checkout else None
+        base = a.baseline.resolve() if a.baseline else None
         print(f"code: {cwd or 'installed bench'}; command: {' '.join(prefix)} ...; {condition}")
+        if base:
+            print(f"baseline: {base} (runs alternate with the code's)")
+        print(f"host load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if a.floor:
             print_floor(a.repeat, cwd)
         for name, args in commands(tmp / "results").items():
             if a.only and name not in a.only:
                 continue
             argv = [*prefix, *args]
-            time_once(argv, cwd)  # warm-up: file cache, .pyc files
-            runs = [time_once(argv, cwd) for _ in range(a.repeat)]
-            walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
-            verdict = "meets" if statistics.median(walls) <= TARGETS[name] else "MISSES"
+            sides = [("", argv, cwd)] + ([("baseline ", [*module, *args], base)] if base else [])
+            for _, side_argv, side_cwd in sides:
+                time_once(side_argv, side_cwd)  # warm-up: file cache, .pyc files
+            runs: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in sides}
+            for _ in range(a.repeat):
+                for label, side_argv, side_cwd in sides:
+                    runs[label].append(time_once(side_argv, side_cwd))
             print(f"bench {' '.join(args[:9])}")
-            print(f"  wall s  {fmt(walls)}  (n={len(walls)}; target <= {TARGETS[name]} s: median {verdict})")
-            print(f"  cpu s   {fmt(cpus)}")
+            for label, _, _ in sides[::-1]:
+                walls, cpus = [r[0] for r in runs[label]], [r[1] for r in runs[label]]
+                verdict = "meets" if statistics.median(walls) <= TARGETS[name] else "MISSES"
+                print(f"  {label}wall s  {fmt(walls)}  (n={len(walls)}; target <= {TARGETS[name]} s: median {verdict})")
+                print(f"  {label}cpu s   {fmt(cpus)}")
             profile = import_profile(args, cwd)
             top = sorted(profile.items(), key=lambda kv: -kv[1])[:8]
             print(f"  imports {sum(profile.values()) / 1e6:.3f} s self-time in total; heaviest packages: "
                   + ", ".join(f"{k} {v / 1e3:.0f} ms" for k, v in top))
             heavy = [h for h in HEAVY if h in profile]
             print(f"  heavy packages imported: {', '.join(heavy) if heavy else 'none'}")
+        print(f"host load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

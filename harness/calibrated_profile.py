@@ -37,7 +37,9 @@ RESCALE_METHODS: tuple[RescaleMethod, ...] = ("in_place", "savepoint", "reactive
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # validators built on first use: a run of an uncalibrated query (most sim runs) builds the few models the
+    # first-guess costs use, not the whole profile's (issue 13)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class HostLoad(_Model):

@@ -96,9 +96,9 @@ def _query_names() -> list[str]:
 
 
 def _pattern_names() -> list[str]:
-    from workloads.pattern_config import PARAMS
+    from workloads.pattern_names import PATTERN_NAMES
 
-    return list(PARAMS)
+    return list(PATTERN_NAMES)
 
 
 def _backend_names() -> list[str]:
@@ -629,19 +629,20 @@ def list_things(
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
     from harness.topology import available_queries
-    from workloads.pattern_config import PARAMS
+    from workloads.pattern_names import PATTERN_NAMES
 
-    if not details:
-        console.print("autoscalers: " + ", ".join(autoscalers.available()))
-        console.print("queries:     " + ", ".join(available_queries()))
-        console.print("patterns:    " + ", ".join(PARAMS))
+    if not details:  # names only: no config model is built (and plain text: no markup, emoji or highlighting)
+        for line in ("autoscalers: " + ", ".join(autoscalers.available()),
+                     "queries:     " + ", ".join(available_queries()),
+                     "patterns:    " + ", ".join(PATTERN_NAMES)):
+            console.print(line, markup=False, emoji=False, highlight=False)
         return
     from harness.listing import describe_autoscaler, describe_pattern
 
     for name in autoscalers.available():
         _print_described(describe_autoscaler(name), "autoscaler")
     console.print("queries: " + ", ".join(available_queries()), highlight=False)
-    for name in PARAMS:
+    for name in PATTERN_NAMES:
         _print_described(describe_pattern(name), "pattern")
 
 

@@ -100,8 +100,10 @@ def interarrival_sample(
         return np.zeros(0)
     # Proportional allocation by cumulative rounding: no step is starved by flooring.
     q = min(1.0, size / total)
-    kept = np.floor(np.cumsum(counts) * q + 1e-9)
-    per_step = np.diff(kept, prepend=0.0).astype(np.int64)
+    kept = np.floor(np.cumsum(counts) * q + 1e-9).astype(np.int64)
+    per_step = np.empty_like(kept)  # kept[k] - kept[k-1], without np.diff's per-call checks (every snapshot)
+    per_step[:1] = kept[:1]
+    np.subtract(kept[1:], kept[:-1], out=per_step[1:])
     rates = np.repeat(counts * q / step_s, per_step)
     if len(rates) == 0:
         return np.zeros(0)

@@ -22,8 +22,7 @@ from pydantic import (
 
 from harness.errors import nested_errors
 from workloads.arrival_config import ArrivalConfig
-
-PatternName = Literal["cosine", "random", "increasing", "decreasing", "convergence", "constant", "trace"]
+from workloads.pattern_names import PatternName
 
 
 class _Params(BaseModel):

@@ -74,6 +74,23 @@ def test_list_imports_no_numpy_and_no_data_or_stack_library() -> None:
     assert not loaded & banned, sorted(loaded & banned)
 
 
+def test_list_names_things_without_building_their_config_models() -> None:
+    """Plain `bench list` prints names: the registries of names, no pattern or autoscaler config model (pydantic
+    classes built at import) and no autoscaler implementation; typer alone brings pydantic itself."""
+    modules = full_modules_of("list")
+    assert {"autoscalers", "workloads.pattern_names"} <= modules  # it did name them
+    ours = {m for m in modules if m.startswith(("autoscalers.", "workloads."))}
+    assert ours == {"workloads.pattern_names"}, sorted(ours)
+    assert "rich._emoji_codes" not in modules  # plain text: no emoji table
+
+
+def test_the_pattern_names_are_the_pattern_models() -> None:
+    from workloads.pattern_config import PARAMS
+    from workloads.pattern_names import PATTERN_NAMES
+
+    assert tuple(PARAMS) == PATTERN_NAMES
+
+
 def test_list_details_imports_no_data_or_stack_library() -> None:
     loaded = imported_by("list", "--details")
     # autoscaler implementations (scipy, statsmodels, networkx) are the autoscaler registry's business
@@ -101,6 +118,21 @@ def test_a_sim_run_writes_and_summarises_its_record_without_pandas(tmp_path: Pat
               "prometheus_api_client"}
     assert not loaded & banned, sorted(loaded & banned)
     assert list(tmp_path.rglob("timeseries.parquet"))
+
+
+def test_the_benchmarked_ds2_sim_run_imports_no_pandas_scipy_or_arrow_compute(tmp_path: Path) -> None:
+    """The run benchmarks/bench_startup.py times (ds2, q11, cosine; shortened here): DS2 is arithmetic, the
+    record is written and summarised through harness.arrow, so no scipy/statsmodels/networkx, no pandas and
+    none of pyarrow's compute, dataset or pandas layers."""
+    modules = full_modules_of("run", "--backend", "sim", "--scaler", "ds2", "--query", "q11", "--pattern",
+                              "cosine", "--duration", "600", "--results", str(tmp_path))
+    assert "autoscalers.ds2" in modules and list(tmp_path.rglob("timeseries.parquet"))  # it did run and write
+    tops = {m.split(".")[0] for m in modules}
+    banned = {"pandas", "scipy", "statsmodels", "networkx", "matplotlib", "pyspark", "kubernetes", "confluent_kafka",
+              "requests", "prometheus_api_client"}
+    assert not tops & banned, sorted(tops & banned)
+    arrow_layers = {"pyarrow.compute", "pyarrow.dataset", "pyarrow.pandas_compat"}
+    assert not modules & arrow_layers, sorted(modules & arrow_layers)
 
 
 def test_validate_imports_no_backend_implementation(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ buckets of log segments older than the retention time.
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain
 
 import numpy as np
 
@@ -105,23 +106,24 @@ def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
     proportion to their partitions (an approximation at the moment of a
     rescale; between rescales every group's queue is exact). A backlog holds a
     bucket per arrival step (thousands), so the pooling and splitting run in
-    numpy; `np.add.at` sums each step's counts in queue order, as a loop would.
+    numpy: the buckets are read into one flat array (no per-bucket array), `np.bincount` sums each step's
+    counts in queue order (as a loop would) and the new buckets are built from two flat lists.
     """
     total = sum(q.pending for q in queues)
     last_step = max((q.last_step for q in queues), default=-1.0)
-    rows = [bucket for q in queues for bucket in q.buckets]
-    if rows:
-        pairs = np.array(rows, dtype=np.float64)
-        steps, where = np.unique(pairs[:, 0], return_inverse=True)  # sorted: oldest first
-        pooled = np.zeros(len(steps))
-        np.add.at(pooled, where.ravel(), pairs[:, 1])
+    n = sum(len(q.buckets) for q in queues)
+    if n:
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(q.buckets for q in queues)), dtype=np.float64,
+                           count=2 * n)  # step, count, step, count, ...
+        steps, where = np.unique(flat[0::2], return_inverse=True)  # sorted: oldest first
+        pooled = np.bincount(where.ravel(), weights=flat[1::2], minlength=len(steps))
     out = []
     for w in weights:
         nq = FifoTopic()
-        if rows:
+        if n:
             counts = pooled * w
             keep = counts > 0.0
-            nq.buckets.extend(np.column_stack((steps[keep], counts[keep])).tolist())
+            nq.buckets.extend(map(list, zip(steps[keep].tolist(), counts[keep].tolist(), strict=True)))
         nq.pending = total * w
         nq.last_step = last_step
         out.append(nq)
