@@ -300,3 +300,65 @@ def test_savepoint_rescale_redeploys_the_job_manager_from_the_savepoint():
     assert ex.taskmanager_replicas() == 5
     vols = {v["name"]: v for v in mf.jobmanager_deployment(cfg, r.job)["spec"]["template"]["spec"]["volumes"]}
     assert vols["flink-state"]["hostPath"]["path"] == "/var/lib/bench/t"
+
+
+# ------------------------------------------------------------------ downtime measurement
+
+def scripted_scale_down(frames: list[str]):
+    """An in-place map 2 -> 1 where each poll after the request shows the next frame:
+    'old' (running at 2), 'restarting', 'deploying' (RUNNING, map's subtasks not yet running), 'new' (running at 1)."""
+    from harness.backends.flink_rest import JobDetails, Vertex
+
+    r, cluster, flink, ex = rescaler(K8sConfig(namespace="t"), "q1", map=2)
+    state = r.current()
+    real_set = flink.set_resource_requirements
+    polls: list[str] = []
+
+    def set_requirements(jid, bounds):
+        real_set(jid, bounds)
+        polls.extend(frames)
+
+    def job(jid):
+        frame = polls.pop(0) if len(polls) > 1 else (polls[0] if polls else "old")
+        map_par = 2 if frame in ("old", "restarting") else 1
+        job_state = "RESTARTING" if frame == "restarting" else "RUNNING"
+        vs = tuple(
+            Vertex(id=flink.vids[op], name=op, parallelism=map_par if op == "map" else 1,
+                   status="DEPLOYING" if frame == "deploying" and op == "map" else job_state,
+                   tasks={"DEPLOYING" if frame == "deploying" and op == "map" else job_state:
+                          map_par if op == "map" else 1})
+            for op in flink.ops
+        )
+        return JobDetails(jid=jid, name="q", state=job_state, vertices=vs)
+
+    flink.set_resource_requirements = set_requirements
+    flink.job = job
+    return r.rescale("in_place", state, {"map": 1}, None)
+
+
+def test_downtime_runs_from_the_first_poll_that_sees_the_job_down_until_it_runs_at_the_target():
+    _, res = scripted_scale_down(["old", "restarting", "deploying", "new"])
+    assert res.ok, res.error
+    assert res.parallelism["map"] == 1
+    assert res.downtime_s == pytest.approx(2 * 0.5)  # down at the 2nd poll, running at the 4th (0.5 s apart)
+
+
+def test_an_outage_that_fell_between_two_polls_is_an_upper_bound_not_zero():
+    """The k8s scale-down figure of 0.0 s: the job restarted (its parallelism changed) but no poll saw it down."""
+    _, res = scripted_scale_down(["old", "old", "new"])
+    assert res.ok, res.error
+    assert res.parallelism["map"] == 1
+    assert res.downtime_s == pytest.approx(2 * 0.5)  # request -> the poll that saw map at 1: never 0
+
+
+def test_job_timestamps_sharpen_a_missed_outage():
+    from harness.backends.flink_rest import JobDetails
+    from harness.backends.wallclock import Timing
+
+    missed = Timing(requested=100.0, down_from=None, running_at=104.0)
+    restarted = JobDetails("j", "q", "RUNNING", (), timestamps={"RESTARTING": 5_000, "RUNNING": 6_200})
+    assert K8sRescaler._downtime(restarted, missed) == pytest.approx(1.2)
+    fresh_graph = JobDetails("j", "q", "RUNNING", (), timestamps={"CREATED": 5_000, "RUNNING": 6_200})
+    assert K8sRescaler._downtime(fresh_graph, missed) == pytest.approx(4.0)
+    seen = Timing(requested=100.0, down_from=101.5, running_at=104.0)
+    assert K8sRescaler._downtime(restarted, seen) == pytest.approx(2.5)

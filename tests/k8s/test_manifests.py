@@ -340,3 +340,13 @@ def test_builtin_manifests_survive_the_official_client_models(kw):
             continue  # a custom resource: no client model (see docs/k8s.md, untested)
         model = getattr(k8s, f"V1{m['kind']}").from_dict(m)
         assert _lost_fields(m, api.sanitize_for_serialization(model)) == [], (m["kind"], m["metadata"]["name"])
+
+
+def test_the_rest_api_serves_a_fresh_job_graph_to_every_downtime_poll():
+    """Flink caches `GET /jobs/:id` for `web.refresh-interval` (3 s by default): longer than the rescaler's
+    poll interval, a short outage would fall between two snapshots and read as no outage."""
+    from harness.backends.k8s.rescale import POLL_S
+
+    for standalone in (True, False):
+        refresh = mf.flink_settings(K8sConfig(), standalone=standalone)["web.refresh-interval"]
+        assert refresh.endswith("ms") and 0 < int(refresh[:-2]) < POLL_S * 1000

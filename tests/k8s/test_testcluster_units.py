@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,25 @@ def test_a_k8s_run_without_a_cluster_of_its_own_uses_the_test_cluster(monkeypatc
 def test_access_modes_are_exclusive() -> None:
     with pytest.raises(ValueError, match="one of"):
         K8sConfig.model_validate({"cluster_ip": True, "port_forward": True})
+
+
+def test_a_process_left_running_in_the_clusters_directories_is_a_host_difference(tmp_path: Path) -> None:
+    import subprocess
+
+    from harness.backends.k8s.testcluster.hostprep import cluster_processes
+
+    ours = tmp_path / "state"
+    ours.mkdir()
+    assert cluster_processes((ours,)) == []
+    # names a file in the cluster's directory, like etcd --data-dir <state>/etcd
+    left = subprocess.Popen(["sh", "-c", "sleep 60", str(ours / "etcd")])
+    try:
+        for _ in range(100):  # until the child has exec'd
+            if b"sleep 60" in Path(f"/proc/{left.pid}/cmdline").read_bytes():
+                break
+            time.sleep(0.05)
+        assert cluster_processes((ours,)) == [f"process {left.pid}: sh -c sleep 60 {ours / 'etcd'}"]
+    finally:
+        left.kill()
+        left.wait()
+    assert cluster_processes((ours,)) == []

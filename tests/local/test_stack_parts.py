@@ -160,6 +160,10 @@ def test_flink_config_has_one_slot_adaptive_scheduler_reporter_and_local_state(t
     assert s["rest.port"] == 8088 and s["rest.bind-address"] == "127.0.0.1"
     assert s["execution.checkpointing.dir"] == (tmp_path / "flink" / "checkpoints").as_uri()
     assert s["execution.checkpointing.savepoint-dir"].startswith("file:")
+    # every downtime poll sees the job as it is, not a cached job graph (Flink's default cache: 3 s)
+    from harness.backends.local.rescale import POLL_S
+
+    assert s["web.refresh-interval"].endswith("ms") and int(s["web.refresh-interval"][:-2]) < POLL_S * 1000
 
 
 def test_prometheus_config_scrapes_every_5s_and_targets_follow_task_managers(tmp_path: Path) -> None:

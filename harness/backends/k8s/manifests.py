@@ -284,6 +284,14 @@ FLINK_JAVA17_OPTS = " ".join([
 ])
 
 
+# How long the job manager's REST API serves a cached job graph (`web.refresh-interval`, Flink's
+# DefaultExecutionGraphCache; default 3 s). The rescaler measures downtime by polling `GET /jobs/:id`
+# every 0.5 s: with the default, an outage shorter than ~3 s (an in-place scale-down onto warm task
+# managers) can fall between two snapshots and is never seen. Below the poll interval, every poll
+# sees the job as it is.
+REST_REFRESH_S = 0.2
+
+
 def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
     """Flink configuration as flat keys (same choices as the local backend, see local/flink.py).
 
@@ -317,6 +325,7 @@ def flink_settings(cfg: K8sConfig, *, standalone: bool) -> dict[str, Any]:
         "restart-strategy.fixed-delay.delay": "2s",
         "heartbeat.interval": 2000,
         "heartbeat.timeout": 15000,
+        "web.refresh-interval": _seconds(REST_REFRESH_S),
         "env.java.opts.all": FLINK_JAVA17_OPTS,
     }
     base = cfg.durable_state_dir

@@ -20,8 +20,9 @@ Methods (experiment.rescale_method; the standalone path unless noted):
 
 Vertical scaling resizes the CPU limit of the pods hosting an operator in place (MEAD).
 Downtime = from the first poll that sees the job not fully running until every subtask runs again at
-the target (resolution POLL_S), sharpened by the job's RESTARTING -> RUNNING timestamps when polling
-missed the outage (same rule as the local backend).
+the target (resolution POLL_S; the job manager's REST cache is kept below it, see
+manifests.REST_REFRESH_S). When polling missed the outage: the job's RESTARTING -> RUNNING timestamps
+if they describe it, else the time since the request as an upper bound (same rule as the local backend).
 
 Exercised against fakes (tests/k8s/test_executor.py) and on the real test cluster
 (tests/k8s/test_e2e_cluster.py).
@@ -40,7 +41,7 @@ from harness.backends.flink_rest import Bounds, JobDetails, SavepointStatus, Tas
 from harness.backends.k8s import manifests as mf
 from harness.backends.k8s.config import K8sConfig
 from harness.backends.k8s.executor import K8sExecutor
-from harness.backends.wallclock import wait_until_running
+from harness.backends.wallclock import Timing, wait_until_running
 from harness.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class K8sRescaler:
             since=since, timeout_s=self.cfg.rescale_timeout_s, clock=self.clock, sleep=self.sleep, poll_s=POLL_S,
             retry_on=(Exception,),  # JM restarting / unreachable: keep polling (the last error ends a timeout)
         )
-        return self._downtime(job, since, timing.down_from, timing.running_at)
+        return self._downtime(job, timing)
 
     def _matches(self, job: JobDetails, target: dict[str, int] | None, total: int | None) -> bool:
         vids = map_vertices(job.vertices, self.topology.names)
@@ -139,13 +140,20 @@ class K8sRescaler:
         return True
 
     @staticmethod
-    def _downtime(job: JobDetails, since: float, down_from: float | None, running_at: float) -> float:
-        if down_from is not None:
-            return max(0.0, running_at - down_from)
-        restarting, running = job.timestamps.get("RESTARTING", 0), job.timestamps.get("RUNNING", 0)
-        if restarting and running > restarting:
-            return min((running - restarting) / 1000.0, running_at - since)
-        return 0.0
+    def _downtime(job: JobDetails, timing: Timing) -> float:
+        """The outage polling saw; when it fell between two polls, the job's own RESTARTING -> RUNNING
+        timestamps if they describe it, else the whole time since the request: an upper bound, never
+        a made-up zero (every parallelism change restarts the job). Same rule as the local backend.
+
+        The adaptive scheduler builds a new execution graph for each rescale, and the REST API shows
+        only the current one, so after a rescale the RESTARTING timestamp is usually absent."""
+        if timing.down_from is None:
+            restarting, running = job.timestamps.get("RESTARTING", 0), job.timestamps.get("RUNNING", 0)
+            if restarting and running > restarting:
+                return min((running - restarting) / 1000.0, timing.running_at - timing.requested)
+            log.warning("the rescale's outage fell between two polls of the job; its downtime %.1f s is the time "
+                        "since the request (an upper bound)", timing.downtime_s)
+        return timing.downtime_s
 
     # ---- task managers (standalone) -------------------------------------------------------------
     def registered_taskmanagers(self) -> list[TaskManagerInfo]:

@@ -104,6 +104,9 @@ class FlinkCluster:
             # notice a dead task manager in seconds, not the default 50 s
             "heartbeat.interval": 2000,
             "heartbeat.timeout": int(c.heartbeat_timeout_s * 1000),
+            # GET /jobs/:id is served from a cache kept this long (default 3 s): the rescaler polls every
+            # 0.25 s to measure downtime, and a shorter outage would fall between two cached snapshots
+            "web.refresh-interval": "100ms",
             "io.tmp.dirs": str(self.dir / "tmp"),
             "web.upload.dir": str(self.dir / "uploads"),
             "web.submit.enable": True,

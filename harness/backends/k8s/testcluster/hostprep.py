@@ -4,7 +4,8 @@ A kubelet, kube-proxy, containerd and the bridge CNI plugin change the machine: 
 chains, a bridge, mounts, `kubepods` cgroups, directories under /var and /run. `HostState.capture()`
 records what is there before `up`; `restore()` after `down` removes what the cluster added (only
 what is recognisably ours: KUBE-*/CNI-* chains, our bridge, mounts under our directories, `kubepods`
-cgroups) and writes back sysctls that changed. `diff()` says what still differs, for tests.
+cgroups) and writes back sysctls that changed. `diff()` says what still differs, for tests, including
+processes left running that name the cluster's directories.
 """
 
 from __future__ import annotations
@@ -120,6 +121,23 @@ def cgroup_dirs() -> set[str]:
             if ctrl.is_dir():
                 found.update(str(p) for p in ctrl.glob("kubepods*"))
     return found
+
+
+def cluster_processes(our_dirs: tuple[Path, ...]) -> list[str]:
+    """Processes whose command line names one of the cluster's directories (etcd, the Kubernetes
+    components, containerd and its shims all do): after `down` there must be none."""
+    prefixes = tuple(str(d) for d in our_dirs)
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            args = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+        except OSError:  # gone meanwhile
+            continue
+        if any(prefix in arg for arg in args for prefix in prefixes):
+            found.append(f"process {proc.name}: {' '.join(args)[:160]}")
+    return sorted(found)
 
 
 @dataclass
@@ -249,7 +267,7 @@ class HostState:
             out.append(f"link {bridge}")
         out += [f"cgroup {c}" for c in sorted(now.cgroups - self.cgroups)]
         out += [f"path {p}" for p, existed in now.paths.items() if existed and not self.paths.get(p, False)]
-        return out
+        return out + cluster_processes(our_dirs)
 
 
 def _jumps_to(rule: list[str], chains: set[str]) -> bool:
