@@ -125,11 +125,19 @@ def worker_init() -> None:
 
 
 def die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies, so a killed matrix leaves no orphan writing records."""
+    """Linux: SIGKILL this process when its parent dies, so a killed matrix leaves no orphan writing records.
+
+    A parent killed between the fork and the request leaves the worker orphaned already (the request
+    then never fires): the worker checks for that afterwards and exits."""
     if not sys.platform.startswith("linux"):
         return
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
         pr_set_pdeathsig = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)

@@ -165,3 +165,36 @@ def test_sigterm_stops_a_matrix_like_a_first_ctrl_c(tmp_path: Path) -> None:
     done = sum(s == RunStatus.COMPLETED for s in got)
     assert f"{done} done, {9 - done} left: rerun to resume" in out and "Traceback" not in out, out
     assert "SIGTERM" in out, out
+
+
+def _orphan(marks: str, parent_pid: int) -> None:
+    """Runs in a worker whose parent exits first: it asks to die with the parent only once orphaned."""
+    from harness.interrupts import die_with_parent
+
+    out = Path(marks)
+    (out / "pid").write_text(str(os.getpid()))
+    while os.getppid() == parent_pid:  # the parent is gone once this worker is re-parented
+        time.sleep(0.01)
+    die_with_parent()
+    (out / "survived").write_text("yes")
+
+
+def _short_lived_parent(marks: str) -> None:
+    import multiprocessing
+
+    multiprocessing.get_context("fork").Process(target=_orphan, args=(marks, os.getpid())).start()
+    os._exit(0)  # no join: the worker outlives this process
+
+
+def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_exits(tmp_path: Path) -> None:
+    import multiprocessing
+
+    parent = multiprocessing.get_context("fork").Process(target=_short_lived_parent, args=(str(tmp_path),))
+    parent.start()
+    parent.join()
+    while not (tmp_path / "pid").exists():
+        time.sleep(0.01)
+    pid = int((tmp_path / "pid").read_text())
+    while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]:
+        time.sleep(0.01)
+    assert not (tmp_path / "survived").exists()
