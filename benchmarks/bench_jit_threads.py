@@ -27,9 +27,9 @@ from workloads.patterns import build_pattern
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def thread_cpu_s(stack: LocalStack, tm: str) -> collections.Counter[str]:
-    """CPU seconds used so far by each thread name of one task manager's processes."""
-    out: collections.Counter[str] = collections.Counter()
+def thread_cpu_s(stack: LocalStack, tm: str) -> dict[tuple[str, str], float]:
+    """CPU seconds used so far by each thread (id, name) of one task manager's processes."""
+    out: dict[tuple[str, str], float] = {}
     for pid in stack.cgroups.group(tm).pids():
         for task in Path(f"/proc/{pid}/task").glob("*"):
             try:
@@ -37,8 +37,18 @@ def thread_cpu_s(stack: LocalStack, tm: str) -> collections.Counter[str]:
                 fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue  # the thread ended meanwhile
-            out[name] += (int(fields[11]) + int(fields[12])) / TICK
+            out[(task.name, name)] = (int(fields[11]) + int(fields[12])) / TICK
     return out
+
+
+def per_name(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float],
+             took: float) -> dict[str, float]:
+    """CPU per thread name over the window. The JVM starts and stops compiler threads on demand: a thread
+    that ended inside the window is left out (its last part is unknown), one that started counts from 0."""
+    rate: collections.Counter[str] = collections.Counter()
+    for (tid, name), cpu in after.items():
+        rate[name] += (cpu - before.get((tid, name), 0.0)) / took
+    return dict(rate)
 
 
 def phase(b: LocalBackend, stack: LocalStack, label: str, window_s: float, top: int) -> None:
@@ -52,8 +62,7 @@ def phase(b: LocalBackend, stack: LocalStack, label: str, window_s: float, top: 
     print(f"{label}: input {s.input_rate:.0f}/s, throughput {s.throughput:.0f}/s, "
           f"source busy {s.operators[source].busy_ms_per_s:.0f} ms/s", flush=True)
     for tm in tms:
-        after = thread_cpu_s(stack, tm)
-        rate = {k: (after[k] - before[tm].get(k, 0.0)) / took for k in after}
+        rate = per_name(before[tm], thread_cpu_s(stack, tm), took)
         compiler = sum(v for k, v in rate.items() if "Compiler" in k)
         busiest = sorted(rate.items(), key=lambda kv: -kv[1])[:top]
         print(f"  {tm}: {sum(rate.values()):.3f} CPU, compiler threads {compiler:.3f} "
