@@ -13,10 +13,10 @@ import pytest
 from harness.backends.flink_rest import UploadedJar
 from harness.backends.local.config import LocalConfig
 from harness.backends.local.flink import FlinkCluster
-from harness.backends.local.install import Installation
 from harness.backends.local.kafka import TopicRetention
 from harness.backends.local.stack import LocalStack, directory_bytes
 from harness.backends.local.supervisor import Supervisor
+from tests.local.offline_flink import offline_flink
 
 MB = 1 << 20
 
@@ -43,18 +43,10 @@ def test_kafka_rolls_its_log_and_deletes_topic_files_promptly(tmp_path: Path) ->
     assert "RollingFile" in LOG4J2 and "strategy.max = 2" in LOG4J2
 
 
-def _fake_install(tmp: Path) -> Installation:
-    return Installation(java_home=tmp / "jdk", flink_home=tmp / "flink", kafka_libs=tmp / "kafka",
-                        jmx_agent=tmp / "jmx.jar", prometheus_bin=tmp / "prometheus", versions={})
-
-
 def test_every_flink_process_gets_its_own_scratch_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = LocalConfig(workdir=tmp_path, class_data_sharing=False)
-    flink = FlinkCluster(cfg, Supervisor(tmp_path))
-    monkeypatch.setattr(flink, "resource_params", lambda inst: {"taskmanager": (["-Xmx1m"], ["-D", "x=1"])})
-    monkeypatch.setattr(flink, "classpath", lambda inst: "cp")
-    monkeypatch.setattr(flink, "_distribution_java_opts", lambda inst: "")
-    cmd, _ = flink.java_command(_fake_install(tmp_path), "taskmanager", tmp_path / "tm.log", [],
+    flink, inst = offline_flink(cfg, tmp_path, monkeypatch)
+    cmd, _ = flink.java_command(inst, "taskmanager", tmp_path / "tm.log", [],
                                 flink.scratch_dir("tm-7"))
     scratch = tmp_path / "flink" / "tmp" / "tm-7"
     assert f"-Djava.io.tmpdir={scratch}" in cmd  # the RPC jar Flink extracts lands there too

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.local.config import LocalConfig, TaskManagerJit
-from harness.backends.local.flink import FlinkCluster
-from harness.backends.local.install import Installation
-from harness.backends.local.supervisor import Supervisor
+from tests.local.offline_flink import offline_flink
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 
@@ -21,13 +19,8 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 ])
 def test_c1_only_is_asked_of_the_task_managers_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      jit: TaskManagerJit, role: str, c1_only: bool) -> None:
-    flink = FlinkCluster(LocalConfig(workdir=tmp_path, class_data_sharing=False, taskmanager_jit=jit),
-                         Supervisor(tmp_path))
-    monkeypatch.setattr(flink, "resource_params", lambda inst: {role: (["-Xmx1m"], [])})
-    monkeypatch.setattr(flink, "classpath", lambda inst: "cp")
-    monkeypatch.setattr(flink, "_distribution_java_opts", lambda inst: "")
-    inst = Installation(java_home=tmp_path / "jdk", flink_home=tmp_path / "flink", kafka_libs=tmp_path / "kafka",
-                        jmx_agent=tmp_path / "jmx.jar", prometheus_bin=tmp_path / "prometheus", versions={})
+    flink, inst = offline_flink(LocalConfig(workdir=tmp_path, class_data_sharing=False, taskmanager_jit=jit),
+                                tmp_path, monkeypatch, role)
     cmd, _ = flink.java_command(inst, role, tmp_path / "x.log", [])
     assert (C1_ONLY in cmd) is c1_only
     assert cmd.index("-classpath") > max((i for i, a in enumerate(cmd) if a.startswith("-XX:")), default=0)

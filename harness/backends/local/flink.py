@@ -211,17 +211,17 @@ class FlinkCluster:
         jvm, props = self.resource_params(inst)[role]
         main = self.ROLES[role][1]
         opts = self._distribution_java_opts(inst).split()
-        gc = ["-XX:+UseG1GC", *self._jit_flags()] if role == "taskmanager" else []
+        tm_flags = ["-XX:+UseG1GC", *self._jit_flags()] if role == "taskmanager" else []
         log = self.conf_dir / "log4j-console.properties"
         cp = self.classpath(inst)
-        plan = self.cds.plan(inst.java, f"flink-{role}", cp, [*gc, *jvm, *opts])
+        plan = self.cds.plan(inst.java, f"flink-{role}", cp, [*tm_flags, *jvm, *opts])
         tmp: list[str] = []
         if scratch is not None:
             scratch.mkdir(parents=True, exist_ok=True)
             tmp = [f"-Djava.io.tmpdir={scratch}"]
             dynamic = [*dynamic, "-D", f"io.tmp.dirs={scratch}"]
         return [
-            str(inst.java), *plan.flags, *gc, *jvm, *opts, *tmp,
+            str(inst.java), *plan.flags, *tm_flags, *jvm, *opts, *tmp,
             "-Dconsole.log.level=OFF",  # stdout goes to a file already; keep one copy of the log
             f"-Dlog.file={log_file}",
             f"-Dlog4j.configuration=file:{log}", f"-Dlog4j.configurationFile=file:{log}",
