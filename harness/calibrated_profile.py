@@ -60,6 +60,9 @@ class Provenance(_Model):
     flink_version: str
     kafka_version: str
     taskmanager_cpu_quota: float
+    taskmanager_jit: Literal["tiered", "c1"] = Field(
+        "tiered", description="the task managers' JIT while measuring (local.taskmanager_jit; profiles from "
+                              "before it was recorded were measured with the JVM's tiered default)")
     host_load: HostLoad
     duration_s: float = Field(description="wall time of this query's measurement")
     quick: bool = False

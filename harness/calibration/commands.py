@@ -18,6 +18,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from harness.backends.local.jit import TaskManagerJit
+
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -74,6 +76,9 @@ def register(app: typer.Typer) -> None:
         quick: Annotated[bool, typer.Option(
             help="shorter phases, no reactive rescale (q1 + q11 in <= 10 min)")] = False,
         quota: Annotated[float, typer.Option(help="task-manager CPU quota (cores) to calibrate at")] = 0.25,
+        jit: Annotated[TaskManagerJit, typer.Option(
+            help="the task managers' JIT (local.taskmanager_jit): measure with the one the runs use")
+                       ] = TaskManagerJit.C1,
         state_dir: Annotated[Path, typer.Option(help="recorded samples (resume from here)")] = Path(
             ".bench/calibration"),
         out: Annotated[Path | None, typer.Option(help="profile directory (default queries/topologies/calibrated)")
@@ -110,18 +115,19 @@ def register(app: typer.Typer) -> None:
             err.print("[bold red]error:[/] --quota must be in (0, 8] cores and --time-scale > 0")
             raise typer.Exit(2)
         started = time.monotonic()
-        mode = f"{'quick' if quick else 'full'}-q{quota:g}" + (f"-x{time_scale:g}" if time_scale != 1.0 else "")
+        mode = (f"{'quick' if quick else 'full'}-q{quota:g}" + (f"-x{time_scale:g}" if time_scale != 1.0 else "")
+                + ("" if jit is TaskManagerJit.TIERED else f"-{jit.value}"))
         root = state_dir / mode
-        code = _run(queries, pars, quick, quota, root, out, workdir, port_offset, time_scale, refit, fresh,
+        code = _run(queries, pars, quick, quota, jit, root, out, workdir, port_offset, time_scale, refit, fresh,
                     wait_quiet_load, wait_max_s, seed, load_topology)
         console.print(f"calibration took {(time.monotonic() - started) / 60:.1f} min (state in {root})")
         if code:
             raise typer.Exit(code)
 
 
-def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, root: Path, out: Path | None,
-         workdir: Path, port_offset: int, time_scale: float, refit: bool, fresh: bool, wait_load: float | None,
-         wait_max_s: float, seed: int, load_topology: Any) -> int:
+def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, jit: TaskManagerJit, root: Path,
+         out: Path | None, workdir: Path, port_offset: int, time_scale: float, refit: bool, fresh: bool,
+         wait_load: float | None, wait_max_s: float, seed: int, load_topology: Any) -> int:
     import shutil
 
     from harness.calibration.measure import Measurement, QueryCalibration
@@ -148,7 +154,8 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, r
         from harness.backends.local.errors import StackError
         from harness.backends.local.stack import LocalStack
 
-        stack = LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, taskmanager_cpu_quota=quota))
+        stack = LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, taskmanager_cpu_quota=quota,
+                                       taskmanager_jit=jit))
         total = 60.0 + sum(p.estimate_s for p in plans.values())
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                       TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -187,6 +194,7 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, r
                     m.facts["load_before"] = list(load)
                     m.facts["query_wall_s"] = time.monotonic() - t_q
                     m.facts["plan"] = {"quick": quick, "parallelisms": list(pars), "time_scale": time_scale}
+                    m.facts["taskmanager_jit"] = jit.value
                     m.save(root / q)
                     progress.console.print(f"{q}: measured in {(time.monotonic() - t_q) / 60:.1f} min "
                                            f"(host load before {load[0]:.1f}, during {m.host.load1.mean():.1f})")
@@ -230,6 +238,7 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
                 timespec="seconds"),
             command=cmd, cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
             flink_version=local.flink_version, kafka_version=local.kafka_version, taskmanager_cpu_quota=quota,
+            taskmanager_jit=m.facts.get("taskmanager_jit", TaskManagerJit.TIERED.value),
             host_load=HostLoad(before_1m=math.nan), duration_s=float(m.facts.get("query_wall_s", math.nan)),
             quick=bool(m.facts.get("plan", {}).get("quick", quick)),
             notes=[f"{p.name}: not saturated after raising the rate" for p in m.phases

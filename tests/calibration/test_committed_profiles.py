@@ -27,6 +27,17 @@ def test_q1_has_a_committed_profile() -> None:
 
 
 @pytest.mark.parametrize("query", COMMITTED)
+def test_committed_profile_was_measured_with_the_local_default_jit(query: str) -> None:
+    """A sim run of a local experiment is the same experiment only if the profile describes the JVMs the local
+    run starts: with C2 a 0.1-0.25 CPU task manager compiles for minutes, with C1 it settles in seconds."""
+    from harness.backends.local.config import LocalConfig
+
+    prof = load_profile(query)
+    assert prof is not None
+    assert prof.provenance.taskmanager_jit == LocalConfig().taskmanager_jit.value
+
+
+@pytest.mark.parametrize("query", COMMITTED)
 def test_committed_profile_is_physically_sensible(query: str) -> None:
     prof = load_profile(query)
     assert prof is not None
@@ -49,7 +60,10 @@ def test_committed_profile_is_physically_sensible(query: str) -> None:
         for sp in op.shares:
             if sp.saturated:
                 saturated[sp.share] = max(saturated.get(sp.share, 0.0), sp.capacity)
-        for share, measured in saturated.items():  # the envelope the fit was made from
+        for share in saturated:  # the envelope the fit was made from: a subtask that was seen processing more
+            # than a saturation measured at the same share shows that saturation was held back (by the host); the
+            # fit is then lifted to the fastest rate seen, and that rate is what it must pass near
+            measured = max([saturated[share]] + [sp.capacity for sp in op.shares if sp.share == share])
             fitted = op.capacity_fit.capacity(share * quota * sat_f)
             assert abs(fitted - measured) <= FIT_TOLERANCE * full, (
                 f"{name} at share {share}: fitted {fitted:.0f} rec/s, measured {measured:.0f}")

@@ -38,6 +38,7 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     pv = prof.provenance
     assert pv.flink_version == "2.2.1" and pv.kafka_version == "4.1.1" and pv.taskmanager_cpu_quota == 0.25
     assert pv.cpu_model and pv.host_cpus == os.cpu_count() and "calibrate" in pv.command and pv.quick
+    assert pv.taskmanager_jit == "c1"  # the default, which the runs use too
     assert math.isfinite(pv.host_load.before_1m) and math.isfinite(pv.host_load.during_mean_1m)
     assert 0.0 <= pv.host_load.host_cpu_busy <= 1.0
     src, mp, sink = (prof.operators[n] for n in ("bids_source", "map", "sink"))

@@ -7,24 +7,12 @@ default plus `port_offset`, so several stacks (tests, engineers, CI) can share o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class TaskManagerJit(StrEnum):
-    """Which JIT compilers the task managers' JVMs run.
-
-    Measured on q1 at 0.1 CPU per task manager (tests/local/test_measurements.py): a minute after a
-    start or a rescale, HotSpot's C2 compiler threads used 33-56 % of each source task manager's quota
-    and the task thread 7-15 %, so the job's capacity kept changing for minutes. On a real node C2 takes
-    seconds of a whole core; on a fraction of one it is a transient that dominates short experiments.
-    """
-
-    TIERED = "tiered"
-    C1 = "c1"
+from harness.backends.local.jit import TaskManagerJit
 
 
 @dataclass(frozen=True)
@@ -111,9 +99,9 @@ class LocalConfig(BaseModel):
     )
 
     taskmanager_jit: TaskManagerJit = Field(
-        TaskManagerJit.TIERED,
-        description="the task managers' JIT: tiered = the JVM's default (C1 then C2); c1 = C1 only, which reaches "
-                    "its steady state in seconds at a fraction of a CPU, where C2 compiles for minutes on the quota",
+        TaskManagerJit.C1,
+        description="the task managers' JIT: c1 = C1 only, which reaches its steady state in seconds at a fraction "
+                    "of a CPU, where C2 compiles for minutes on the quota; tiered = the JVM's default (C1 then C2)",
     )
 
     class_data_sharing: bool = Field(

@@ -133,8 +133,8 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         meter_interval_s=(profile.meters.interval_s if math.isfinite(profile.meters.interval_s)
                           else cfg.meter_interval_s),
         calibrated=True,
-        source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model} "
-               f"({profile.provenance.command})",
+        source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model}, "
+               f"{profile.provenance.taskmanager_jit} JIT ({profile.provenance.command})",
         meter_delay_s=meter_delay(profile),
     )
 
