@@ -191,11 +191,30 @@ def _mead(label: str, name: str, statistic: str, target: float | None = None) ->
 
 MEAN_TARGETS = (1.5, 3.0, 5.0)  # Tab. I, LM trace
 P95_TARGETS = (7.0, 10.0)  # Tab. II, LM trace
+BUFFER_SPAN_S = 300.0  # mead-buffer-span.yaml's `sim.interarrival_window_s`
+
+
+def _mead_span(label: str, name: str, target: float) -> Select:
+    return Select(f"{label} [buffer spans {BUFFER_SPAN_S:g} s]", "mead-buffer-span", name, {},
+                  {"slo.latency_statistic": "mean", "slo.latency_s": target,
+                   "sim.interarrival_window_s": BUFFER_SPAN_S})
+
+
+def _mead_checks() -> tuple[Claim, ...]:
+    """Tab. I's claims again with MEAD's inter-arrival buffer spanning several burst cycles (issue item 5)."""
+    return (
+        Holds(f"setup check, buffer spanning {BUFFER_SPAN_S:g} s: MEAD meets mean response-time targets",
+              "sec. VII-A, Tab. I", "met for every target (LM: 1.5, 3, 5 s)", "mead_target_met",
+              tuple(_mead_span("MEAD", "mead", t) for t in MEAN_TARGETS), True),
+        Holds(f"setup check, buffer spanning {BUFFER_SPAN_S:g} s: the M/G/1 planner misses mean targets",
+              "sec. VII-A, Tab. I", "missed for every target (LM: 7.5-9.4 s)", "mead_target_met",
+              tuple(_mead_span("M/G/1", "mead-mg1", t) for t in MEAN_TARGETS), False),
+    )
 
 MEAD = Paper(
     key="mead",
     title="MEAD: model-based vertical auto-scaling for data stream processing (Russo Russo et al. 2021)",
-    experiments=("experiments/mead-tab1.yaml", "experiments/mead-tab2.yaml"),
+    experiments=("experiments/mead-tab1.yaml", "experiments/mead-tab2.yaml", "experiments/mead-buffer-span.yaml"),
     claims=(
         Holds("MEAD meets mean response-time targets under bursty input", "sec. VII-A, Tab. I",
               "met for every target (LM: 1.5, 3, 5 s)", "mead_target_met",
@@ -223,6 +242,30 @@ MEAD = Paper(
                  "-68 % (LM: 7.50 -> 2.4 s)", "mead_rt_mean",
                  _mead("threshold", "mead-threshold", "mean", 1.5),
                  _mead("M/G/1 (mean 1.5 s)", "mead-mg1", "mean", 1.5), LOWER),
+        *_mead_checks(),
+    ),
+    notes=(
+        "Static's response time 0 is measured, at the simulator's resolution: every 5 s interval of a static "
+        "run has records at the sink (360 of 360), and every one of them was taken in the step it arrived in "
+        "(busy at most 0.84 of each operator's time: no queue). The simulator counts a record's waiting in "
+        "whole 1 s steps and models no per-record service time, so 0 means 'under one step (1 s)', which is "
+        "below every target here; it could not judge a sub-second target (the paper's SYNT and BC ones).",
+        "Why MEAD misses its mean targets, measured (issue 14, item 5): its inter-arrival buffer spans too "
+        "little of the input. MEAD fits MAPs to its last N_E = 50,000 inter-arrival times; at 100 k records/s "
+        "the simulator hands it a thinned sample that spans `sim.interarrival_window_s` = 60 s of input "
+        "(workloads/arrivals.py), shorter than one cycle of the MMPP (20 s bursts every ~80 s), so many buffers "
+        "hold no burst: in the 1.5 s runs 6-7 of 24-25 decisions predicted under 0.75 s (one 0.0003 s), and "
+        "MEAD's predictions (median 1.07-1.20 s) sat under the measured means. With the buffer spanning 300 s "
+        "(`experiments/mead-buffer-span.yaml`, the setup-check claims above) MEAD meets the 1.5 s target in "
+        "3/3 runs (0.63, 1.19, 1.37 s at CPU 0.69; 60 s: 1.94, 2.07, 2.71 s at CPU 0.63). The p95 targets "
+        "improve less: 3/6 met with 300 s (p95 3.4, 5.8, 7.3 s for 7 s; 5.0, 12.2, 12.0 s for 10 s) vs 1/6 "
+        "with 60 s (`bench matrix experiments/mead-tab2.yaml --only autoscaler.name=mead --set "
+        "sim.interarrival_window_s=300 --results DIR`). The paper does "
+        "not give its traces' rates, so the span its 50,000 events covered is not known. Not the cause, "
+        "measured with `bench matrix experiments/mead-tab1.yaml --only autoscaler.name=mead --only "
+        "slo.latency_s=1.5 --set KEY=VALUE --results DIR` (seeds 1-3): the sample's size "
+        "(sim.interarrival_sample=50000, the paper's N_E: 1.86, 3.08, 2.99 s, 0/3 met) and the simulator's "
+        "step (sim.step_s=0.1: 3.28, 3.68, 0.55 s, 1/3 met, as scattered as at 1 s).",
     ),
 )
 
@@ -232,10 +275,31 @@ _F = "flink-er-static"
 FLINK_ER_ = Select("Flink-ER", _F, "flink-er")
 ORIGINAL = Select("Original Flink (static)", _F, "static")
 
+_FC = "flink-er-setup-checks"
+
+
+def _flink_er_checks() -> tuple[Claim, ...]:
+    """The latency claim again with one setup choice undone (issue item 5): phi = lc, or a larger pool."""
+    def er(phi: float, pool: int) -> Select:
+        return Select(f"Flink-ER [phi {phi:g} s, pool {pool}]", _FC, "flink-er", {"phi_s": phi},
+                      {"scale_manager.max_taskmanagers": pool})
+
+    claim = "latency back within the constraint where Original Flink's keeps growing"
+    paper = "Original > 900 ms and growing; Flink-ER within the limit"
+    return (
+        Relative(f"setup check, phi 5 s (= lc): {claim}", "sec. 4.2, Fig. 7 (WordCount)", paper,
+                 "saso_qos_violation_pct", er(5, 10), ORIGINAL, LOWER),
+        Relative(f"setup check, pool of 14: {claim}", "sec. 4.2, Fig. 7 (WordCount)", paper,
+                 "saso_qos_violation_pct", er(30, 14), ORIGINAL, LOWER),
+        Relative(f"setup check, phi 5 s and pool of 14: {claim}", "sec. 4.2, Fig. 7 (WordCount)", paper,
+                 "saso_qos_violation_pct", er(5, 14), ORIGINAL, LOWER),
+    )
+
+
 FLINK_ER = Paper(
     key="flink-er",
     title="Flink-ER: an elastic resource-scheduling strategy for fluctuating mobile stream data on Flink",
-    experiments=("experiments/flink-er-static.yaml",),
+    experiments=("experiments/flink-er-static.yaml", "experiments/flink-er-setup-checks.yaml"),
     claims=(
         Relative("latency back within the constraint where Original Flink's keeps growing",
                  "sec. 4.2, Fig. 7 (WordCount)", "Original > 900 ms and growing; Flink-ER within the limit",
@@ -245,6 +309,22 @@ FLINK_ER = Paper(
                  FLINK_ER_, ORIGINAL, HIGHER),
         Relative("the backlog (data accumulation) shrinks compared with Original Flink", "sec. 4.2, Fig. 10b",
                  "lower accumulation", "lag_max", FLINK_ER_, ORIGINAL, LOWER),
+        *_flink_er_checks(),
+    ),
+    notes=(
+        "Where the violation time falls, measured on the flink-er-static records with "
+        "`.venv/bin/python benchmarks/bench_flink_er_violations.py` (per run: 15 s steps with mean "
+        "end-to-end latency over lc = 5 s, by phase). Flink-ER 41 / 58 / 46 of 120 steps: 12-15 before its "
+        "first rescale, 8 of 8 between its first rescale and the pool running out, 18-35 after. (1) The "
+        "latency passes lc at 755-930 s (input 196-203 k records/s, the initial allocation carries ~180 k), but "
+        "Alg. 2 acts only when the source lag reaches phi, which the paper does not give and the harness sets "
+        "to 30 s of input: the first rescale comes 180-225 s later (975-1,155 s). (2) Flink-ER's 'enlarge each' "
+        "adds a source and a window subtask per step; its third step would need 12 task managers, so the "
+        "paper's pool of 10 runs out at 1,095-1,275 s (input 237-253 k records/s) while the load rises to "
+        "330 k: from then on nothing can keep the latency within lc. The paper's Flink-ER does bring its "
+        "latency back, so its load stayed within its pool. The setup-check claims above "
+        "(`experiments/flink-er-setup-checks.yaml`) undo each choice: phi 5 s (= lc) with the paper's pool, "
+        "and a pool of 14 with phi 30 s.",
     ),
 )
 

@@ -1,0 +1,54 @@
+"""Every claim of `bench reproduce` selects runs its paper's experiment files really make.
+
+A selection naming a matrix, an autoscaler, a parameter or a config value that no cell has would
+score nothing and show "not measured" in the claims table; this catches it before any run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness.reproduce.catalogue import PAPERS
+from harness.reproduce.claims import Holds, Relative, Select, flat_config
+from harness.reproduce.run import Options, load_matrices
+
+
+def planned_runs(key: str) -> pd.DataFrame:
+    """The runs the paper's files would make, in the columns a claim selects on."""
+    rows = []
+    for matrix, cells in load_matrices(PAPERS[key], Options()):
+        for cell in cells:
+            exp = cell.experiment
+            raw = exp.model_dump(mode="json")
+            rows.append({"matrix": matrix.name, "autoscaler": exp.autoscaler.name,
+                         "params": json.dumps(raw["autoscaler"].get("params") or {}, sort_keys=True),
+                         "repetition": cell.repetition, **flat_config(raw)})
+    return pd.DataFrame(rows)
+
+
+def selections(claim: Holds | Relative) -> list[Select]:
+    return list(claim.cells) if isinstance(claim, Holds) else [claim.subject, claim.baseline]
+
+
+@pytest.mark.parametrize("key", sorted(PAPERS))
+def test_every_claim_selects_runs_of_the_papers_files(key: str) -> None:
+    runs = planned_runs(key)
+    empty = [f"{claim.claim}: {sel.label}" for claim in PAPERS[key].claims for sel in selections(claim)
+             if not sel.mask(runs).any()]
+    assert not empty, f"selections matching no planned run: {empty}"
+
+
+def test_the_setup_checks_select_only_their_own_cells() -> None:
+    """A setup check's subject is the cells with the setting undone, not the paper-setup ones too."""
+    runs = planned_runs("flink-er")
+    checks = [c for c in PAPERS["flink-er"].claims if c.claim.startswith("setup check")]
+    assert len(checks) == 3
+    for claim in checks:
+        assert isinstance(claim, Relative)
+        assert claim.subject.mask(runs).sum() == 3  # one cell, three repetitions
+    mead = planned_runs("mead")
+    span = [c for c in PAPERS["mead"].claims if c.claim.startswith("setup check")]
+    assert span and all(sum(int(s.mask(mead).sum()) for s in selections(c)) == 9 for c in span)
