@@ -158,7 +158,8 @@ def test_rows_written_past_the_preallocated_steps_match_numpy_rows() -> None:
     ("mpc", {}, True),  # the arrivals' SCV from the sample
     ("mpc", {"arrival_scv": 1.0}, False),
 ])
-def test_autoscalers_that_read_inter_arrival_times_say_so(name: str, params: dict[str, Any], reads_sample: bool) -> None:
+def test_autoscalers_that_read_inter_arrival_times_say_so(name: str, params: dict[str, Any],
+                                                          reads_sample: bool) -> None:
     import autoscalers
 
     scaler: Autoscaler = autoscalers.create(name, params, autoscalers.RunContext())

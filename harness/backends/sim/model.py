@@ -279,11 +279,13 @@ class SimModel:
         """Room for `capacity` steps, keeping the rows recorded so far (earlier views keep the old buffers)."""
         rows = array("d", bytes(8 * capacity * self.row_width))
         e2e = array("d", bytes(8 * capacity * E2E_BUCKETS))
-        old = getattr(self, "_rows_buf", None)
-        if old is not None:
-            rows[: len(old)] = old
-            e2e[: len(self._e2e_buf)] = self._e2e_buf
-        self._rows_buf, self._e2e_buf = rows, e2e
+        if hasattr(self, "_rows_buf"):
+            old_rows: array[float] = self._rows_buf
+            old_e2e: array[float] = self._e2e_buf
+            rows[: len(old_rows)] = old_rows
+            e2e[: len(old_e2e)] = old_e2e
+        self._rows_buf: array[float] = rows
+        self._e2e_buf: array[float] = e2e
         self._rows = np.frombuffer(rows).reshape(capacity, self.row_width)
         self._e2e = np.frombuffer(e2e).reshape(capacity, E2E_BUCKETS)
 
