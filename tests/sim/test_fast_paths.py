@@ -23,6 +23,7 @@ import harness.backends.sim.backend as sim_backend
 from autoscalers.base import Autoscaler
 from harness.backends.sim import readout
 from harness.backends.sim.backend import INTERARRIVALS_UNREAD, SimBackend
+from harness.backends.sim.kafka import FifoTopic, regroup
 from harness.backends.sim.model import SimModel
 from harness.config import Experiment
 from harness.metrics.snapshot import MetricsSnapshot
@@ -165,3 +166,28 @@ def test_autoscalers_that_read_inter_arrival_times_say_so(name: str, params: dic
     scaler: Autoscaler = autoscalers.create(name, params, autoscalers.RunContext())
     assert (Metric.INTERARRIVAL in scaler.reads()) is reads_sample
     assert scaler.needs().all() <= scaler.reads()
+
+
+def _reference_regroup(queues: list[FifoTopic], weights: list[float]) -> list[list[list[float]]]:
+    """`regroup`'s buckets as it computed them for every number of queues: np.unique + np.bincount."""
+    flat = np.array([v for q in queues for b in q.buckets for v in b], dtype=float)
+    steps, where = np.unique(flat[0::2], return_inverse=True)
+    pooled = np.bincount(where.ravel(), weights=flat[1::2], minlength=len(steps))
+    return [[[s, c] for s, c in zip(steps.tolist(), (pooled * w).tolist(), strict=True) if c > 0.0] for w in weights]
+
+
+def test_regrouping_one_source_queue_is_bit_identical_to_pooling_it() -> None:
+    rng = np.random.default_rng(7)
+    q = FifoTopic()
+    for step in range(2_000):
+        q.produce(step, float(rng.poisson(40_000.0)) / 3.0)
+    q.consume(2_000, 123_456.7)  # a partly taken head bucket
+    weights = [10 / 24, 14 / 24]
+    expected = _reference_regroup([q], weights)
+    out = regroup([q], weights)
+    assert [list(map(list, nq.buckets)) for nq in out] == expected
+    assert len(expected[0]) > 1_900
+    assert sum(nq.pending for nq in out) == pytest.approx(q.pending, rel=1e-12)
+    # two queues (the general path) still pool equal steps
+    two = regroup(out, [1.0])
+    assert [list(map(list, nq.buckets)) for nq in two] == _reference_regroup(out, [1.0])

@@ -332,10 +332,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             if noise is None or n_sub == 0:
                 per_kind = [(gb[0] * 1000.0, min(gp[0], 1.0 - gb[0]) * 1000.0, gc[0], gj[0])
                             for gb, gp, gc, gj in zip(g_busy, g_bp, g_cpu, g_jvm, strict=True)]
-                busy_l = [per_kind[kk][0] for kk in kinds.kind_list]
-                bp_l = [per_kind[kk][1] for kk in kinds.kind_list]
-                cpu_l = [per_kind[kk][2] for kk in kinds.kind_list]
-                jvm_l = [per_kind[kk][3] for kk in kinds.kind_list]
+                # each subtask's reading is its kind's (one list per gauge, subtasks in order)
+                busy_l, bp_l, cpu_l, jvm_l = ([kind_vals[kk] for kk in kinds.kind_list] if nk > 1 else
+                                              [kind_vals[0]] * n_sub for kind_vals in zip(*per_kind, strict=True))
                 flagged = max(lv_bp) > cfg.backpressure_threshold
             else:
                 ko = kinds.kind_of
@@ -376,7 +375,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             shared = [SubtaskMetrics(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer,
                                      cpu_l[j], jvm_l[j], lag_sub[kk])
                       for kk, j in ((kk, kinds.kind_list.index(kk)) for kk in range(nk))]
-            subs = tuple(shared[kk] for kk in kinds.kind_list)
+            subs = tuple([shared[kk] for kk in kinds.kind_list]) if nk > 1 else (shared[0],) * n_sub
         else:
             subs = tuple(
                 _subtask(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j], jvm_l[j],
