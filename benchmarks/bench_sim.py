@@ -154,7 +154,8 @@ def alternate(args: argparse.Namespace) -> None:
             cpu[side].append(json.loads(out.strip().splitlines()[-1])["cpu_s"])
     print(f"host load average at end:   {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     what = f"--scaler {args.scaler}" if args.scaler else "trivial policy"
-    print(f"sim {args.query} cosine 140 min ({what}), CPU s per run (process time), {args.repeat} alternating runs each:")
+    print(f"sim {args.query} cosine 140 min ({what}), CPU s per run (process time), "
+          f"{args.repeat} alternating runs each:")
     for side, vals in cpu.items():
         print(f"  {side:8s} min {min(vals):.3f}  median {statistics.median(vals):.3f}  max {max(vals):.3f}")
     print(f"  ratio this / baseline: median {statistics.median(cpu['this']) / statistics.median(cpu['baseline']):.2f}"
