@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from autoscalers.config import AutoscalerConfig, RunContext
 from harness.metrics.snapshot import MetricsSnapshot, Needs
-from harness.vocabulary import NodeChoice
+from harness.vocabulary import Metric, NodeChoice
 
 __all__ = [
     "AppliedAction", "Autoscaler", "AutoscalerConfig", "History", "RunContext", "ScalingDecision",
@@ -84,6 +84,12 @@ class Autoscaler(ABC):
     def needs(self) -> Needs:
         """The metrics a decision rests on (see the module docstring)."""
         return self.NEEDS
+
+    def reads(self) -> frozenset[Metric]:
+        """Every metric a decision looks at when it is there: the needs, plus any optional ones an
+        autoscaler uses when measured and does without otherwise. A backend may leave out a costly
+        reading that no one reads (the sim's inter-arrival sample)."""
+        return self.needs().all()
 
     @abstractmethod
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import autoscalers
 from harness import __version__
-from harness.backends.base import Backend
+from harness.backends.base import Backend, MeasuresOnDemand
 from harness.config import Experiment
 from harness.fault_injection import FaultInjector
 from harness.identity import identity_block, start_code_version
@@ -133,6 +133,8 @@ def _run_experiment(
         with interruptible():
             phase(f"starting {experiment.backend}")
             backend.start(experiment, pattern, topology)
+            if isinstance(backend, MeasuresOnDemand):
+                backend.measure_only(scaler.reads())
             phase("running")
             events.add(0.0, EventKind.PHASE, "start", duration_s=duration)
             for stage in pattern.stages:

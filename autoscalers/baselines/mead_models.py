@@ -50,6 +50,9 @@ class MEADMG1(MEAD):
         return needs(job=(Metric.INPUT_RATE,), operators=(Metric.BUSY, Metric.RECORDS_IN),
                      sources=(Metric.RECORDS_OUT,))
 
+    def reads(self) -> frozenset[Metric]:
+        return self.needs().all()  # no inter-arrival sample: `interarrival_buffer` is empty
+
     def fit_maps(self, buffer: np.ndarray) -> list[Workload]:
         return [Workload(poisson(1.0), False)]
 

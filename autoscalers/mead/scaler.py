@@ -83,6 +83,11 @@ class MEAD(Autoscaler):
         return needs(job=(*arrivals, Metric.INPUT_RATE), operators=(Metric.BUSY, Metric.RECORDS_IN),
                      sources=(Metric.RECORDS_OUT,))
 
+    def reads(self) -> frozenset[Metric]:
+        """The inter-arrival sample whenever it is there, also with `poisson_without_arrivals` (which only
+        makes it optional): `interarrival_buffer`."""
+        return self.needs().all() | {Metric.INTERARRIVAL}
+
     def __init__(self, config: MEADConfig | None = None, context: RunContext | None = None) -> None:
         super().__init__(config, context)
         self._last_t: float | None = None

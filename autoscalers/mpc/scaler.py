@@ -135,6 +135,11 @@ class MPC(Autoscaler):
             job.append(Metric.LATENCY_KAFKA)
         return needs(job=tuple(job), operators=(Metric.BUSY, Metric.RECORDS_IN, Metric.RECORDS_OUT))
 
+    def reads(self) -> frozenset[Metric]:
+        """The inter-arrival sample too, for the arrivals' SCV when none is configured (`_arrival_scv`)."""
+        extra = {Metric.INTERARRIVAL} if self.config.arrival_scv is None else set()
+        return self.needs().all() | extra
+
     # ------------------------------------------------------------ models
 
     def _shares(self, current_share: float) -> tuple[float, ...]:

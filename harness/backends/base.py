@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
-from harness.vocabulary import EventKind, NodeChoice
+from harness.vocabulary import EventKind, Metric, NodeChoice
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,3 +88,12 @@ class PlacesReplicas(Protocol):
 
     def choose_nodes(self, choice: NodeChoice) -> None:
         """Use `choice` when the next `rescale` adds or removes subtasks."""
+
+
+@runtime_checkable
+class MeasuresOnDemand(Protocol):
+    """A backend that can leave out readings no one reads (the sim's inter-arrival sample, about 7 % of a
+    DS2 run's simulation time). Left out, a reading is absent from the snapshot and `why_missing` says so."""
+
+    def measure_only(self, metrics: frozenset[Metric]) -> None:
+        """The run's autoscaler reads only `metrics` (`Autoscaler.reads`); called before the first snapshot."""

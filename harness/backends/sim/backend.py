@@ -31,6 +31,7 @@ and a gap in the recorded series.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from harness.calibrated_profile import QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
-from harness.vocabulary import EventKind, NodeChoice
+from harness.vocabulary import EventKind, Metric, NodeChoice
 from workloads.arrivals import ArrivalConfig, arrival_counts, interarrival_sample
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 # series a stopped Prometheus cannot have recorded; the harness itself knows the rest
 
+INTERARRIVALS_UNREAD = "not sampled: the run's autoscaler does not read inter-arrival times"
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
 
 
@@ -103,6 +105,7 @@ class SimBackend:
         self._rescales: list[dict[str, Any]] = []
         self._blind: list[tuple[float, float]] = []  # Prometheus outages [start, end)
         self._pending: list[BackendEvent] = []  # events due at a later model time (recoveries)
+        self._interarrivals_read = True  # False: the autoscaler does not read the sample (`measure_only`)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -171,6 +174,12 @@ class SimBackend:
             m.set_network({op: placement.nd_max(op) for op in placement.nodes},
                           {op: placement.loss_subtasks(op) for op in placement.nodes})
 
+    def measure_only(self, metrics: frozenset[Metric]) -> None:
+        """Skip the inter-arrival sample when the autoscaler does not read it (`MeasuresOnDemand`).
+
+        The sample draws from its own generator, so leaving it out changes no other reading."""
+        self._interarrivals_read = Metric.INTERARRIVAL in metrics
+
     def choose_nodes(self, choice: NodeChoice) -> None:
         """The autoscaler's node choice for the next rescale (`PlacesReplicas`)."""
         self._node_choice = choice
@@ -194,12 +203,15 @@ class SimBackend:
             return MetricsSnapshot.unmeasured(m.now, window_s, m.topology, m.parallelism, m.cpu_share,
                                               "prometheus stopped (injected fault stop-prometheus)")
         seed = self.cfg.noise_seed if self.cfg.noise_seed is not None else self._seed
-        return readout.snapshot(m, window_s, self._interarrivals(), seed=seed)
+        snap = readout.snapshot(m, window_s, self._interarrivals(), seed=seed)
+        if not self._interarrivals_read and m.k > 0 and self.cfg.interarrival_sample > 0:
+            snap = replace(snap, why_missing={**snap.why_missing, str(Metric.INTERARRIVAL): INTERARRIVALS_UNREAD})
+        return snap
 
     def _interarrivals(self) -> np.ndarray | None:
         size = self.cfg.interarrival_sample
         m = self._m()
-        if size <= 0 or m.k == 0:
+        if size <= 0 or m.k == 0 or not self._interarrivals_read:
             return None
         n = max(1, int(round(self.cfg.interarrival_window_s / m.dt)))
         counts = self._job_arrivals[max(0, m.k - n) : m.k]

@@ -115,8 +115,13 @@ def regroup(queues: list[FifoTopic], weights: list[float]) -> list[FifoTopic]:
     if n:
         flat = np.fromiter(chain.from_iterable(chain.from_iterable(q.buckets for q in queues)), dtype=np.float64,
                            count=2 * n)  # step, count, step, count, ...
-        steps, where = np.unique(flat[0::2], return_inverse=True)  # sorted: oldest first
-        pooled = np.bincount(where.ravel(), weights=flat[1::2], minlength=len(steps))
+        steps: np.ndarray = flat[0::2]
+        pooled: np.ndarray
+        if len(queues) == 1 and (n == 1 or bool(np.all(steps[1:] > steps[:-1]))):
+            pooled = flat[1::2]  # one queue, a bucket per step: already pooled (what the bincount would sum)
+        else:
+            steps, where = np.unique(steps, return_inverse=True)  # sorted: oldest first
+            pooled = np.bincount(where.ravel(), weights=flat[1::2], minlength=len(steps))
     out = []
     for w in weights:
         nq = FifoTopic()

@@ -70,6 +70,8 @@ snapshots and the run's timeseries.
 from __future__ import annotations
 
 import math
+import struct
+from array import array
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -265,11 +267,27 @@ class SimModel:
         self.processed = 0.0
         self.row_width = JOB_COLS + OP_COLS * self.n
         longest = max((len(a) for _, a in self.arrivals), default=0)
-        self._rows = np.zeros((max(64, longest + 1), self.row_width))
-        self._e2e = np.zeros((len(self._rows), E2E_BUCKETS))
+        # Rows live in flat C-double buffers that the step packs its Python floats into (`struct`: a fifth
+        # of numpy's per-element conversion of a list); `_rows` / `_e2e` are numpy views of them.
+        self._pack_row = struct.Struct(f"{self.row_width}d").pack_into
+        self._alloc_rows(max(64, longest + 1))
         self._order = tuple(reversed(range(self.n)))
         self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
         self._state_dependent = self.costs.state_dependent
+
+    def _alloc_rows(self, capacity: int) -> None:
+        """Room for `capacity` steps, keeping the rows recorded so far (earlier views keep the old buffers)."""
+        rows = array("d", bytes(8 * capacity * self.row_width))
+        e2e = array("d", bytes(8 * capacity * E2E_BUCKETS))
+        if hasattr(self, "_rows_buf"):
+            old_rows: array[float] = self._rows_buf
+            old_e2e: array[float] = self._e2e_buf
+            rows[: len(old_rows)] = old_rows
+            e2e[: len(old_e2e)] = old_e2e
+        self._rows_buf: array[float] = rows
+        self._e2e_buf: array[float] = e2e
+        self._rows = np.frombuffer(rows).reshape(capacity, self.row_width)
+        self._e2e = np.frombuffer(e2e).reshape(capacity, E2E_BUCKETS)
 
     # ------------------------------------------------------------------ config
 
@@ -563,13 +581,13 @@ class SimModel:
                 self.nd_ms[i],
             )
         if k >= len(self._rows):
-            self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)])
-            self._e2e = np.concatenate([self._e2e, np.zeros_like(self._e2e)])
-        self._rows[k] = row
+            self._alloc_rows(2 * len(self._rows))
+        self._pack_row(self._rows_buf, 8 * k * self.row_width, *row)
         if e2e_hist:
-            hist_row = self._e2e[k]
+            hist = self._e2e_buf
+            at = k * E2E_BUCKETS
             for b_i, c in e2e_hist:
-                hist_row[b_i] += c
+                hist[at + b_i] += c
         self.k = k + 1
 
     def _expire(self, t0: float) -> None:

@@ -96,13 +96,20 @@ def _nanmax(col: np.ndarray) -> float:
     return float(col[ok].max()) if ok.any() else math.nan
 
 
+_CENTRED: dict[int, tuple[np.ndarray, float]] = {}  # n -> (centred sample times, their sum of squares)
+
+
 def slope(y: np.ndarray, dt: float) -> float:
     """Least-squares slope of equally spaced samples (records/s), 0 with fewer than 2."""
     n = len(y)
     if n < 2:
         return 0.0
-    t = np.arange(n) - (n - 1) / 2.0
-    return float(t @ y) / (float(t @ t) * dt)
+    centred = _CENTRED.get(n)
+    if centred is None:  # two per snapshot, always of the same few lengths
+        t = np.arange(n) - (n - 1) / 2.0
+        centred = _CENTRED[n] = (t, float(t @ t))
+    t, tt = centred
+    return float(t @ y) / (tt * dt)
 
 
 class NoiseTable:
@@ -276,11 +283,12 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     first_upd = upd_v[0] // meter if n_valid else 0
     ii_up = [r for r, ok in zip(ii_l, up, strict=True) if ok]
     nan = math.nan
+    now_l = ii_l[-1] if not noisy else rows[-1].tolist()  # exact: the only scrape is the newest row
 
     def gauge_mean(col: int) -> float:
         """avg_over_time of a gauge sampled at the scrapes the job answered (exact: the value now)."""
         if not noisy:
-            return float(rows[-1, col])
+            return now_l[col]
         vals = [r[col] for r in ii_up if r[col] == r[col]]
         return sum(vals) / len(vals) if vals else nan
 
@@ -324,10 +332,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             if noise is None or n_sub == 0:
                 per_kind = [(gb[0] * 1000.0, min(gp[0], 1.0 - gb[0]) * 1000.0, gc[0], gj[0])
                             for gb, gp, gc, gj in zip(g_busy, g_bp, g_cpu, g_jvm, strict=True)]
-                busy_l = [per_kind[kk][0] for kk in kinds.kind_list]
-                bp_l = [per_kind[kk][1] for kk in kinds.kind_list]
-                cpu_l = [per_kind[kk][2] for kk in kinds.kind_list]
-                jvm_l = [per_kind[kk][3] for kk in kinds.kind_list]
+                # each subtask's reading is its kind's (one list per gauge, subtasks in order)
+                busy_l, bp_l, cpu_l, jvm_l = ([kind_vals[kk] for kk in kinds.kind_list] if nk > 1 else
+                                              [kind_vals[0]] * n_sub for kind_vals in zip(*per_kind, strict=True))
                 flagged = max(lv_bp) > cfg.backpressure_threshold
             else:
                 ko = kinds.kind_of
@@ -368,7 +375,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             shared = [SubtaskMetrics(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer,
                                      cpu_l[j], jvm_l[j], lag_sub[kk])
                       for kk, j in ((kk, kinds.kind_list.index(kk)) for kk in range(nk))]
-            subs = tuple(shared[kk] for kk in kinds.kind_list)
+            subs = tuple([shared[kk] for kk in kinds.kind_list]) if nk > 1 else (shared[0],) * n_sub
         else:
             subs = tuple(
                 _subtask(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j], jvm_l[j],
@@ -402,7 +409,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lag_rate=lag_rate,
             input_rate=(rr[o + O_ARRIVED] if rr is not None else nan) if is_src else None,
             # ND_max is where the subtasks run now (a placement fact, not a sampled Flink gauge)
-            network_delay_max_ms=float(rows[-1, o + O_NDMAX]) if model.network else nan,
+            network_delay_max_ms=now_l[o + O_NDMAX] if model.network else nan,
         )
     if noisy:
         job_lag_rate = slope(ii[:, J_LAG], scrape * dt) if len(ii_l) >= 2 else nan
@@ -437,7 +444,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         latency_s=sum(known) / len(known) if known and len(known) == len(src_lags) else nan,
         latency_e2e_s=e2e_mean,
         latency_e2e_p95_s=e2e_p95,
-        taskmanagers=int(rows[-1, J_TMS]),
+        taskmanagers=int(now_l[J_TMS]),
         cpu_load=cpu_sum / n_tm if n_tm else nan,
         cpu_jvm_load=jvm_sum / n_tm if n_tm else nan,
         interarrival_s=interarrival,

@@ -1,0 +1,193 @@
+"""The simulator's fast paths change no result: each run here is repeated through a reference path that
+does the same work the plain way, and every output must be bit-identical.
+
+The fast paths (issue 13: the simulation CPU of a run): the step packs its row with `struct` into a flat
+C-double buffer (reference: numpy's own conversion of the row list into the row array); the lag slope
+reuses the centred sample times per length (reference: `slope`'s formula computed afresh); the
+inter-arrival sample is skipped when the run's autoscaler does not read it (reference: sampled at every
+snapshot, as before `measure_only` existed). The references are the code these paths replaced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import harness.backends.sim.backend as sim_backend
+from autoscalers.base import Autoscaler
+from harness.backends.sim import readout
+from harness.backends.sim.backend import INTERARRIVALS_UNREAD, SimBackend
+from harness.backends.sim.kafka import FifoTopic, regroup
+from harness.backends.sim.model import SimModel
+from harness.config import Experiment
+from harness.metrics.snapshot import MetricsSnapshot
+from harness.runner import run_experiment
+from harness.vocabulary import Metric
+from tests.sim.conftest import constant, pipeline, start
+
+
+class NumpyRowModel(SimModel):
+    """The model with the pre-change row write: numpy converts the step's list into the row array."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pack_row = self._numpy_row
+
+    def _numpy_row(self, _buf: object, offset: int, *row: float) -> None:
+        self._rows[offset // (8 * self.row_width)] = list(row)
+
+
+def reference_slope(y: np.ndarray, dt: float) -> float:
+    """`readout.slope` before its centred times were cached."""
+    n = len(y)
+    if n < 2:
+        return 0.0
+    t = np.arange(n) - (n - 1) / 2.0
+    return float(t @ y) / (float(t @ t) * dt)
+
+
+class SamplingBackend(SimBackend):
+    """Takes the inter-arrival sample whatever the autoscaler reads (the pre-change behaviour)."""
+
+    def measure_only(self, metrics: frozenset[Metric]) -> None:
+        pass
+
+
+class Recorder:
+    """Wraps a backend's `snapshot` to keep every snapshot the loop took."""
+
+    def __init__(self, backend: SimBackend) -> None:
+        self.snaps: list[MetricsSnapshot] = []
+        inner = backend.snapshot
+
+        def snapshot(window_s: float) -> MetricsSnapshot:
+            snap = inner(window_s)
+            self.snaps.append(snap)
+            return snap
+
+        backend.snapshot = snapshot  # type: ignore[method-assign]
+
+
+def _plain(snap: MetricsSnapshot) -> dict[str, Any]:
+    """A snapshot's values, without the inter-arrival sample and its reason (compared separately)."""
+    out = {f.name: getattr(snap, f.name) for f in dataclasses.fields(snap)
+           if f.name not in ("topology", "operators", "interarrival_s", "why_missing")}
+    out["why"] = {k: v for k, v in snap.why_missing.items() if k != str(Metric.INTERARRIVAL)}
+    out["operators"] = {name: dataclasses.asdict(m) for name, m in snap.operators.items()}
+    return out
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal values, NaN equal to NaN (bit-identical floats otherwise)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _run(tmp: Path, query: str, backend: SimBackend) -> tuple[Recorder, Any, Any, np.ndarray]:
+    exp = Experiment.model_validate({"name": f"ds2-{query}", "query": query, "backend": "sim",
+                                     "autoscaler": {"name": "ds2"}, "pattern": {"name": "cosine"}, "seed": 2,
+                                     "duration_s": 3600.0})
+    rec = Recorder(backend)
+    run_dir = run_experiment(exp, tmp, backend=backend)
+    ts = pq.read_table(run_dir / "timeseries.parquet").to_pandas()
+    events = pq.read_table(run_dir / "events.parquet").to_pandas()[["ts", "kind", "reason"]]
+    assert backend.model is not None
+    return rec, ts, events, backend.model.rows_array().copy()
+
+
+@pytest.mark.parametrize("query", ["q11", "q1"])  # q11: exact readings (first-guess profile); q1: calibrated, noisy
+def test_a_ds2_run_is_bit_identical_to_the_reference_paths(tmp_path: Path, query: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, fast_ts, fast_events, fast_rows = _run(tmp_path / "fast", query, SimBackend())
+    with monkeypatch.context() as patch:
+        patch.setattr(sim_backend, "SimModel", NumpyRowModel)
+        patch.setattr(readout, "slope", reference_slope)
+        ref_backend = SamplingBackend()
+        ref, ref_ts, ref_events, ref_rows = _run(tmp_path / "ref", query, ref_backend)
+        assert isinstance(ref_backend.model, NumpyRowModel)
+
+    assert np.array_equal(fast_rows, ref_rows, equal_nan=True)
+    assert fast_ts.equals(ref_ts)
+    assert fast_events.equals(ref_events)
+    assert len(fast.snaps) == len(ref.snaps) > 200
+    for a, b in zip(fast.snaps, ref.snaps, strict=True):
+        assert _same(_plain(a), _plain(b)), f"snapshot at t={a.t} differs"
+    # DS2 does not read inter-arrival times: the fast run left them out and says why; the reference sampled them
+    measured = [s for s in fast.snaps if not s.why_missing.get("*")]
+    assert all(s.interarrival_s is None and s.why_missing[str(Metric.INTERARRIVAL)] == INTERARRIVALS_UNREAD
+               for s in measured)
+    assert sum(s.interarrival_s is not None and len(s.interarrival_s) > 1000 for s in ref.snaps) > 200
+    # and DS2 changed the job's parallelism, so rescales (regrouped Kafka backlogs, new rows) were compared too
+    assert (fast_events.kind == "action").sum() >= 2
+
+
+def test_rows_written_past_the_preallocated_steps_match_numpy_rows() -> None:
+    """A model advanced beyond its arrivals grows its row buffers; the rows before and after stay exact."""
+    fast = start(pipeline(state_bytes=32.0, ttl=10.0), constant(8_000, 120), 2, kind="poisson")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sim_backend, "SimModel", NumpyRowModel)
+        ref = start(pipeline(state_bytes=32.0, ttl=10.0), constant(8_000, 120), 2, kind="poisson")
+    assert fast.model is not None and ref.model is not None
+    capacity = len(fast.model._rows)
+    for b in (fast, ref):
+        b.advance_to(60)
+        b.rescale({"mid": 1, "src": 3}, None)
+        b.advance_to(3 * capacity)
+    assert len(fast.model._rows) > capacity  # grew
+    assert fast.model.k == ref.model.k >= 3 * capacity - 1
+    assert np.array_equal(fast.model.rows_array(), ref.model.rows_array(), equal_nan=True)
+    assert np.array_equal(fast.model.e2e_array(), ref.model.e2e_array())
+    assert fast.model.rows_array()[:, 0].sum() > 0  # arrivals were recorded, not zeros
+
+
+@pytest.mark.parametrize(("name", "params", "reads_sample"), [
+    ("ds2", {}, False),
+    ("dhalion", {}, False),
+    ("mead", {}, True),
+    ("mead", {"poisson_without_arrivals": True}, True),  # still uses a sample when there is one
+    ("mpc", {}, True),  # the arrivals' SCV from the sample
+    ("mpc", {"arrival_scv": 1.0}, False),
+])
+def test_autoscalers_that_read_inter_arrival_times_say_so(name: str, params: dict[str, Any],
+                                                          reads_sample: bool) -> None:
+    import autoscalers
+
+    scaler: Autoscaler = autoscalers.create(name, params, autoscalers.RunContext())
+    assert (Metric.INTERARRIVAL in scaler.reads()) is reads_sample
+    assert scaler.needs().all() <= scaler.reads()
+
+
+def _reference_regroup(queues: list[FifoTopic], weights: list[float]) -> list[list[list[float]]]:
+    """`regroup`'s buckets as it computed them for every number of queues: np.unique + np.bincount."""
+    flat = np.array([v for q in queues for b in q.buckets for v in b], dtype=float)
+    steps, where = np.unique(flat[0::2], return_inverse=True)
+    pooled = np.bincount(where.ravel(), weights=flat[1::2], minlength=len(steps))
+    return [[[s, c] for s, c in zip(steps.tolist(), (pooled * w).tolist(), strict=True) if c > 0.0] for w in weights]
+
+
+def test_regrouping_one_source_queue_is_bit_identical_to_pooling_it() -> None:
+    rng = np.random.default_rng(7)
+    q = FifoTopic()
+    for step in range(2_000):
+        q.produce(step, float(rng.poisson(40_000.0)) / 3.0)
+    q.consume(2_000, 123_456.7)  # a partly taken head bucket
+    weights = [10 / 24, 14 / 24]
+    expected = _reference_regroup([q], weights)
+    out = regroup([q], weights)
+    assert [list(map(list, nq.buckets)) for nq in out] == expected
+    assert len(expected[0]) > 1_900
+    assert sum(nq.pending for nq in out) == pytest.approx(q.pending, rel=1e-12)
+    # two queues (the general path) still pool equal steps
+    two = regroup(out, [1.0])
+    assert [list(map(list, nq.buckets)) for nq in two] == _reference_regroup(out, [1.0])
