@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.topology import TOPOLOGIES_DIR
+from harness.vocabulary import TaskManagerJit
 
 CALIBRATED_DIR = TOPOLOGIES_DIR / "calibrated"
 RescaleMethod = Literal["in_place", "savepoint", "reactive"]
@@ -60,9 +61,10 @@ class Provenance(_Model):
     flink_version: str
     kafka_version: str
     taskmanager_cpu_quota: float
-    taskmanager_jit: Literal["tiered", "c1"] = Field(
-        "tiered", description="the task managers' JIT while measuring (local.taskmanager_jit; profiles from "
-                              "before it was recorded were measured with the JVM's tiered default)")
+    taskmanager_jit: TaskManagerJit = Field(
+        TaskManagerJit.TIERED,
+        description="the task managers' JIT while measuring (local.taskmanager_jit; profiles from before it was "
+                    "recorded were measured with the JVM's tiered default)")
     host_load: HostLoad
     duration_s: float = Field(description="wall time of this query's measurement")
     quick: bool = False

@@ -6,8 +6,9 @@ and the analysis all use these names. A metric the monitor could not read is the
 recognised as missing wherever it travels, instead of each side checking its own spelling
 (a check that never fired, because the monitor said `tm_cpu_cores` and HPA-CPU asked for `cpu`).
 
-Both enums are `StrEnum`s: their members are the strings written into the run record, so
-pandas filters and Parquet files stay plain strings.
+The enums are `StrEnum`s: their members are the strings written into the run record, so
+pandas filters and Parquet files stay plain strings. `TaskManagerJit` is here because two sides
+record it, the local stack's config and the calibrated profiles measured with it.
 """
 
 from __future__ import annotations
@@ -91,3 +92,18 @@ class EventKind(StrEnum):
     RECOVERY = "recovery"  # the harness recovered from a fault
     PHASE = "phase"  # run phases: start, stage changes (convergence), end
     WARNING = "warning"  # e.g. metrics empty even after widening the window
+
+
+class TaskManagerJit(StrEnum):
+    """Which JIT compilers the task managers' JVMs run.
+
+    Measured on q1 at 0.1 CPU per task manager (benchmarks/bench_jit_threads.py): a minute after a
+    start or a rescale, HotSpot's C2 compiler threads used 33-56 % of each source task manager's quota
+    and the task thread 7-15 %, so the job's capacity kept changing for minutes; C1's threads used a few
+    per cent. On a real node C2 takes seconds of a whole core; on a fraction of one it is a transient
+    that dominates short experiments, hence C1 by default here. The calibrated profiles record which
+    one they were measured with (`provenance.taskmanager_jit`).
+    """
+
+    TIERED = "tiered"
+    C1 = "c1"

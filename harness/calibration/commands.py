@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from harness.backends.local.jit import TaskManagerJit
+from harness.vocabulary import TaskManagerJit
 
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

@@ -34,7 +34,7 @@ def test_committed_profile_was_measured_with_the_local_default_jit(query: str) -
 
     prof = load_profile(query)
     assert prof is not None
-    assert prof.provenance.taskmanager_jit == LocalConfig().taskmanager_jit.value
+    assert prof.provenance.taskmanager_jit == LocalConfig().taskmanager_jit
 
 
 @pytest.mark.parametrize("query", COMMITTED)

@@ -147,8 +147,7 @@ def test_validate_imports_no_backend_implementation(tmp_path: Path) -> None:
                           timeout=300)
     assert "ok" in proc.stdout, proc.stdout + proc.stderr
     modules = eval(proc.stderr.strip().splitlines()[-1])  # noqa: S307 - our own probe's list literal
-    configs = {"harness.backends.local.config", "harness.backends.local.jit", "harness.backends.sim.config",
-               "harness.backends.k8s.config"}
+    configs = {"harness.backends.local.config", "harness.backends.sim.config", "harness.backends.k8s.config"}
     # the config models are imported (through the registry in harness.backends) and the modules that add
     # commands to `bench`; no backend implementation (stack, REST client, Kafka, Kubernetes client)
     assert configs <= set(modules)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.backends.local.jit import TaskManagerJit
+from harness.vocabulary import TaskManagerJit
 
 
 @dataclass(frozen=True)
