@@ -15,7 +15,9 @@ plateaus this module fits:
   least squares over plateau means) and the standard deviation of one meter update at each level;
 - `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
 - `state_cost`: relative per-record cost growth with the state a subtask holds;
-- `downtime_model`: rescale downtime = base + slope x state GB, the slope pooled over queries.
+- `downtime_model`: rescale downtime = base + slope x state GB, the slope pooled over queries;
+- `warmup`: a fresh task manager's rate against the CPU time it has had, as a fraction of the warm rate
+  (saturating exponential, least squares with scipy).
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.calibrated_profile import CapacityFit, CpuModel, DowntimeModel, GaugeModel, SharePoint, StateCost
+from harness.calibrated_profile import (
+    CapacityFit,
+    CpuModel,
+    DowntimeModel,
+    GaugeModel,
+    SharePoint,
+    StateCost,
+    WarmUp,
+)
 
 
 @dataclass(frozen=True)
@@ -280,3 +290,28 @@ def downtime_model(points: Sequence[tuple[float, float]], slope_s_per_gb: float,
     base = float(np.mean([d - slope_s_per_gb * s / 1e9 for s, d in points]))
     return DowntimeModel(base_s=max(0.0, base), s_per_gb=slope_s_per_gb,
                          points=[(float(s), float(d)) for s, d in points], slope_from=slope_from)
+
+
+def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, cores: float,
+           saturated: bool = True) -> WarmUp | None:
+    """Fit fraction(c) = 1 - (1 - f0) exp(-c / tau) to the rates of fresh task managers (`seconds` since
+    the job ran, c = seconds x `cores`) over their warm rate; None without a warm rate or three bins."""
+    from scipy.optimize import curve_fit  # calibration only: keep it off the simulator's import path
+
+    t = np.asarray(seconds, dtype=float)
+    f = np.asarray(rates, dtype=float) / warm_rate if warm_rate > 0 else np.full(len(t), math.nan)
+    keep = np.isfinite(t) & np.isfinite(f)
+    t, f = t[keep], f[keep]
+    if len(t) < 3 or not math.isfinite(warm_rate) or warm_rate <= 0 or cores <= 0:
+        return None
+    c = t * cores
+
+    def curve(x: np.ndarray, f0: float, tau: float) -> np.ndarray:
+        return 1.0 - (1.0 - f0) * np.exp(-x / tau)
+
+    guess_tau = max(float(c[-1]) / 3.0, 1e-3)
+    (f0, tau), _ = curve_fit(curve, c, np.clip(f, 0.0, 1.5), p0=(float(np.clip(f[0], 0.0, 1.0)), guess_tau),
+                             bounds=([0.0, 1e-3], [1.0, 1e4]))
+    rmse = float(np.sqrt(np.mean((curve(c, f0, tau) - f) ** 2)))
+    return WarmUp(initial_fraction=float(f0), tau_cpu_s=float(tau), cores=cores, warm_rate=warm_rate,
+                  points=[(float(a), float(b)) for a, b in zip(t, f, strict=True)], rmse=rmse, saturated=saturated)
