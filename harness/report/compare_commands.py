@@ -83,9 +83,11 @@ def compare_command(
 
 
 def _print_comparison(result: Any, console: Console) -> None:
+    """One table per pair. A table wider than the console is never folded inside a number: a pipe or a
+    file gets it at its full width (nothing wraps there), a narrower terminal one line per metric."""
     from rich.table import Table
 
-    from harness.analysis.rounding import PM_LEGEND, with_ci
+    from harness.analysis.rounding import PM_LEGEND
 
     letters = [chr(ord("A") + i) for i in range(len(result.sides))]
     for letter, side in zip(letters, result.sides, strict=True):
@@ -93,24 +95,42 @@ def _print_comparison(result: Any, console: Console) -> None:
         console.print(f"{letter}: {side.spec} ({side.n_runs} runs{extra})", markup=False, highlight=False)
     for i, pair in enumerate(result.pairs, start=1):
         b = letters[i]
+        headers = ("metric", "A mean ± CI (n)", f"{b} mean ± CI (n)", f"{b} - A ± 95 % CI", "Welch p",
+                   "Mann-Whitney p", "verdict")
+        rows = [_comparison_row(m) for m in pair.metrics]
         table = Table(title=f"{b} vs A", title_justify="left")
-        table.add_column("metric", no_wrap=True)
-        for col in ("A mean ± CI (n)", f"{b} mean ± CI (n)", f"{b} - A ± 95 % CI", "Welch p",
-                    "Mann-Whitney p", "verdict"):
-            table.add_column(col, justify="left" if col == "verdict" else "right", overflow="fold")
-        for m in pair.metrics:
-            d = m.difference
-            half = (d.ci_high - d.ci_low) / 2 if not math.isnan(d.ci_low) else math.nan
-            table.add_row(m.metric, f"{with_ci(m.baseline.mean, m.baseline.ci)} ({m.baseline.n})",
-                          f"{with_ci(m.other.mean, m.other.ci)} ({m.other.n})", with_ci(d.diff, half),
-                          _p(d.welch_p), _p(d.mwu_p), d.verdict_text)
-        console.print(table)
+        for col in headers:
+            table.add_column(col, justify="left" if col in ("metric", "verdict") else "right",
+                             no_wrap=col != "verdict")
+        for row in rows:
+            table.add_row(*row)
+        needed = console.measure(table, options=console.options.update_width(10_000)).maximum
+        if needed <= console.width:
+            console.print(table)
+        elif not console.is_terminal:
+            Console(file=console.file, soft_wrap=True, width=needed).print(table)
+        else:
+            console.print(f"{b} vs A", markup=False, highlight=False)
+            for row in rows:
+                labels = ("A", b, f"{b} - A", "Welch p", "Mann-Whitney p")
+                cells = "; ".join(f"{h} {v}" for h, v in zip(labels, row[1:-1], strict=True))
+                console.print(f"  {row[0]}: {cells}; {row[-1]}", markup=False, highlight=False)
     if result.left_out:
         shown = "; ".join(f"{k}: {v}" for k, v in list(result.left_out.items())[:12])
         more = f" (+{len(result.left_out) - 12} more)" if len(result.left_out) > 12 else ""
         console.print(f"left out: {shown}{more}", markup=False, highlight=False)
     console.print(f"{PM_LEGEND} Verdict: 'higher'/'lower' when Welch's t and the Mann-Whitney U test both "
                   "give p < 0.05. Numbers from: " + result.source, markup=False, highlight=False)
+
+
+def _comparison_row(m: Any) -> tuple[str, ...]:
+    from harness.analysis.rounding import with_ci
+
+    d = m.difference
+    half = (d.ci_high - d.ci_low) / 2 if not math.isnan(d.ci_low) else math.nan
+    return (m.metric, f"{with_ci(m.baseline.mean, m.baseline.ci)} ({m.baseline.n})",
+            f"{with_ci(m.other.mean, m.other.ci)} ({m.other.n})", with_ci(d.diff, half),
+            _p(d.welch_p), _p(d.mwu_p), d.verdict_text)
 
 
 def runs_command(

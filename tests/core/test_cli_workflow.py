@@ -292,3 +292,29 @@ def test_compare_from_a_fresh_analysis_matches_the_pandas_path_without_importing
     shutil.copytree(results / "pair" / "ds2-r0", results / "pair" / "ds2-r9")  # the analysis is now stale
     stale = as_json(runner.invoke(app, args).stdout)
     assert stale["source"].startswith("computed now") and stale["sides"][0]["runs"] == 4
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_compare_table_never_folds_a_number_at_80_columns(matrix_results, terminal):
+    """A pipe gets the table at its full width; an 80-column terminal one line per metric. Either way
+    every cell (`12.3 ± 0.4 (3)`, a p-value, the verdict) is printed whole, never cut inside a number."""
+    import io
+
+    from rich.console import Console
+
+    from harness.analysis.compare import compare
+    from harness.report.compare_commands import _comparison_row, _print_comparison
+
+    results, _ = matrix_results
+    result = compare(results, ["pair/ds2", "pair/dhalion"])
+    out = io.StringIO()
+    _print_comparison(result, Console(file=out, width=80, force_terminal=terminal, color_system=None,
+                                      soft_wrap=True))
+    text = out.getvalue()
+    lines = {line.split()[1] if line.startswith("│") else line.strip().split(":")[0]
+             for line in text.splitlines() if line.startswith(("│", "  "))}
+    assert {m.metric for m in result.pairs[0].metrics} <= lines
+    for m in result.pairs[0].metrics:
+        for cell in _comparison_row(m):
+            assert cell in text, f"{cell!r} is not printed whole"
+    assert ("┃ metric" in text) != terminal  # the table when piped, lines in the narrow terminal
