@@ -389,7 +389,7 @@ def matrix(
                                             help="dotted.field=value applied to every cell")] = [],  # noqa: B006
     fault: Annotated[list[str], typer.Option("--fault", metavar="KIND@T[+D]",
                                              help="inject in every cell: KIND@T[+D]")] = [],  # noqa: B006
-    only: Annotated[list[str], typer.Option("--only", help="run only cells whose FIELD=VALUE "
+    only: Annotated[list[str], typer.Option("--only", metavar="FIELD=VALUE", help="run only cells whose FIELD=VALUE "
                                                            "(dotted, e.g. autoscaler=ds2); repeatable")] = [],  # noqa: B006
     rerun_stale: Annotated[bool, typer.Option("--rerun-stale", help="replace records made with another "
                                                                     "configuration")] = False,
@@ -655,7 +655,7 @@ def _print_described(item: Any, kind: str) -> None:
     width = max((len(p.name) for p in item.parameters), default=0)
     for p in item.parameters:
         unit = f" {p.unit}" if p.unit else ""
-        note = f"  {p.description}" if p.description else ""
+        note = f"  {p.description}" if p.description and p.description != p.unit else ""  # no "records/s  records/s"
         lines.append(f"  {p.name:<{width}}  {p.type} = {p.default}{unit}{note}")
     if not item.parameters:
         lines.append("  (no parameters)")

@@ -75,7 +75,9 @@ class HPAConfig(AutoscalerConfig):
     per-direction stabilisation and rate policies (`behavior: {}` = Kubernetes' defaults).
     """
 
-    scale_down_window_s: float = Field(300.0, ge=0.0, description="stabilisation window (s), the controller's")
+    scale_down_window_s: float = Field(
+        300.0, ge=0.0, description="stabilisation window (s): the highest recommendation within it is applied "
+                                   "(the controller's --horizontal-pod-autoscaler-downscale-stabilization)")
     tolerance: float = Field(0.0, ge=0.0, description="keep the size while 1 - tol <= value/target <= 1 + tol")
     min_replicas: int = Field(1, ge=1, alias="minReplicas")
     max_replicas: int | None = Field(None, ge=1, alias="maxReplicas")

@@ -69,8 +69,9 @@ def _estimate(topology: Any, quota: float) -> tuple[dict[str, float], dict[str, 
 def register(app: typer.Typer) -> None:
     @app.command()
     def calibrate(
-        query: Annotated[list[str], typer.Option("--query", help="query to calibrate (repeat); default: all six, "
-                                                                 "or q1 and q11 with --quick")] = [],  # noqa: B006
+        query: Annotated[list[str], typer.Option(
+            "--query", metavar="QUERY",
+            help="query to calibrate (repeat); default: all six, or q1 and q11 with --quick")] = [],  # noqa: B006
         parallelisms: Annotated[str, typer.Option(help="comma-separated parallelisms of the bottleneck to "
                                                        "measure overloaded (1 always)")] = "1",
         quick: Annotated[bool, typer.Option(

@@ -41,8 +41,9 @@ def compare_command(
              "autoscaler seed status config_hash params.NAME), a folder of run records, a matrix, or a cell "
              "(CELL or MATRIX/CELL); B, C ... are each compared with A")],
     results: Annotated[Path, typer.Option(help="results folder the sides are looked up in")] = Path("results"),
-    metric: Annotated[list[str], typer.Option("--metric", help="compare only this summary column; repeatable "
-                                                               "[default: every measured, varying one]")] = [],  # noqa: B006
+    metric: Annotated[list[str], typer.Option(
+        "--metric", metavar="NAME",
+        help="compare only this summary column; repeatable [default: every measured, varying one]")] = [],  # noqa: B006
     plot: Annotated[Path | None, typer.Option(help="save a PNG: bars per metric with 95 % CI error bars")] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,

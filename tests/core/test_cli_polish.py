@@ -4,6 +4,7 @@ README examples that exist, docs/METRICS.md covering the vocabulary and the anal
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import subprocess
@@ -135,3 +136,40 @@ def test_metrics_doc_covers_the_vocabulary_and_the_analysis_columns() -> None:
     doc = (ROOT / "docs" / "METRICS.md").read_text()
     missing = [str(name) for name in [*Metric, *EventKind, *METRIC_COLUMNS] if f"`{name}`" not in doc]
     assert not missing, f"docs/METRICS.md does not describe {missing}"
+
+
+def test_list_options_name_what_they_take_not_a_python_type() -> None:
+    compare_help = runner.invoke(app, ["compare", "--help"], terminal_width=200).output
+    assert "--metric NAME" in compare_help
+    matrix_help = runner.invoke(app, ["matrix", "--help"], terminal_width=200).output
+    assert "--only FIELD=VALUE" in matrix_help
+    for args in (["compare", "--help"], ["matrix", "--help"], ["run", "--help"], ["calibrate", "--help"]):
+        options = runner.invoke(app, args, terminal_width=200).output.split("Options:")[1]
+        assert "<list[" not in options, f"bench {args[0]}: an option shows a Python type as its value"
+
+
+def test_list_details_says_a_unit_once_and_describes_the_hpa_window_whole() -> None:
+    out = runner.invoke(app, ["list", "--details"], terminal_width=300).output
+    repeated = [line for line in out.splitlines() if re.search(r" (\S+)  \1$", line)]
+    assert not repeated, f"unit printed twice: {repeated}"
+    assert re.search(r"lag_rate_backpressure_threshold\s+float = 1000\.0 records/s$", out, re.MULTILINE)
+    assert re.search(r"scale_down_window_s\s+float = 300\.0 s\s+stabilisation window \(s\): .*"
+                     r"--horizontal-pod-autoscaler-downscale-stabilization\)$", out, re.MULTILINE)
+
+
+def test_readme_shows_the_workflow_commands_with_cells_that_exist() -> None:
+    """README and docs/workflow.md name `bench runs`/`bench compare`; every MATRIX/CELL side they show is a
+    cell of the experiment file of that name."""
+    readme = (ROOT / "README.md").read_text()
+    assert "bench runs " in readme and "bench compare " in readme and "--json" in readme
+    assert "(docs/workflow.md)" in readme and (ROOT / "docs" / "workflow.md").exists()
+    shown = readme + (ROOT / "docs" / "workflow.md").read_text()
+    sides = set(re.findall(r"bench compare ([\w-]+)/(\w+) ([\w-]+)/(\w+)", shown))
+    assert sides, "no MATRIX/CELL example"
+    for example in sides:
+        for matrix, cell in (example[:2], example[2:]):
+            res = runner.invoke(app, ["matrix", str(ROOT / "experiments" / f"{matrix}.yaml"), "--backend", "sim",
+                                      "--dry-run", "--json", "--results", "/nonexistent-results"])
+            assert res.exit_code == 0, res.output
+            cells = {r["run_id"].rsplit("-r", 1)[0] for r in json.loads(res.stdout)["runs"]}
+            assert cell in cells, f"{matrix}/{cell}: no such cell (cells: {sorted(cells)[:8]} ...)"
