@@ -9,6 +9,10 @@ runs.parquet). One warm-up run each, then `--repeat` counted runs; prints min / 
 wall time and of user+sys CPU time (the kernel's accounting of the child). The machine is shared:
 quote the median, and the CPU time when the wall time is inflated by other load.
 
+`floor`: a process that only imports the libraries a warm compare cannot do without (typer, rich,
+pydantic, yaml, pyarrow.parquet and scipy.stats for Welch's t and the Mann-Whitney U test), timed the
+same way in the same run: what is left above it is the harness' own cost.
+
     .venv/bin/python benchmarks/bench_compare.py [--repeat 7] [--plot]
 """
 
@@ -87,6 +91,16 @@ def main() -> None:
             print(f"  wall s     {figures(walls)}   target < {TARGET_S} s: "
                   f"{'met' if statistics.median(walls) < TARGET_S else 'NOT met'} (median)")
             print(f"  user+sys s {figures(cpus)}")
+        floor = [sys.executable, "-c", "import typer, rich.console, pydantic, yaml, pyarrow.parquet, scipy.stats"]
+        timed(floor)
+        walls, cpus = [], []
+        for _ in range(args.repeat):
+            wall, cpu, _out = timed(floor)
+            walls.append(wall)
+            cpus.append(cpu)
+        print(f"floor (only the libraries' imports), {args.repeat} runs:")
+        print(f"  wall s     {figures(walls)}")
+        print(f"  user+sys s {figures(cpus)}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
