@@ -212,9 +212,9 @@ class WarmUp(_Model):
     initial_fraction: float = Field(description="fraction of the warm rate at c = 0 (fitted)")
     tau_cpu_s: float = Field(description="CPU-seconds for the missing speed to shrink by 1/e (fitted)")
     cores: float = Field(description="CPU of one task manager while measuring (the quota at share 1.0)")
-    warm_rate: float = Field(description="the job's warm saturated records/s at the same CPU (the denominator)")
+    warm_rate: float = Field(description="the warm job's saturated records/s at the same CPU (the fractions' 1)")
     points: list[tuple[float, float]] = Field(
-        default_factory=list, description="(seconds since the job ran, fraction of the warm rate) per bin")
+        default_factory=list, description="(seconds since the job ran, fraction of `warm_rate`) per bin")
     rmse: float = math.nan
     saturated: bool = Field(True, description="the sources' backlog grew throughout: the curve is a speed, "
                                               "not the offered rate")
@@ -223,6 +223,14 @@ class WarmUp(_Model):
         if cpu_seconds <= 0.0:
             return self.initial_fraction
         return 1.0 - (1.0 - self.initial_fraction) * math.exp(-cpu_seconds / self.tau_cpu_s)
+
+    def mean_fraction(self, cpu_from: float, cpu_to: float) -> float:
+        """The mean fraction between two amounts of CPU time had (the exact integral of `fraction`)."""
+        lo, hi = max(0.0, cpu_from), max(0.0, cpu_to)
+        if hi - lo < 1e-12:
+            return self.fraction(lo)
+        tau = self.tau_cpu_s
+        return 1.0 - (1.0 - self.initial_fraction) * tau * (math.exp(-lo / tau) - math.exp(-hi / tau)) / (hi - lo)
 
 
 class QueryProfile(_Model):

@@ -349,13 +349,13 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
 
 def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     """The cold-start curve: the sources' records/s per bin of the `coldstart` phase (fresh task managers at
-    share 1.0, overloaded) over the job's warm saturated rate at the same share (the `overload` phase)."""
+    share 1.0, overloaded) over the warm job's saturated rate at the same share: the mean of the phases that
+    measured it (probe and overload; they differ by 10-20 % on a shared host, more than one would trust alone)."""
     cold = next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
-    over = [p for p in m.phases if p.kind == "overload" and p.name.startswith("overload")
+    warm = [float(p.extra["throughput"]) for p in m.phases if p.kind == "overload"
             and p.extra.get("throughput") is not None and math.isfinite(float(p.extra["throughput"]))]
-    if cold is None or not over or m.samples.empty:
+    if cold is None or not warm or m.samples.empty:
         return None
-    warm_rate = float(over[-1].extra["throughput"])
     bin_s = float(cold.extra.get("bin_s") or 10.0)
     df = m.samples
     srcs = [s.name for s in topology.sources]
@@ -376,7 +376,7 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     before, after = cold.extra.get("backlog_before"), cold.extra.get("backlog_after")
     grew = (before is not None and after is not None and math.isfinite(float(before)) and math.isfinite(float(after))
             and float(after) - float(before) > 0.1 * cold.rate * (cold.t1 - cold.t0))
-    return fit.warmup(mids, rates, warm_rate, m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew)
+    return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew)
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:

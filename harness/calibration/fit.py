@@ -294,24 +294,27 @@ def downtime_model(points: Sequence[tuple[float, float]], slope_s_per_gb: float,
 
 def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, cores: float,
            saturated: bool = True) -> WarmUp | None:
-    """Fit fraction(c) = 1 - (1 - f0) exp(-c / tau) to the rates of fresh task managers (`seconds` since
-    the job ran, c = seconds x `cores`) over their warm rate; None without a warm rate or three bins."""
+    """Fit fraction(c) = 1 - (1 - f0) exp(-c / tau) to the rates of fresh task managers (`seconds` since the
+    job ran, c = seconds x `cores`) over their warm rate. tau is held below ten times the CPU time measured
+    (a curve still flat at its end says "slow for longer than measured", not how long). None without a warm
+    rate or with fewer than four bins."""
     from scipy.optimize import curve_fit  # calibration only: keep it off the simulator's import path
 
     t = np.asarray(seconds, dtype=float)
-    f = np.asarray(rates, dtype=float) / warm_rate if warm_rate > 0 else np.full(len(t), math.nan)
-    keep = np.isfinite(t) & np.isfinite(f)
-    t, f = t[keep], f[keep]
-    if len(t) < 3 or not math.isfinite(warm_rate) or warm_rate <= 0 or cores <= 0:
+    r = np.asarray(rates, dtype=float)
+    keep = np.isfinite(t) & np.isfinite(r)
+    t, r = t[keep], r[keep]
+    if len(t) < 4 or cores <= 0 or not math.isfinite(warm_rate) or warm_rate <= 0:
         return None
     c = t * cores
+    f = r / warm_rate
 
     def curve(x: np.ndarray, f0: float, tau: float) -> np.ndarray:
         return 1.0 - (1.0 - f0) * np.exp(-x / tau)
 
-    guess_tau = max(float(c[-1]) / 3.0, 1e-3)
-    (f0, tau), _ = curve_fit(curve, c, np.clip(f, 0.0, 1.5), p0=(float(np.clip(f[0], 0.0, 1.0)), guess_tau),
-                             bounds=([0.0, 1e-3], [1.0, 1e4]))
+    longest = 10.0 * float(c.max())
+    (f0, tau), _ = curve_fit(curve, c, f, p0=(float(np.clip(f[0], 0.0, 1.0)), min(float(c.max()) / 3, longest / 2)),
+                             bounds=([0.0, 1e-3], [1.0, longest]))
     rmse = float(np.sqrt(np.mean((curve(c, f0, tau) - f) ** 2)))
     return WarmUp(initial_fraction=float(f0), tau_cpu_s=float(tau), cores=cores, warm_rate=warm_rate,
-                  points=[(float(a), float(b)) for a, b in zip(t, f, strict=True)], rmse=rmse, saturated=saturated)
+                  points=[(float(x), float(y)) for x, y in zip(t, f, strict=True)], rmse=rmse, saturated=saturated)

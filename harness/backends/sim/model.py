@@ -317,11 +317,13 @@ class SimModel:
         return changed
 
     def _warm_fraction(self, i: int, cores: float) -> float:
-        """Mean warm-up fraction of operator i's subtasks now (CPU time had = time since it began x cores)."""
+        """Operator i's subtasks' mean warm-up fraction until the next recomputation (CPU time had = time
+        since its task manager began processing x cores; the curve's exact mean over the interval)."""
         w = self.warmup
         assert w is not None
-        now = self.now
-        return sum(w.fraction((now - b) * cores) for b in self.born[i]) / len(self.born[i])
+        now, ahead = self.now, self.recost_every * self.dt
+        return sum(w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]) / len(
+            self.born[i])
 
     def _configure(self) -> None:
         self.version = getattr(self, "version", 0) + 1  # readers cache per-configuration structures on it
