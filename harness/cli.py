@@ -7,22 +7,125 @@ file), 2 bad input (nothing started, nothing written), 130 interrupted (Ctrl-C /
 import importlib
 import os
 import sys
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 # Only typer and rich at the top: every command imports what it uses (pandas, pyarrow, scipy, the local
 # stack, ...) in its body, so `bench --help` and `bench list` start fast (benchmarks/bench_startup.py).
 
+APP_SETTINGS: dict[str, Any] = {
+    "pretty_exceptions_enable": False,
+    # plain help: shows `[default: ...]` as written (Rich markup ate it) and starts without rich's help renderer
+    "rich_markup_mode": None,
+}
+
+# Command groups written in their own modules, and the commands each adds. A module is imported (and its
+# commands built) only when one of its commands runs or the whole list is asked for (`bench --help`,
+# a name that is no command, shell completion): `bench list` or `bench run` pay for neither.
+# tests/core/test_startup.py checks this table against what each module's `register` adds.
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "harness.backends.local.commands": ("up", "status", "down"),
+    "harness.report.commands": ("analyze", "report"),
+    "harness.report.compare_commands": ("compare", "runs"),
+    "harness.backends.k8s.commands": ("k8s-manifests",),
+    "harness.backends.k8s.testcluster.commands": ("k8s",),
+    "harness.calibration.commands": ("calibrate",),
+    "harness.fidelity.commands": ("fidelity",),
+}
+
+
+def _group_commands(module: str) -> dict[str, Any]:
+    """The click commands a command-group module adds to `bench` (none if the module is not there)."""
+    import typer.main
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):  # the group is not there yet, not a broken import
+            return {}
+        raise
+    scratch = typer.Typer(**APP_SETTINGS)
+    mod.register(scratch)
+    return dict(typer.main.get_group(scratch).commands)
+
+
+class _Commands(MutableMapping[str, Any]):
+    """`bench`'s commands: this module's, built by typer, then the command groups', built on first use.
+
+    The order is the one typer gives when every group registers on the app: the commands of this module
+    and of each group module in turn, then the sub-groups (`bench k8s ...`)."""
+
+    def __init__(self, built: dict[str, Any]) -> None:
+        self._built = built
+        self._loaded: dict[str, dict[str, Any]] = {}
+
+    def _load(self, module: str) -> None:
+        if module not in self._loaded:
+            self._loaded[module] = _group_commands(module)
+
+    def _load_all(self) -> None:
+        for module in COMMAND_GROUPS:
+            self._load(module)
+
+    def _ordered(self) -> dict[str, Any]:
+        self._load_all()
+        commands = dict(self._built)
+        groups = [c for cmds in self._loaded.values() for c in cmds.items()]
+        commands.update((n, c) for n, c in groups if not isinstance(c, TyperGroup))
+        commands.update((n, c) for n, c in groups if isinstance(c, TyperGroup))
+        return commands
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._built:
+            return self._built[name]
+        module = next((m for m, names in COMMAND_GROUPS.items() if name in names), None)
+        if module is not None:
+            self._load(module)
+        for cmds in self._loaded.values():
+            if name in cmds:
+                return cmds[name]
+        return self._ordered()[name]  # a name the table does not know: every group, then a KeyError
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._ordered()  # the name may be in a group not loaded yet
+        if name in self._built:
+            del self._built[name]
+            return
+        for cmds in self._loaded.values():
+            if name in cmds:
+                del cmds[name]
+                return
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ordered())
+
+    def __len__(self) -> int:
+        return len(self._ordered())
+
+
+class _BenchGroup(TyperGroup):
+    """The `bench` group: the command-group modules are imported when one of their commands is needed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(dict(self.commands))
+
+
 app = typer.Typer(
     help="Benchmark stream-processing autoscalers on Kafka + Flink + Nexmark.",
     no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    # plain help: shows `[default: ...]` as written (Rich markup ate it) and starts without rich's help renderer
-    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    cls=_BenchGroup,
+    **APP_SETTINGS,
 )
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -90,7 +193,7 @@ def _scaler_names() -> list[str]:
 
 
 def _query_names() -> list[str]:
-    from harness.topology import available_queries
+    from harness.query_names import available_queries
 
     return available_queries()
 
@@ -628,7 +731,7 @@ def list_things(
 ) -> None:
     """Autoscalers, queries and patterns this installation offers."""
     import autoscalers
-    from harness.topology import available_queries
+    from harness.query_names import available_queries
     from workloads.pattern_names import PATTERN_NAMES
 
     if not details:  # names only: no config model is built (and plain text: no markup, emoji or highlighting)
@@ -728,23 +831,6 @@ def reproduce(
         console.print(f"wrote {path}")
     if rep.failed:
         raise typer.Exit(1)
-
-
-def _register_optional(module: str) -> None:
-    """Command groups written in their own modules (local stack, analysis)."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):  # the group is not there yet, not a broken import
-            return
-        raise
-    mod.register(app)
-
-
-for _module in ("harness.backends.local.commands", "harness.report.commands", "harness.report.compare_commands",
-                "harness.backends.k8s.commands", "harness.backends.k8s.testcluster.commands",
-                "harness.calibration.commands", "harness.fidelity.commands"):
-    _register_optional(_module)
 
 
 def crash_log_dir() -> Path:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-QUERIES_DIR = Path(__file__).resolve().parent.parent / "queries"
-TOPOLOGIES_DIR = QUERIES_DIR / "topologies"
+# the query names live apart (`bench list` needs no graph); re-exported for the modules that read graphs
+from harness.query_names import QUERIES_DIR as QUERIES_DIR
+from harness.query_names import TOPOLOGIES_DIR as TOPOLOGIES_DIR
+from harness.query_names import available_queries as available_queries
 
 
 @dataclass(frozen=True)
@@ -124,10 +126,6 @@ def _parse(data: dict, where: str) -> Topology:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: invalid topology: {exc}") from exc
-
-
-def available_queries() -> list[str]:
-    return sorted(p.stem for p in TOPOLOGIES_DIR.glob("*.yaml"))
 
 
 @cache

@@ -13,9 +13,10 @@ so an autoscaler's declared `Needs` can be checked against any snapshot
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,58 @@ class OperatorMetrics:
     def backpressured_fraction(self) -> float:
         return self.backpressured_ms_per_s / 1000.0
 
+
+
+class _BuiltOnFirstRead:
+    """The `subtasks` of a `LazySubtasksOperatorMetrics`: built by its builder on first read, then kept."""
+
+    def __get__(self, obj: LazySubtasksOperatorMetrics | None, owner: type) -> Any:
+        if obj is None:
+            return ()  # the class attribute: the field's default
+        d = obj.__dict__
+        subtasks = d["subtasks"] = d["_build_subtasks"]()
+        del d["_build_subtasks"]  # what it held (the snapshot's lists) can go
+        return subtasks
+
+
+class LazySubtasksOperatorMetrics(OperatorMetrics):
+    """OperatorMetrics whose per-subtask readings are built the first time `subtasks` is read.
+
+    A backend that derives the readings from arrays (the sim: one object per subtask per snapshot, most of a
+    snapshot's cost) pays for them only in the snapshots an autoscaler looks into; the values are the ones
+    it would have built at once. Equal to, hashing as and printing as the `OperatorMetrics` of the same
+    values; a copy or a pickle is that plain `OperatorMetrics`."""
+
+    subtasks = _BuiltOnFirstRead()  # type: ignore[assignment]
+
+    @classmethod
+    def create(cls, build_subtasks: Callable[[], tuple[SubtaskMetrics, ...]], **values: Any) -> OperatorMetrics:
+        """`values` as OperatorMetrics(**values) takes them (all but `subtasks`); `build_subtasks()` gives the
+        subtasks when they are first read (what it reads must not change afterwards)."""
+        obj = object.__new__(cls)  # not the frozen __init__: no per-field __setattr__
+        obj.__dict__.update(_OPERATOR_DEFAULTS)
+        obj.__dict__.update(values)
+        obj.__dict__["_build_subtasks"] = build_subtasks
+        return obj
+
+    def plain(self) -> OperatorMetrics:
+        """The same values as a plain `OperatorMetrics` (the subtasks built)."""
+        return OperatorMetrics(**{f.name: getattr(self, f.name) for f in dataclasses.fields(OperatorMetrics)})
+
+    def __eq__(self, other: object) -> bool:
+        return self.plain() == other if isinstance(other, OperatorMetrics) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.plain())
+
+    def __repr__(self) -> str:
+        return repr(self.plain())
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        return self.plain().__reduce__()
+
+
+_OPERATOR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OperatorMetrics) if f.name != "subtasks"}
 
 # Metric -> attribute, for the job and for an operator (the vocabulary's link to this shape).
 JOB_FIELDS: dict[Metric, str] = {

@@ -156,3 +156,59 @@ def test_validate_imports_no_backend_implementation(tmp_path: Path) -> None:
     commands = {"harness.backends.local.commands", "harness.backends.k8s.commands",
                 "harness.backends.k8s.testcluster.commands"}
     assert set(modules) - configs - packages - commands == set(), modules
+
+
+def test_list_and_a_run_import_no_command_group_module(tmp_path: Path) -> None:
+    """The command groups (`up`, `report`, `calibrate`, `k8s`, ...) are imported when one of their commands
+    runs: `bench list` and `bench validate` pay for none of them, nor for the operator graphs' module."""
+    from harness import cli
+
+    exp = tmp_path / "e.yaml"
+    exp.write_text("name: e\nbackend: sim\nquery: q11\nautoscaler: ds2\npattern: cosine\n")
+    for args in (["list"], ["validate", str(exp)]):
+        modules = full_modules_of(*args)
+        groups = {m for m in modules if m in cli.COMMAND_GROUPS}
+        assert groups == set(), (args, sorted(groups))
+    assert "harness.topology" not in full_modules_of("list")
+    assert {"harness.backends.local.commands"} <= full_modules_of("status", "--help")  # loaded for its command
+
+
+def test_the_command_group_table_names_what_each_module_registers() -> None:
+    import importlib
+
+    import typer
+    import typer.main
+
+    from harness import cli
+
+    for module, names in cli.COMMAND_GROUPS.items():
+        scratch = typer.Typer()
+        importlib.import_module(module).register(scratch)
+        assert tuple(typer.main.get_group(scratch).commands) == names, module
+
+
+def test_the_commands_are_listed_as_if_every_group_registered_on_the_app() -> None:
+    """`bench --help` lists the commands in the order typer gives when every group module registers on the
+    app at import (this module's, each group's, then the sub-groups); looking one up loads only its module."""
+    import importlib
+
+    import typer
+    import typer.main
+
+    from harness import cli
+
+    eager = typer.Typer(**cli.APP_SETTINGS)
+    eager.registered_commands.extend(cli.app.registered_commands)
+    for module in cli.COMMAND_GROUPS:
+        importlib.import_module(module).register(eager)
+    expected = list(typer.main.get_group(eager).commands)
+    lazy = typer.main.get_group(cli.app)
+    assert "k8s" in expected and "up" in expected and "list" in expected
+    assert list(lazy.commands) == expected
+    assert lazy.list_commands(None) == expected  # type: ignore[arg-type]
+
+    fresh = typer.main.get_group(cli.app)
+    assert fresh.get_command(None, "calibrate").name == "calibrate"  # type: ignore[arg-type,union-attr]
+    assert list(fresh.commands._loaded) == ["harness.calibration.commands"]  # type: ignore[attr-defined]
+    assert fresh.get_command(None, "no-such-command") is None  # type: ignore[arg-type]
+    assert set(fresh.commands._loaded) == set(cli.COMMAND_GROUPS)  # type: ignore[attr-defined]

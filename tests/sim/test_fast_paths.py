@@ -5,7 +5,8 @@ The fast paths (issue 13: the simulation CPU of a run): the step packs its row w
 C-double buffer (reference: numpy's own conversion of the row list into the row array); the lag slope
 reuses the centred sample times per length (reference: `slope`'s formula computed afresh); the
 inter-arrival sample is skipped when the run's autoscaler does not read it (reference: sampled at every
-snapshot, as before `measure_only` existed). The references are the code these paths replaced.
+snapshot, as before `measure_only` existed); each snapshot's per-subtask readings are built when an autoscaler
+first reads them (reference: built with the snapshot, as before). The references are the code these paths replaced.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from harness.backends.sim.backend import INTERARRIVALS_UNREAD, SimBackend
 from harness.backends.sim.kafka import FifoTopic, regroup
 from harness.backends.sim.model import SimModel
 from harness.config import Experiment
-from harness.metrics.snapshot import MetricsSnapshot
+from harness.metrics.snapshot import LazySubtasksOperatorMetrics, MetricsSnapshot, OperatorMetrics
 from harness.runner import run_experiment
 from harness.vocabulary import Metric
 from tests.sim.conftest import constant, pipeline, start
@@ -57,6 +58,16 @@ class SamplingBackend(SimBackend):
 
     def measure_only(self, metrics: frozenset[Metric]) -> None:
         pass
+
+
+def eager_operator(build: Any, **values: Any) -> OperatorMetrics:
+    """The readout's operator built at once, subtasks included (the pre-change behaviour)."""
+    return OperatorMetrics(**values, subtasks=build())
+
+
+def unbuilt_subtasks(snap: MetricsSnapshot) -> int:
+    """Operators of a snapshot whose per-subtask readings no one has read yet."""
+    return sum("_build_subtasks" in vars(m) for m in snap.operators.values())
 
 
 class Recorder:
@@ -94,10 +105,10 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def _run(tmp: Path, query: str, backend: SimBackend) -> tuple[Recorder, Any, Any, np.ndarray]:
+def _run(tmp: Path, query: str, backend: SimBackend, readings: str = "flink") -> tuple[Recorder, Any, Any, np.ndarray]:
     exp = Experiment.model_validate({"name": f"ds2-{query}", "query": query, "backend": "sim",
                                      "autoscaler": {"name": "ds2"}, "pattern": {"name": "cosine"}, "seed": 2,
-                                     "duration_s": 3600.0})
+                                     "duration_s": 3600.0, "sim": {"readings": readings}})
     rec = Recorder(backend)
     run_dir = run_experiment(exp, tmp, backend=backend)
     ts = pq.read_table(run_dir / "timeseries.parquet").to_pandas()
@@ -106,16 +117,25 @@ def _run(tmp: Path, query: str, backend: SimBackend) -> tuple[Recorder, Any, Any
     return rec, ts, events, backend.model.rows_array().copy()
 
 
-@pytest.mark.parametrize("query", ["q11", "q1"])  # q11: exact readings (first-guess profile); q1: calibrated, noisy
-def test_a_ds2_run_is_bit_identical_to_the_reference_paths(tmp_path: Path, query: str,
+@pytest.mark.parametrize(("query", "readings"), [("q11", "flink"), ("q1", "flink"), ("q11", "exact")])
+def test_a_ds2_run_is_bit_identical_to_the_reference_paths(tmp_path: Path, query: str, readings: str,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    fast, fast_ts, fast_events, fast_rows = _run(tmp_path / "fast", query, SimBackend())
+    """flink: the calibrated profiles' noisy readings (one reading per subtask); exact: one per kind of subtask."""
+    fast, fast_ts, fast_events, fast_rows = _run(tmp_path / "fast", query, SimBackend(), readings)
+    # DS2 reads the subtasks' rates and busy time when it decides, not in its cool-down after an action: the
+    # readings of most snapshots were never built (the saving), and are built now, when the comparison reads them
+    unread = [s for s in fast.snaps if unbuilt_subtasks(s)]
+    assert all(unbuilt_subtasks(s) == len(s.operators) for s in unread)
+    assert len(fast.snaps) / 2 < len(unread) < len(fast.snaps) - 2
+    assert all(isinstance(m, LazySubtasksOperatorMetrics) for s in unread for m in s.operators.values())
     with monkeypatch.context() as patch:
         patch.setattr(sim_backend, "SimModel", NumpyRowModel)
         patch.setattr(readout, "slope", reference_slope)
+        patch.setattr(readout.LazySubtasksOperatorMetrics, "create", eager_operator)
         ref_backend = SamplingBackend()
-        ref, ref_ts, ref_events, ref_rows = _run(tmp_path / "ref", query, ref_backend)
+        ref, ref_ts, ref_events, ref_rows = _run(tmp_path / "ref", query, ref_backend, readings)
         assert isinstance(ref_backend.model, NumpyRowModel)
+    assert not any(unbuilt_subtasks(s) for s in ref.snaps)
 
     assert np.array_equal(fast_rows, ref_rows, equal_nan=True)
     assert fast_ts.equals(ref_ts)
@@ -123,6 +143,12 @@ def test_a_ds2_run_is_bit_identical_to_the_reference_paths(tmp_path: Path, query
     assert len(fast.snaps) == len(ref.snaps) > 200
     for a, b in zip(fast.snaps, ref.snaps, strict=True):
         assert _same(_plain(a), _plain(b)), f"snapshot at t={a.t} differs"
+        assert a.operators == b.operators  # a lazy operator equals the plain one of the same values
+    n_subtasks = [len(m.subtasks) for m in fast.snaps[-1].operators.values()]
+    assert n_subtasks == [m.parallelism for m in fast.snaps[-1].operators.values()] and max(n_subtasks) > 1
+    if readings == "flink":  # each subtask has its own noisy reading
+        busy = {s.busy_ms_per_s for snap in fast.snaps for m in snap.operators.values() for s in m.subtasks}
+        assert len(busy) > 1000
     # DS2 does not read inter-arrival times: the fast run left them out and says why; the reference sampled them
     measured = [s for s in fast.snaps if not s.why_missing.get("*")]
     assert all(s.interarrival_s is None and s.why_missing[str(Metric.INTERARRIVAL)] == INTERARRIVALS_UNREAD

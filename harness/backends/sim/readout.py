@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -71,7 +72,7 @@ from harness.backends.sim.model import (
 )
 from harness.calibrated_profile import GaugeModel
 from harness.metrics.latency import histogram_quantile, histogram_quantiles
-from harness.metrics.snapshot import MetricsSnapshot, OperatorMetrics, SubtaskMetrics
+from harness.metrics.snapshot import LazySubtasksOperatorMetrics, MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 from harness.record import empty_timeseries, timeseries_table
 from harness.vocabulary import Metric
 
@@ -159,6 +160,27 @@ def _subtask(rin: float, rout: float, busy: float, idle: float, bp: float, buffe
     o.__dict__.update(records_in_per_s=rin, records_out_per_s=rout, busy_ms_per_s=busy, idle_ms_per_s=idle,
                       backpressured_ms_per_s=bp, input_buffer_usage=buffer, cpu_load=cpu, cpu_jvm_load=jvm, lag=lag)
     return o
+
+
+def _noisy_subtasks(x_rate: list[float], sel: float, busy_l: list[float], idle_l: list[float], bp_l: list[float],
+                    buffer: float, cpu_l: list[float], jvm_l: list[float], lag_sub: list[float | None],
+                    kind_list: list[int]) -> tuple[SubtaskMetrics, ...]:
+    """Every subtask's own readings (its kind's rates, its own noisy gauges), in subtask order."""
+    return tuple(
+        _subtask(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j], jvm_l[j], lag_sub[kk])
+        for j, kk in enumerate(kind_list)
+    )
+
+
+def _exact_subtasks(x_rate: list[float], sel: float, busy_l: list[float], idle_l: list[float], bp_l: list[float],
+                    buffer: float, cpu_l: list[float], jvm_l: list[float], lag_sub: list[float | None],
+                    kind_list: list[int]) -> tuple[SubtaskMetrics, ...]:
+    """Exact readings: equal subtasks of a kind share one (immutable) reading."""
+    nk = len(lag_sub)
+    shared = [SubtaskMetrics(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer,
+                             cpu_l[j], jvm_l[j], lag_sub[kk])
+              for kk, j in ((kk, kind_list.index(kk)) for kk in range(nk))]
+    return tuple([shared[kk] for kk in kind_list]) if nk > 1 else (shared[0],) * len(kind_list)
 
 
 def _interp(points: list[tuple[float, float]], x: float) -> float:
@@ -371,17 +393,6 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lag0, lag_all = gauge_mean(o + O_LAG_LANE0), gauge_mean(o + O_LAG)
             per = [lag0 / counts[0]] + ([(lag_all - lag0) / counts[1]] if nk > 1 else [])
             lag_sub = [max(0.0, v) if v == v else None for v in per]
-        if noise is None:  # equal subtasks of a kind share one (immutable) reading
-            shared = [SubtaskMetrics(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer,
-                                     cpu_l[j], jvm_l[j], lag_sub[kk])
-                      for kk, j in ((kk, kinds.kind_list.index(kk)) for kk in range(nk))]
-            subs = tuple([shared[kk] for kk in kinds.kind_list]) if nk > 1 else (shared[0],) * n_sub
-        else:
-            subs = tuple(
-                _subtask(x_rate[kk], x_rate[kk] * sel, busy_l[j], idle_l[j], bp_l[j], buffer, cpu_l[j], jvm_l[j],
-                         lag_sub[kk])
-                for j, kk in enumerate(kinds.kind_list)
-            )
         cpu_sum += sum(cpu_l)
         jvm_sum += sum(jvm_l)
         n_tm += n_sub
@@ -392,7 +403,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 lag_rate = slope(ii[:, o + O_LAG], scrape * dt) if len(ii_l) >= 2 else nan
             else:
                 lag_rate = slope(rows[-der_win:, o + O_LAG], dt)
-        operators[name] = OperatorMetrics(
+        # each subtask's reading, built when an autoscaler first reads them (most snapshots nobody does)
+        build = partial(_exact_subtasks if noise is None else _noisy_subtasks, x_rate, sel, busy_l, idle_l, bp_l,
+                        buffer, cpu_l, jvm_l, lag_sub, kinds.kind_list)
+        operators[name] = LazySubtasksOperatorMetrics.create(
+            build,
             parallelism=model.par[i],
             records_in_per_s=rin,
             records_out_per_s=rin * sel,
@@ -404,7 +419,6 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             cpu_load=sum(cpu_l) / n_sub,
             cpu_jvm_load=sum(jvm_l) / n_sub,
             cpu_share=share,
-            subtasks=subs,
             lag=gauge_mean(o + O_LAG) if is_src else None,
             lag_rate=lag_rate,
             input_rate=(rr[o + O_ARRIVED] if rr is not None else nan) if is_src else None,
