@@ -64,10 +64,41 @@ def _gesscale_checks() -> tuple[Claim, ...]:
     )
 
 
+_W = "gesscale-setup-checks"
+
+
+def _waiting(label: str, name: str) -> Select:
+    return Select(f"{label} [network loss is waiting, not CPU]", _W, name, {}, {"sim.network.loss_burns_cpu": False})
+
+
+def _gesscale_cpu_checks() -> tuple[Claim, ...]:
+    """The threshold comparisons again where the network's loss burns no CPU (gesscale-setup-checks.yaml)."""
+    g, mdl = _waiting("Gesscale", "gesscale"), _waiting("MDL-NLUnaware", "mdl-nlunaware")
+    thr_u, thr_a = _waiting("THR-NLUnaware", "thr-nlunaware"), _waiting("THR-NLAware", "thr-nlaware")
+    check = "setup check, network delay burns no CPU"
+    return (
+        Relative(f"{check}: fewer reconfigurations than THR-NLUnaware", "Tab. III", "-52 % (25 -> 12)",
+                 "spec_reconfigurations", g, thr_u, LOWER),
+        Relative(f"{check}: less cost than THR-NLUnaware", "Tab. III", "-17 % (1,199.5 -> 999.5 replica-min)",
+                 "spec_cost_replica_min", g, thr_u, LOWER),
+        Relative(f"{check}: less excess time than THR-NLUnaware", "Tab. III", "-74 % (0.163 -> 0.042)",
+                 "spec_excess_time", g, thr_u, LOWER),
+        Relative(f"{check}: less excess time than THR-NLAware", "Tab. III", "-63.5 % (0.115 -> 0.042)",
+                 "spec_excess_time", g, thr_a, LOWER),
+        Relative(f"{check}: better under-provisioning accuracy than THR-NLAware", "Tab. III",
+                 "-22 % accuracyU (0.640 -> 0.499)", "spec_accuracy_u", g, thr_a, LOWER),
+        Relative(f"{check}: MDL-NLUnaware fewer reconfigurations than THR-NLUnaware", "Tab. III",
+                 "-36 % (25 -> 16)", "spec_reconfigurations", mdl, thr_u, LOWER),
+        Relative(f"{check}: THR-NLAware fewer reconfigurations than THR-NLUnaware", "Tab. III",
+                 "-24 % (25 -> 19)", "spec_reconfigurations", thr_a, thr_u, LOWER),
+    )
+
+
 GESSCALE = Paper(
     key="gesscale",
     title="Gesscale: model-based stream processing auto-scaling in geo-distributed environments (Arkian et al. 2021)",
-    experiments=("experiments/gesscale-fog.yaml", "experiments/gesscale-sensitivity.yaml"),
+    experiments=("experiments/gesscale-fog.yaml", "experiments/gesscale-sensitivity.yaml",
+                 "experiments/gesscale-setup-checks.yaml"),
     claims=(
         Relative("fewer reconfigurations than THR-NLUnaware", "abstract, sec. V-B, Tab. III",
                  "-52 % (25 -> 12)", "spec_reconfigurations", GESSCALE_, THR_U, LOWER),
@@ -92,6 +123,7 @@ GESSCALE = Paper(
         Relative("latency-aware thresholds: fewer reconfigurations than latency-unaware", "sec. V-B, Tab. III",
                  "-24 % (25 -> 19)", "spec_reconfigurations", THR_A, THR_U, LOWER),
         *_gesscale_checks(),
+        *_gesscale_cpu_checks(),
     ),
     notes=(
         "Latency awareness (measured 2026-11-26 on the gesscale-fog records with "
@@ -138,36 +170,38 @@ def _mpc(matrix: str, step: float) -> dict[str, Select]:
     }
 
 
-def _mpc_claims(matrix: str, step: float, where: str) -> tuple[Claim, ...]:
+def _mpc_claims(matrix: str, step: float, where: str, check: str = "") -> tuple[Claim, ...]:
+    """Tab. 7 and sec. 5.3's claims on one matrix at one step; `check` names a setup check (issue item 5)."""
     s = _mpc(matrix, step)
+    c = f"setup check, {check}: " if check else ""
     return (
-        Relative(f"fewer reconfigurations than Rule-based* [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer reconfigurations than Rule-based* [{where}]", "sec. 5.4, Tab. 7",
                  "-72 % (39.17 -> 11)", "saso_reconfigurations", s["th2"], s["rule1"], LOWER),
-        Relative(f"fewer reconfigurations than Rule-based** [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer reconfigurations than Rule-based** [{where}]", "sec. 5.4, Tab. 7",
                  "-62 % (29 -> 11)", "saso_reconfigurations", s["th2"], s["rule2"], LOWER),
-        Relative(f"fewer QoS violations than Rule-based* [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer QoS violations than Rule-based* [{where}]", "sec. 5.4, Tab. 7",
                  "-10 % (62 -> 56)", "saso_qos_violations", s["th2"], s["rule1"], LOWER),
-        Relative(f"fewer QoS violations than Rule-based** [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer QoS violations than Rule-based** [{where}]", "sec. 5.4, Tab. 7",
                  "-5 % (59 -> 56)", "saso_qos_violations", s["th2"], s["rule2"], LOWER),
-        Relative(f"fewer replicas than Rule-based* [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer replicas than Rule-based* [{where}]", "sec. 5.4, Tab. 7",
                  "-2.6 % (4.63 -> 4.51)", "tm_avg", s["th2"], s["rule1"], LOWER),
-        Relative(f"fewer reconfigurations than the SPL strategy [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer reconfigurations than the SPL strategy [{where}]", "sec. 5.4, Tab. 7",
                  "-73 % (40.18 -> 11)", "saso_reconfigurations", s["th2"], s["spl"], LOWER),
-        Relative(f"fewer QoS violations than the SPL strategy [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer QoS violations than the SPL strategy [{where}]", "sec. 5.4, Tab. 7",
                  "-3.4 % (58 -> 56)", "saso_qos_violations", s["th2"], s["spl"], LOWER),
-        Relative(f"fewer replicas than the SPL strategy [{where}]", "sec. 5.4, Tab. 7",
+        Relative(f"{c}fewer replicas than the SPL strategy [{where}]", "sec. 5.4, Tab. 7",
                  "-2.6 % (4.63 -> 4.51)", "tm_avg", s["th2"], s["spl"], LOWER),
-        Relative(f"switching cost: fewer reconfigurations (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.1, Result 1",
+        Relative(f"{c}switching cost: fewer reconfigurations (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.1, Result 1",
                  "lower (Fig. 11-12)", "saso_reconfigurations", s["sw1"], s["nosw"], LOWER),
-        Relative(f"switching cost: fewer QoS violations (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.3, Result 3",
+        Relative(f"{c}switching cost: fewer QoS violations (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.3, Result 3",
                  "lower (Fig. 15-16)", "saso_qos_violations", s["sw1"], s["nosw"], LOWER),
-        Relative(f"switching cost: smaller amplitude (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.4, Result 4",
+        Relative(f"{c}switching cost: smaller amplitude (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.4, Result 4",
                  "lower (Fig. 17)", "saso_amplitude", s["sw1"], s["nosw"], LOWER),
-        Relative(f"switching cost: overshoot, more resources (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.2, Result 2",
+        Relative(f"{c}switching cost: overshoot, more resources (Sw h=1 vs NoSw) [{where}]", "sec. 5.3.2, Result 2",
                  "higher (Fig. 14)", "alloc_cores_avg", s["sw1"], s["nosw"], HIGHER),
-        Relative(f"frequency scaling saves power: Th-Power vs Th-Node [{where}]", "sec. 5.3.2",
+        Relative(f"{c}frequency scaling saves power: Th-Power vs Th-Node [{where}]", "sec. 5.3.2",
                  "-13..14 W (about -28 %)", "alloc_cores_avg", s["power"], s["nosw"], LOWER),
-        Relative(f"elasticity saves power vs static peak: Th-Power NoSw [{where}]", "sec. 5.3.2",
+        Relative(f"{c}elasticity saves power vs static peak: Th-Power NoSw [{where}]", "sec. 5.3.2",
                  "-48.6 % (68.25 W static)", "alloc_cores_avg", s["power"], s["static"], LOWER),
     )
 
@@ -175,8 +209,9 @@ def _mpc_claims(matrix: str, step: float, where: str) -> tuple[Claim, ...]:
 MPC = Paper(
     key="mpc",
     title="Keep calm and react with foresight: MPC for elastic data stream processing (De Matteis & Mencagli)",
-    experiments=("experiments/mpc-tab7.yaml", "experiments/mpc-scaled.yaml"),
-    claims=_mpc_claims("mpc-tab7", 4, "paper's 4 s step") + _mpc_claims("mpc-scaled", 60, "step x15: 60 s"),
+    experiments=("experiments/mpc-tab7.yaml", "experiments/mpc-scaled.yaml", "experiments/mpc-setup-checks.yaml"),
+    claims=(_mpc_claims("mpc-tab7", 4, "paper's 4 s step") + _mpc_claims("mpc-scaled", 60, "step x15: 60 s")
+            + _mpc_claims("mpc-setup-checks", 4, "paper's 4 s step", check="reconfiguration without a stop")),
 )
 
 # ---------------------------------------------------------------- MEAD (Russo Russo et al. 2021)
