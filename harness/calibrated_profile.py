@@ -10,8 +10,8 @@ measured on the machine named in `provenance`, at the task-manager CPU quota in 
   state bytes per record and how the per-record cost grows with state;
 - per operator, how Flink's readings relate to the true load (`GaugeModel`: offset, gain and
   noise of busy time, backpressured time, and both CPU signals);
-- the meters' update interval and lag, task-manager start-up and stop time, and rescale downtime
-  per method against state size.
+- the meters' update interval and lag, task-manager start-up and stop time, rescale downtime
+  per method against state size, and how fast a fresh task manager warms up.
 
 Pure data (pydantic) plus YAML read/write; no measurement code here. It sits below both its writer
 (`harness.calibration`, which measures the real stack) and its reader (the sim backend), so the
@@ -198,6 +198,41 @@ class Meters(_Model):
     n: int = 0
 
 
+class WarmUp(_Model):
+    """A fresh task manager's speed while its JVM warms up (class loading, the JIT), as a fraction of the
+    warm speed at the same CPU: fraction(c) = 1 - (1 - initial_fraction) x exp(-c / tau_cpu_s).
+
+    `c` is the CPU time the task manager may have used since its job started running (seconds since
+    then x the cores of its quota): loading and compiling the hot code is a fixed amount of CPU work
+    competing with the records for the quota, so a task manager half the size warms up in twice the
+    time. That scaling is this model's assumption; the curve was measured overloaded at one quota
+    (`cores`), on fresh task managers.
+    """
+
+    initial_fraction: float = Field(description="fraction of the warm rate at c = 0 (fitted)")
+    tau_cpu_s: float = Field(description="CPU-seconds for the missing speed to shrink by 1/e (fitted)")
+    cores: float = Field(description="CPU of one task manager while measuring (the quota at share 1.0)")
+    warm_rate: float = Field(description="the warm job's saturated records/s at the same CPU (the fractions' 1)")
+    points: list[tuple[float, float]] = Field(
+        default_factory=list, description="(seconds since the job ran, fraction of `warm_rate`) per bin")
+    rmse: float = math.nan
+    saturated: bool = Field(True, description="the sources' backlog grew throughout: the curve is a speed, "
+                                              "not the offered rate")
+
+    def fraction(self, cpu_seconds: float) -> float:
+        if cpu_seconds <= 0.0:
+            return self.initial_fraction
+        return 1.0 - (1.0 - self.initial_fraction) * math.exp(-cpu_seconds / self.tau_cpu_s)
+
+    def mean_fraction(self, cpu_from: float, cpu_to: float) -> float:
+        """The mean fraction between two amounts of CPU time had (the exact integral of `fraction`)."""
+        lo, hi = max(0.0, cpu_from), max(0.0, cpu_to)
+        if hi - lo < 1e-12:
+            return self.fraction(lo)
+        tau = self.tau_cpu_s
+        return 1.0 - (1.0 - self.initial_fraction) * tau * (math.exp(-lo / tau) - math.exp(-hi / tau)) / (hi - lo)
+
+
 class QueryProfile(_Model):
     query: str
     provenance: Provenance
@@ -207,6 +242,8 @@ class QueryProfile(_Model):
     taskmanager_startup_s: Stat
     taskmanager_stop_s: Stat | None = None
     rescale_downtime: dict[str, DowntimeModel] = Field(default_factory=dict)
+    warmup: WarmUp | None = Field(None, description="fresh task managers' warm-up (None: not measured, "
+                                                    "the simulator's task managers are warm from the start)")
 
     def save(self, directory: Path = CALIBRATED_DIR) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
@@ -253,4 +290,4 @@ def _none_to_nan(obj: object) -> object:
     return obj
 
 
-_NULLABLE = {"state", "taskmanager_stop_s"}
+_NULLABLE = {"state", "taskmanager_stop_s", "warmup"}

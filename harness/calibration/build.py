@@ -27,6 +27,7 @@ from harness.calibrated_profile import (
     QueryProfile,
     SharePoint,
     Stat,
+    WarmUp,
 )
 from harness.calibration import fit
 from harness.calibration.measure import Measurement, PhaseRecord
@@ -71,7 +72,7 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
         return out
 
     for ph in m.phases:
-        if ph.kind in ("rescale", "warmup", "drain") or not math.isfinite(ph.t1):
+        if ph.kind in ("rescale", "coldstart", "warmup", "drain") or not math.isfinite(ph.t1):
             continue
         seg = df[(df.phase == ph.name) & (df.t >= ph.t0 + ph.settle_s) & (df.t <= ph.t1)]
         for op, g in seg.groupby("operator"):
@@ -342,7 +343,40 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         query=m.query, provenance=prov, cpu_quota=q, operators=ops,
         meters=Meters(interval_s=interval, busy_lag_s=lag, n=n_lag),
         taskmanager_startup_s=startup, taskmanager_stop_s=stop if stop.n else None, rescale_downtime=downtime,
+        warmup=warmup(m, topology),
     )
+
+
+def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
+    """The cold-start curve: the sources' records/s per bin of the `coldstart` phase (fresh task managers at
+    share 1.0, overloaded) over the warm job's saturated rate at the same share: the mean of the phases that
+    measured it (probe and overload; they differ by 10-20 % on a shared host, more than one would trust alone)."""
+    cold = next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
+    warm = [float(p.extra["throughput"]) for p in m.phases if p.kind == "overload"
+            and p.extra.get("throughput") is not None and math.isfinite(float(p.extra["throughput"]))]
+    if cold is None or not warm or m.samples.empty:
+        return None
+    bin_s = float(cold.extra.get("bin_s") or 10.0)
+    df = m.samples
+    srcs = [s.name for s in topology.sources]
+    seg = df[(df.phase == cold.name) & df.operator.isin(srcs)]
+    mids, rates = [], []
+    t = cold.t0
+    while t + bin_s <= cold.t1 + 1e-6:
+        part = seg[(seg.t >= t) & (seg.t <= t + bin_s)]
+        total, n = 0.0, 0
+        for _, g in part.groupby(["operator", "subtask"]):
+            g = g.sort_values("t")
+            r = fit.counter_rate(g.t.to_numpy(dtype=float), g.rec_out.to_numpy(dtype=float))
+            if math.isfinite(r):
+                total, n = total + r, n + 1
+        mids.append(t + bin_s / 2 - cold.t0)
+        rates.append(total if n else math.nan)
+        t += bin_s
+    before, after = cold.extra.get("backlog_before"), cold.extra.get("backlog_after")
+    grew = (before is not None and after is not None and math.isfinite(float(before)) and math.isfinite(float(after))
+            and float(after) - float(before) > 0.1 * cold.rate * (cold.t1 - cold.t0))
+    return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew)
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:

@@ -195,6 +195,7 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, j
                     m.facts["query_wall_s"] = time.monotonic() - t_q
                     m.facts["plan"] = {"quick": quick, "parallelisms": list(pars), "time_scale": time_scale}
                     m.facts["taskmanager_jit"] = jit.value
+                    m.facts["command"] = _command(queries, quick)
                     m.save(root / q)
                     progress.console.print(f"{q}: measured in {(time.monotonic() - t_q) / 60:.1f} min "
                                            f"(host load before {load[0]:.1f}, during {m.host.load1.mean():.1f})")
@@ -229,21 +230,21 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
     slopes = {meth: (fit.pooled_slope(pts), f"pooled over {', '.join(sorted(measured))} ({len(pts)} rescales)")
               for meth, pts in pooled.items()}
     local = LocalConfig()
-    cmd = "bench " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv and "bench" in sys.argv[0] else \
-        f"bench calibrate {' '.join('--query ' + q for q in queries)}" + (" --quick" if quick else "")
+    cmd = _command(queries, quick)
     profiles = []
     for q, m in measured.items():
         prov = Provenance(
             date=dt.datetime.fromtimestamp((root / q / "measurement.json").stat().st_mtime, dt.UTC).isoformat(
                 timespec="seconds"),
-            command=cmd, cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
+            command=str(m.facts.get("command") or cmd), cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
             flink_version=local.flink_version, kafka_version=local.kafka_version, taskmanager_cpu_quota=quota,
             taskmanager_jit=m.facts.get("taskmanager_jit", TaskManagerJit.TIERED.value),
             host_load=HostLoad(before_1m=math.nan), duration_s=float(m.facts.get("query_wall_s", math.nan)),
             quick=bool(m.facts.get("plan", {}).get("quick", quick)),
             notes=[f"{p.name}: not saturated after raising the rate" for p in m.phases
                    if p.kind == "overload" and p.extra.get("backlog_growth") is not None
-                   and p.extra["backlog_growth"] <= 0],
+                   and p.extra["backlog_growth"] <= 0]
+            + ([f"fitted again from the recorded samples by `{cmd}`"] if m.facts.get("command", cmd) != cmd else []),
         )
         prof = build_profile(m, load_topology(q), prov, slopes)
         prof.save(out or CALIBRATED_DIR)
@@ -277,3 +278,10 @@ def _print_profiles(profiles: list[Any]) -> None:
             )
             first = False
     console.print(table)
+
+
+def _command(queries: list[str], quick: bool) -> str:
+    """The command line as typed (the profile's provenance), or its equivalent when called from Python."""
+    if sys.argv and "bench" in sys.argv[0]:
+        return "bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    return f"bench calibrate {' '.join('--query ' + q for q in queries)}" + (" --quick" if quick else "")

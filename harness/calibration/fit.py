@@ -15,7 +15,9 @@ plateaus this module fits:
   least squares over plateau means) and the standard deviation of one meter update at each level;
 - `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
 - `state_cost`: relative per-record cost growth with the state a subtask holds;
-- `downtime_model`: rescale downtime = base + slope x state GB, the slope pooled over queries.
+- `downtime_model`: rescale downtime = base + slope x state GB, the slope pooled over queries;
+- `warmup`: a fresh task manager's rate against the CPU time it has had, as a fraction of the warm rate
+  (saturating exponential, least squares with scipy).
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.calibrated_profile import CapacityFit, CpuModel, DowntimeModel, GaugeModel, SharePoint, StateCost
+from harness.calibrated_profile import (
+    CapacityFit,
+    CpuModel,
+    DowntimeModel,
+    GaugeModel,
+    SharePoint,
+    StateCost,
+    WarmUp,
+)
 
 
 @dataclass(frozen=True)
@@ -280,3 +290,31 @@ def downtime_model(points: Sequence[tuple[float, float]], slope_s_per_gb: float,
     base = float(np.mean([d - slope_s_per_gb * s / 1e9 for s, d in points]))
     return DowntimeModel(base_s=max(0.0, base), s_per_gb=slope_s_per_gb,
                          points=[(float(s), float(d)) for s, d in points], slope_from=slope_from)
+
+
+def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, cores: float,
+           saturated: bool = True) -> WarmUp | None:
+    """Fit fraction(c) = 1 - (1 - f0) exp(-c / tau) to the rates of fresh task managers (`seconds` since the
+    job ran, c = seconds x `cores`) over their warm rate. tau is held below ten times the CPU time measured
+    (a curve still flat at its end says "slow for longer than measured", not how long). None without a warm
+    rate or with fewer than four bins."""
+    from scipy.optimize import curve_fit  # calibration only: keep it off the simulator's import path
+
+    t = np.asarray(seconds, dtype=float)
+    r = np.asarray(rates, dtype=float)
+    keep = np.isfinite(t) & np.isfinite(r)
+    t, r = t[keep], r[keep]
+    if len(t) < 4 or cores <= 0 or not math.isfinite(warm_rate) or warm_rate <= 0:
+        return None
+    c = t * cores
+    f = r / warm_rate
+
+    def curve(x: np.ndarray, f0: float, tau: float) -> np.ndarray:
+        return 1.0 - (1.0 - f0) * np.exp(-x / tau)
+
+    longest = 10.0 * float(c.max())
+    (f0, tau), _ = curve_fit(curve, c, f, p0=(float(np.clip(f[0], 0.0, 1.0)), min(float(c.max()) / 3, longest / 2)),
+                             bounds=([0.0, 1e-3], [1.0, longest]))
+    rmse = float(np.sqrt(np.mean((curve(c, f0, tau) - f) ** 2)))
+    return WarmUp(initial_fraction=float(f0), tau_cpu_s=float(tau), cores=cores, warm_rate=warm_rate,
+                  points=[(float(x), float(y)) for x, y in zip(t, f, strict=True)], rmse=rmse, saturated=saturated)

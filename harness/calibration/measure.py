@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.calibration.plan import OVERLOAD, QueryPlan, stateful_operator
+from harness.calibration.plan import COLD_OVERLOAD, OVERLOAD, QueryPlan, stateful_operator
 from harness.calibration.recorder import Recorder
 from harness.topology import Topology
 from workloads.generator import expected_shares
@@ -40,7 +40,7 @@ class PhaseRecord:
     """What the driver did in one phase (times in seconds since the recorder started)."""
 
     name: str
-    kind: str  # ladder | overload | share | parallelism | rescale
+    kind: str  # coldstart | warmup | probe | drain | ladder | overload | share | parallelism | rescale
     t0: float
     t1: float = math.nan
     settle_s: float = 0.0
@@ -198,20 +198,27 @@ class QueryCalibration:
         self.recorder = Recorder(self.stack)
         t_start = time.monotonic()
         self.say(f"{self.topology.query}: starting the job (all operators at parallelism 1)")
-        # warm-up and probe: the estimate may be far off, the probe measures the real saturated rate
-        warm = [0.8 * est] * int(round(d.warmup_s)) + [OVERLOAD * est] * int(round(plan.measure_s + 120))
+        # cold start, warm-up and probe: the estimate may be far off, the probe measures the real saturated rate
+        warm = ([COLD_OVERLOAD * est] * int(round(d.cold_s)) + [0.8 * est] * int(round(d.warmup_s))
+                + [OVERLOAD * est] * int(round(plan.measure_s + 120)))
+        # fresh task managers for the cold start: the stack is kept between queries, and a task manager that
+        # already ran a job is warm (measured: q11 after q1 ran at its warm rate from its first second)
+        for tm in self.stack.taskmanager_ids():
+            self.stack.stop_taskmanager(tm)
         self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(warm), 1.0), self.topology)
         self.recorder.job_id = self.backend.state.job_id
         self.recorder.start()
         startup_s = getattr(self.backend, "startup_s", math.nan)
         try:
+            self._coldstart(d.cold_s, COLD_OVERLOAD * est)
             self._warmup(d.warmup_s)
             c = self._overload(OVERLOAD * est, "probe")
             if not math.isfinite(c):
                 c = est
             self.say(f"{self.topology.query}: saturated at {c:,.0f} records/s; the ladder follows it")
             # drain the probe's backlog, then the ladder at fractions of the measured rate, then overload
-            drain = int(min(90.0, max(2.0, self._lag() / max(c, 1.0) * 1.3 + 2.0))) if math.isfinite(self._lag()) else 5
+            lag = self._lag()
+            drain = int(min(150.0, max(2.0, lag / max(c, 1.0) * 1.3 + 2.0))) if math.isfinite(lag) else 5
             ladder = [f * c for f in plan.ladder]
             sched = [0.0] * drain
             for r in ladder:
@@ -240,6 +247,17 @@ class QueryCalibration:
                  "rate_capacity_estimate": est, "offered_overload": self.offered}
         return Measurement(self.topology.query, self.quota, self.phases, self.recorder.frame(),
                            self.recorder.host_frame(), facts)
+
+    def _coldstart(self, seconds: float, rate: float) -> None:
+        """The fresh task managers at their quota, offered more than the warm job takes: how fast a new
+        task manager gets going (the backlog must grow throughout, else the curve is the offered rate)."""
+        if seconds <= 0:
+            return
+        lag0 = self._lag()
+        lag0 = lag0 if math.isfinite(lag0) else 0.0  # no source sample yet: the fresh consumer group's backlog
+        rec = self._phase("coldstart", "coldstart", seconds, 0.0, rate=rate)
+        lag1 = self._lag()
+        rec.extra.update({"bin_s": self.plan.durations.cold_bin_s, "backlog_before": lag0, "backlog_after": lag1})
 
     def _warmup(self, seconds: float) -> None:
         """Run the fresh JVMs' JIT compilers at a full CPU: at the task manager's quota it takes minutes,

@@ -3,7 +3,9 @@
 One job per query, every operator at parallelism 1 on its own task manager (one slot each, as
 in every run), fed by the load generator from a fresh consumer group:
 
-0. `warmup`: the fresh JVMs compile the query's hot code at a full CPU (at a 0.25-CPU quota the
+0. `coldstart`: the fresh task managers at their quota, offered more than the job's warm capacity:
+   the job's rate while their JVMs warm up (class loading, the JIT), the curve the simulator gives
+   every new task manager. Then `warmup`: the JVMs compile the query's hot code at a full CPU (at a 0.25-CPU quota the
    JIT takes minutes and every rate measured meanwhile is the compiler's), then `probe`: the
    generator offers more than the estimate, the sources' saturated rate is measured (raised and
    repeated if the backlog did not grow), and its backlog is drained.
@@ -32,6 +34,7 @@ from harness.topology import Topology
 LADDER = (0.15, 0.35, 0.55, 0.75)  # fractions of the estimated bottleneck capacity
 LADDER_QUICK = (0.2, 0.45, 0.7)
 OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
+COLD_OVERLOAD = 1.2  # ... while the fresh task managers warm up (less: its backlog is drained afterwards)
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
@@ -46,15 +49,18 @@ class Durations:
     rescale_settle_s: float = 5.0  # running time after a rescale before the next one
     parallelism_s: float = 20.0
     warmup_s: float = 25.0  # the JVMs' JIT at a full CPU before anything is measured
+    cold_s: float = 90.0  # fresh task managers at their quota, overloaded: the warm-up curve
+    cold_bin_s: float = 10.0  # one point of that curve
 
     def scaled(self, f: float) -> Durations:
         return Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
-                                            self.rescale_settle_s, self.parallelism_s, self.warmup_s)))
+                                            self.rescale_settle_s, self.parallelism_s, self.warmup_s,
+                                            self.cold_s, self.cold_bin_s)))
 
 
 FULL = Durations()
 QUICK = Durations(level_s=11.0, overload_s=13.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
-                  parallelism_s=15.0, warmup_s=18.0)
+                  parallelism_s=15.0, warmup_s=18.0, cold_s=50.0)
 
 
 def stateful_operator(topology: Topology) -> str:
@@ -80,7 +86,7 @@ class QueryPlan:
         """Seconds of load phases (ladder, overload, shares, parallelism)."""
         d = self.durations
         extra_p = [p for p in self.parallelisms if p > 1]
-        return (d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
+        return (d.cold_s + d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
                 + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s)
 
     @property

@@ -82,3 +82,19 @@ def test_the_sim_runs_on_the_committed_profile_unless_told_otherwise(query: str)
     assert costs.ops[0].capacity(0.1) == pytest.approx(src.capacity_fit.capacity(0.1 * src.cpu.saturated_fraction))
     first = run_costs(topo, SimConfig(profile="first_guess"), tm_cores=0.1)
     assert not first.calibrated
+
+
+@pytest.mark.parametrize("query", COMMITTED)
+def test_committed_profile_has_a_measured_warm_up_the_sim_uses(query: str) -> None:
+    """Fresh task managers are slow at first (their JVM loads and compiles the query's code); a profile without
+    the curve would start every sim run warm, which the fidelity cells showed the local stack never is."""
+    prof = load_profile(query)
+    assert prof is not None and prof.warmup is not None, "re-run bench calibrate: no cold-start phase recorded"
+    w = prof.warmup
+    assert w.saturated, "the cold start was not overloaded: its rates are the offered load, not a speed"
+    assert 0.0 <= w.initial_fraction <= 1.0 and w.tau_cpu_s > 0 and w.warm_rate > 0
+    assert len(w.points) >= 4 and all(math.isfinite(f) and f >= 0 for _, f in w.points)
+    assert w.cores == pytest.approx(prof.cpu_quota)
+    costs = run_costs(load_topology(query), SimConfig(), tm_cores=0.1)
+    assert costs.warmup == w and "measured warm-up" in costs.source
+    assert run_costs(load_topology(query), SimConfig(taskmanager_warmup=False), tm_cores=0.1).warmup is None

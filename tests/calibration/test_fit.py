@@ -25,6 +25,11 @@ OVERHEAD = 0.02  # cores a task manager spends whatever it processes
 K = {"bids_source": 2.0e-5, "map": 1.0e-5, "sink": 0.5e-5}  # CPU-seconds per input record
 SEL = {"bids_source": 1.0, "map": 1.0, "sink": 0.0}
 BUSY_OFFSET, BUSY_GAIN, BUSY_SD = 0.05, 0.9, 0.03
+COLD_F0, COLD_TAU_CPU_S = 0.3, 5.0  # a fresh task manager: 30 % of its warm speed, 1/e of the rest per 5 CPU-s
+
+
+def warm_fraction(seconds: float) -> float:
+    return 1.0 - (1.0 - COLD_F0) * math.exp(-seconds * QUOTA / COLD_TAU_CPU_S)
 
 
 def cap(op: str, cores: float) -> float:
@@ -36,7 +41,8 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
     ops = list(K)
     c_src = cap("bids_source", QUOTA)
     phases: list[PhaseRecord] = []
-    plan: list[tuple[str, str, float, dict[str, float], str | None]] = [("warmup", "warmup", 0.2 * c_src, {}, None)]
+    plan: list[tuple[str, str, float, dict[str, float], str | None]] = [
+        ("coldstart", "coldstart", 1.2 * c_src, {}, None), ("warmup", "warmup", 0.2 * c_src, {}, None)]
     plan += [(f"ladder-{i}", "ladder", f * c_src, {}, None) for i, f in enumerate((0.2, 0.45, 0.7))]
     plan.append(("overload", "overload", 2.0 * c_src, {}, None))
     for op in ops:
@@ -48,19 +54,23 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
     length = 30
     pending = 0.0
     for name, kind, rate, shares, target in plan:
-        caps = {op: cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}
-        x = min([rate] + [caps[op] for op in ops])  # records/s through the pipeline (selectivity 1 until the sink)
-        bottleneck = min(ops, key=lambda o: caps[o]) if x < rate else None
-        rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=5.0, rate=rate, operator=target,
-                          parallelism={op: 1 for op in ops}, shares={op: shares.get(op, 1.0) for op in ops},
-                          state_bytes=math.nan)
+        warm_caps = {op: cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}
+        rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
+                          operator=target, parallelism={op: 1 for op in ops},
+                          shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
+        if kind == "coldstart":
+            rec.extra = {"bin_s": 10.0, "backlog_before": 0.0}
         busy_now = {op: 0.0 for op in ops}
-        for second in range(length):
+        for second in range(90 if kind == "coldstart" else length):
+            f = warm_fraction(second + 0.5) if kind == "coldstart" else 1.0
+            caps = {op: c * f for op, c in warm_caps.items()}
+            x = min([rate] + [caps[op] for op in ops])  # records/s through the pipeline (selectivity 1 until the sink)
+            bottleneck = min(ops, key=lambda o: caps[o]) if x < rate else None
             t += 1.0
             pending += rate - x
             for j, op in enumerate(ops):
                 u = x / caps[op]
-                cores = OVERHEAD + K[op] * x
+                cores = OVERHEAD + K[op] * x / f
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
                     busy_now[op] = float(np.clip(BUSY_OFFSET + BUSY_GAIN * u + rng.normal(0, BUSY_SD), 0, 1))
@@ -79,6 +89,10 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
                     "quota": QUOTA * shares.get(op, 1.0),
                 })
         rec.t1 = t
+        if kind == "coldstart":
+            rec.extra["backlog_after"] = pending
+        if kind == "overload":
+            rec.extra["throughput"] = x
         phases.append(rec)
     for method, base in (("in_place", 4.0), ("savepoint", 9.0)):
         for direction in ("up", "down"):
@@ -281,3 +295,41 @@ def test_capacity_is_lifted_to_the_fastest_rate_the_operator_was_seen_to_process
     assert only.capacity(QUOTA) == pytest.approx(30_000, rel=1e-6) and "lower bound" in only.method
     # a slower unsaturated rate changes nothing
     assert fit.capacity_fit([*slow, SharePoint(share=1.0, capacity=5_000, saturated=False)], cpu, QUOTA) == base
+
+
+def test_fit_recovers_the_cold_start_curve_from_the_coldstart_phase(fitted: QueryProfile) -> None:
+    w = fitted.warmup
+    assert w is not None and w.saturated
+    assert w.cores == pytest.approx(QUOTA)
+    assert w.warm_rate == pytest.approx(cap("bids_source", QUOTA), rel=0.01)
+    assert w.initial_fraction == pytest.approx(COLD_F0, abs=0.03)
+    assert w.tau_cpu_s == pytest.approx(COLD_TAU_CPU_S, rel=0.1)
+    assert [round(p[0]) for p in w.points] == list(range(5, 90, 10))  # one point per 10-s bin
+    for s, frac in w.points:
+        assert frac == pytest.approx(warm_fraction(s), abs=0.03)
+    assert w.fraction(0.0) == pytest.approx(w.initial_fraction) and w.fraction(1e6) == pytest.approx(1.0)
+
+
+def test_the_cold_start_is_no_plateau_of_the_warm_fits(fitted: QueryProfile) -> None:
+    """The slow cold seconds must not enter the capacity, CPU or readings fits (they describe warm JVMs)."""
+    assert all(not pl.phase.kind == "coldstart" for pl in plateaus(synthetic_measurement()))
+    assert fitted.operators["bids_source"].capacity == pytest.approx(cap("bids_source", QUOTA), rel=0.05)
+
+
+def test_no_cold_start_curve_without_a_warm_rate_or_enough_bins_and_tau_bounded_by_what_was_measured() -> None:
+    secs = [5.0, 15.0, 25.0, 35.0]
+    assert fit.warmup(secs[:3], [100.0, 200.0, 300.0], 400.0, 0.25) is None
+    assert fit.warmup(secs, [100.0, 200.0, 300.0, 350.0], math.nan, 0.25) is None
+    assert fit.warmup(secs, [math.nan, 200.0, 300.0, math.nan], 400.0, 0.25) is None
+    # still at half speed at the end: slow for longer than measured, tau no more than ten times the CPU time
+    flat = fit.warmup(secs, [200.0, 200.0, 200.0, 200.0], 400.0, 0.25)
+    assert flat is not None and flat.tau_cpu_s <= 10 * 35.0 * 0.25 + 1e-9 and flat.fraction(35 * 0.25) < 0.6
+
+
+def test_the_mean_fraction_is_the_curves_integral() -> None:
+    from harness.calibrated_profile import WarmUp
+
+    w = WarmUp(initial_fraction=0.2, tau_cpu_s=4.0, cores=0.25, warm_rate=1.0)
+    xs = np.linspace(1.0, 3.0, 20001)
+    assert w.mean_fraction(1.0, 3.0) == pytest.approx(float(np.mean([w.fraction(x) for x in xs])), rel=1e-4)
+    assert w.mean_fraction(-2.0, 0.0) == pytest.approx(0.2)  # before it began: the start

@@ -69,6 +69,11 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert {"in_place", "savepoint"} <= set(prof.rescale_downtime)
     for model in prof.rescale_downtime.values():
         assert 0.0 < model.base_s < 120.0 and model.points
+    # a fresh task manager's warm-up: the sources' rate while the new JVMs warm up, over the warm rate
+    w = prof.warmup
+    assert w is not None and w.cores == pytest.approx(0.25) and w.warm_rate == pytest.approx(max(sat_src), rel=0.5)
+    assert len(w.points) >= 3 and all(0.0 <= f < 1.5 for _, f in w.points)
+    assert 0.0 <= w.initial_fraction <= 1.0 and w.tau_cpu_s > 0
     # the written file carries the command in its header and reads back as YAML
     assert "bench calibrate" in (out / "q1.yaml").read_text().splitlines()[0]
     assert yaml.safe_load((out / "q1.yaml").read_text())["query"] == "q1"

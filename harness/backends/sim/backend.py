@@ -255,7 +255,7 @@ class SimBackend:
             redeploy = self.cfg.jobmanager_redeploy_s
             downtime += startup + (costs.startup_s if redeploy is None else redeploy)
         m.tms = max(before_tms, after_tms)  # registered now; the surplus goes after the restart
-        m.reconfigure(target_p, target_s)
+        m.reconfigure(target_p, target_s, resumes_at=m.now + downtime)
         m.restart_meters()
         method = f"sim:{self.method}"
         choice = self._node_choice

@@ -6,7 +6,8 @@ manager's CPU. So a local experiment (its `local.taskmanager_cpu_quota` and `pat
 the simulator as the same experiment, and a thesis-scale run takes the thesis' task-manager size
 (`sim.taskmanager_cpu`). Per-record cost grows with the state a subtask holds where calibration
 measured it (q3, q5, q8, q11). CPU is the calibrated fraction of the quota a busy task manager
-reaches, linear in the subtask's utilisation from its idle CPU.
+reaches, linear in the subtask's utilisation from its idle CPU. A fresh task manager is slower while
+its JVM warms up, by the calibrated curve (`WarmUp`) over the CPU time it has had.
 
 A query without a calibrated profile falls back to `queries/topologies/<q>.yaml`: its `capacity` is
 taken as records/s at `capacity_cpu` cores (1 CPU: a first guess at thesis scale), no overhead,
@@ -25,6 +26,7 @@ from harness.calibrated_profile import (
     GaugeModel,
     OperatorReadings,
     QueryProfile,
+    WarmUp,
     load_profile,
 )
 from harness.topology import Topology
@@ -66,6 +68,7 @@ class RunCosts:
     source: str  # where the numbers came from (recorded in run.yaml)
     noisy: bool = True
     meter_delay_s: float = 0.0  # a scrape finds the meters' latest update this old (0: updated at the scrape)
+    warmup: WarmUp | None = None  # a fresh task manager's speed while it warms up (None: warm from the start)
 
     def rescale_downtime(self, method: str, state_bytes: float) -> float:
         model = self.downtime.get(method) or self.downtime.get("in_place")
@@ -134,8 +137,11 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
                           else cfg.meter_interval_s),
         calibrated=True,
         source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model}, "
-               f"{profile.provenance.taskmanager_jit} JIT ({profile.provenance.command})",
+               f"{profile.provenance.taskmanager_jit} JIT"
+               + (", measured warm-up" if profile.warmup is not None and cfg.taskmanager_warmup else "")
+               + f" ({profile.provenance.command})",
         meter_delay_s=meter_delay(profile),
+        warmup=profile.warmup if cfg.taskmanager_warmup else None,
     )
 
 

@@ -31,7 +31,11 @@ processes for the uncovered fraction.
 Costs come from `harness.backends.sim.costs` (the calibrated profile): a subtask's
 capacity is what its CPU (share x the task manager's cores) buys, and where the
 profile says so it shrinks as the subtask's state grows (recomputed every
-`RECOST_EVERY_S`). Kafka partitions per topic are the experiment's, and Kafka
+`RECOST_EVERY_S`). Where the profile measured it, a fresh task manager starts slow and warms up
+(`WarmUp`, by the CPU time it has had): every subtask remembers when its task manager began
+processing (the run's start, or the end of the rescale that added it; a scale-down keeps the
+longest-running ones), and an operator's subtasks run at their mean warm-up fraction, recomputed
+every `RECOST_EVERY_S` until all are warm. Kafka partitions per topic are the experiment's, and Kafka
 retention (thesis ch. 6.3.1: 5 min, checked every 5 s) deletes closed log
 segments older than the retention time: those records are lost load
 (`expired`), never processed.
@@ -85,7 +89,8 @@ from harness.kafka_settings import KafkaSettings
 from harness.metrics.latency import E2E_BUCKETS_S
 from harness.topology import OperatorSpec, Topology
 
-RECOST_EVERY_S = 5.0  # state-dependent capacities are recomputed this often
+RECOST_EVERY_S = 5.0  # state-dependent and warming capacities are recomputed this often
+WARM = 0.999  # a warm-up fraction above this counts as warm (no more recomputing)
 
 # Nexmark generator proportions per 50 events (WORKLOADS-AND-QUERIES.md).
 NEXMARK_SHARES: dict[str, float] = {"persons": 1 / 50, "auctions": 3 / 50, "bids": 46 / 50}
@@ -247,6 +252,9 @@ class SimModel:
         self.state = [0.0] * self.n
         self.buf = [0.0] * self.n
         self.par = [max(1, int(parallelism.get(nm, 1))) for nm in self.names]
+        self.warmup = self.costs.warmup
+        self.born = [[0.0] * p for p in self.par]  # per subtask: when its task manager began processing
+        self.warming = self.warmup is not None  # some subtask is still below `WARM`
         share = cpu_share or {}
         self.share = [float(share.get(nm, 1.0)) for nm in self.names]
         # network model (harness.backends.sim.network): capacity lost, in subtasks' worth, and ND_max
@@ -260,8 +268,8 @@ class SimModel:
         self.bufq = [0.0] * self.n  # queued part of the input buffer (records)
         self.shares: list[tuple[float, ...]] = [()] * self.n
         self.share_kinds: list[tuple[tuple[float, int], ...]] = [()] * self.n  # (share, subtasks)
-        self._configure()
         self.k = 0  # steps done
+        self._configure()
         self.tms: int | None = None  # registered task managers when they differ from the parallelism (rescales)
         self.down_until = 0.0  # seconds: processing resumes at this time
         self.reclag: list[float] = [math.nan] * self.n  # per source: see O_RECLAG
@@ -294,15 +302,30 @@ class SimModel:
     # ------------------------------------------------------------------ config
 
     def _capacities(self) -> bool:
-        """One subtask's records/s from its CPU and state; True when any changed."""
+        """One subtask's records/s from its CPU, state and warm-up; True when any changed."""
         changed = False
         cores = self.costs.tm_cores
+        warming = False
         for i, c in enumerate(self.costs.ops):
             cap = c.capacity(self.share[i] * cores, self.state[i] / self.par[i] if self.state[i] else 0.0)
+            if self.warmup is not None:
+                f = self._warm_fraction(i, self.share[i] * cores)
+                warming = warming or f < WARM
+                cap *= f
             if cap != self.cap_sub[i]:
                 self.cap_sub[i] = cap
                 changed = True
+        self.warming = warming
         return changed
+
+    def _warm_fraction(self, i: int, cores: float) -> float:
+        """Operator i's subtasks' mean warm-up fraction until the next recomputation (CPU time had = time
+        since its task manager began processing x cores; the curve's exact mean over the interval)."""
+        w = self.warmup
+        assert w is not None
+        now, ahead = self.now, self.recost_every * self.dt
+        return sum(w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]) / len(
+            self.born[i])
 
     def _configure(self) -> None:
         self.version = getattr(self, "version", 0) + 1  # readers cache per-configuration structures on it
@@ -332,11 +355,22 @@ class SimModel:
                 kinds[sh] = kinds.get(sh, 0) + 1
             self.share_kinds[i] = tuple(kinds.items())
 
-    def reconfigure(self, parallelism: Mapping[str, int], cpu_share: Mapping[str, float] | None) -> None:
-        """Apply a new configuration (buffers, state and Kafka queues are kept)."""
+    def reconfigure(self, parallelism: Mapping[str, int], cpu_share: Mapping[str, float] | None,
+                    resumes_at: float | None = None) -> None:
+        """Apply a new configuration (buffers, state and Kafka queues are kept); added subtasks run on fresh
+        task managers that begin processing at `resumes_at` (default now), a scale-down keeps the oldest."""
         for i, nm in enumerate(self.names):
             if nm in parallelism:
-                self.par[i] = max(1, int(parallelism[nm]))
+                p = max(1, int(parallelism[nm]))
+                born = self.born[i]
+                if p > len(born):
+                    t = self.now if resumes_at is None else resumes_at
+                    born.extend([t] * (p - len(born)))
+                    self.warming = self.warmup is not None
+                else:
+                    born.sort()
+                    del born[p:]
+                self.par[i] = p
             if cpu_share and nm in cpu_share:
                 self.share[i] = float(cpu_share[nm])
         self._configure()
@@ -401,7 +435,7 @@ class SimModel:
         buf = self.buf
         cap = self.cap
         sel = self.sel
-        if self.state_dependent and k % self.recost_every == 0 and self._capacities():
+        if (self.state_dependent or self.warming) and k % self.recost_every == 0 and self._capacities():
             self._configure()
         if self.retention_s is not None and k % self.check_every == 0:
             self._expire(t0)

@@ -1,0 +1,91 @@
+"""Fresh task managers warm up in the simulator as the calibrated profile measured (`WarmUp`).
+
+The model: a subtask's speed is its warm speed times the warm-up fraction of the CPU time its task manager
+has had since it began processing; an operator runs at the mean over its subtasks. Pinned here: the
+first seconds of a run are as slow as the curve says, a scale-up adds cold subtasks (the old ones stay
+warm), a scale-down keeps the warm ones, and `sim.taskmanager_warmup: false` or a profile without a
+curve leaves every task manager warm (bit-identical to a run without the model).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.backends.sim.backend import SimBackend
+from harness.backends.sim.config import SimConfig
+from harness.calibrated_profile import QueryProfile, WarmUp, load_profile
+from harness.topology import load_topology
+from tests.sim.conftest import constant
+from workloads.arrivals import ArrivalConfig
+
+CORES = 0.1
+CURVE = WarmUp(initial_fraction=0.25, tau_cpu_s=3.0, cores=0.25, warm_rate=30_000.0)  # tau 30 s at 0.1 CPU
+
+
+def profile(warmup: WarmUp | None) -> QueryProfile:
+    base = load_profile("q1")
+    assert base is not None
+    return base.model_copy(update={"warmup": warmup})
+
+
+def started(warmup: WarmUp | None, rate: float, seconds: int, **cfg: object) -> SimBackend:
+    b = SimBackend()
+    b.start_with(load_topology("q1"), constant(rate, seconds), SimConfig(readings="exact", **cfg),  # type: ignore[arg-type]
+                 1, tm_cores=CORES, profile=profile(warmup), arrivals=ArrivalConfig(kind="deterministic"))
+    return b
+
+
+def test_the_first_minute_is_as_slow_as_the_measured_curve() -> None:
+    probe = started(None, 1.0, 1)
+    cap = min(c.capacity(CORES) for c in probe.costs.ops)  # type: ignore[union-attr]  # selectivity 1 up to the sink
+    cold = started(CURVE, 10 * cap, 120)
+    warm = started(None, 10 * cap, 120)
+    for b in (cold, warm):
+        b.advance_to(60.0)
+    taken_cold = cold.model.totals().processed  # type: ignore[union-attr]
+    taken_warm = warm.model.totals().processed  # type: ignore[union-attr]
+    assert taken_warm == pytest.approx(60.0 * cap, rel=0.02)  # the warm job runs at its capacity throughout
+    # the curve's mean over the first minute at 0.1 CPU: 1 - 0.75 x tau/60 x (1 - e^(-60/tau)), tau = 30 s
+    expected = 1.0 - 0.75 * 30.0 / 60.0 * (1.0 - math.exp(-2.0))
+    assert taken_cold / taken_warm == pytest.approx(expected, rel=0.06)
+    # and it gets there: after five time constants the cold run is as fast as the warm one
+    for b in (cold, warm):
+        b.advance_to(120.0)
+    rows_c, rows_w = cold.model.rows_array(), warm.model.rows_array()  # type: ignore[union-attr]
+    last_c, last_w = rows_c[-10:, 1].sum(), rows_w[-10:, 1].sum()
+    assert last_c == pytest.approx(last_w, rel=0.04)
+
+
+def test_a_scale_up_adds_cold_subtasks_and_a_scale_down_keeps_the_warm_ones() -> None:
+    b = started(CURVE, 2_000, 900)
+    m = b.model
+    assert m is not None
+    i = m.names.index("map")
+    warm = m.costs.ops[i].capacity(CORES)
+    b.advance_to(600.0)
+    assert m.subtask_capacity(i) == pytest.approx(warm, rel=1e-3)  # 60 CPU-s in: warm
+    res = b.rescale({"map": 3}, None)
+    assert res.ok
+    # right after the restart: one warm subtask and two at the curve's beginning (the model uses the curve's
+    # mean until its next recomputation, at most 5 s = 0.5 CPU-s ahead)
+    lo, hi = (warm * (1.0 + 2 * CURVE.fraction(c)) / 3 for c in (0.0, 0.5))
+    assert lo <= m.subtask_capacity(i) <= hi
+    b.advance_to(b.now() + 20.0)
+    mid = m.subtask_capacity(i)
+    assert warm * 0.5 < mid < warm * 0.95  # warming
+    b.rescale({"map": 1}, None)
+    b.advance_to(b.now() + 10.0)
+    assert m.subtask_capacity(i) == pytest.approx(warm, rel=1e-3)  # the subtask kept is the warm one
+
+
+def test_without_the_model_every_task_manager_is_warm_and_the_run_unchanged() -> None:
+    off = started(CURVE, 40_000, 120, taskmanager_warmup=False)
+    none = started(None, 40_000, 120)
+    for b in (off, none):
+        b.advance_to(120.0)
+    assert np.array_equal(off.model.rows_array(), none.model.rows_array(), equal_nan=True)  # type: ignore[union-attr]
+    assert "warm-up" not in off.costs.source  # type: ignore[union-attr]
+    assert "measured warm-up" in started(CURVE, 1, 10).costs.source  # type: ignore[union-attr]
