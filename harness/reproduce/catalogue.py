@@ -209,7 +209,7 @@ def _mpc_claims(matrix: str, step: float, where: str, check: str = "",
     )
 
 
-_NO_STOP = {"sim.rescale_downtime_s": 0.0, "sim.taskmanager_startup_s": 0.0}
+_NO_STOP = {"sim.rescale_downtime_s": 0.0, "sim.taskmanager_startup_s": 0.0, "sim.taskmanager_warmup": False}
 
 
 def _mpc_checks() -> tuple[Claim, ...]:
