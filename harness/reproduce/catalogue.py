@@ -337,12 +337,15 @@ MEAD = Paper(
         *_mead_checks(),
     ),
     notes=(
-        "Static's response time 0 is measured, at the simulator's resolution: every 5 s interval of a static "
+        "Measured on q11's first-guess costs, before its calibrated profile (the tables above are newer): "
+        "static's response time 0 is measured, at the simulator's resolution: every 5 s interval of a static "
         "run has records at the sink (360 of 360), and every one of them was taken in the step it arrived in "
         "(busy at most 0.84 of each operator's time: no queue). The simulator counts a record's waiting in "
         "whole 1 s steps and models no per-record service time, so 0 means 'under one step (1 s)', which is "
         "below every target here; it could not judge a sub-second target (the paper's SYNT and BC ones).",
-        "Why MEAD misses its mean targets, measured (issue 14, item 5): its inter-arrival buffer spans too "
+        "Measured on q11's first-guess costs, before its calibrated profile (the tables above are newer; "
+        "docs/reproductions/README.md says what moved): "
+        "why MEAD misses its mean targets (issue 14, item 5): its inter-arrival buffer spans too "
         "little of the input. MEAD fits MAPs to its last N_E = 50,000 inter-arrival times; at 100 k records/s "
         "the simulator hands it a thinned sample that spans `sim.interarrival_window_s` = 60 s of input "
         "(workloads/arrivals.py), shorter than one cycle of the MMPP (20 s bursts every ~80 s), so many buffers "
@@ -404,7 +407,9 @@ FLINK_ER = Paper(
         *_flink_er_checks(),
     ),
     notes=(
-        "Where the violation time falls, measured on the flink-er-static records with "
+        "Measured on q11's first-guess costs, before its calibrated profile (the tables above are newer; "
+        "docs/reproductions/README.md says what moved): "
+        "where the violation time falls, measured on the flink-er-static records with "
         "`.venv/bin/python benchmarks/bench_flink_er_violations.py` (per run: 15 s steps with mean "
         "end-to-end latency over lc = 5 s, by phase). Flink-ER 41 / 58 / 46 of 120 steps: 12-15 before its "
         "first rescale, 8 of 8 between its first rescale and the pool running out, 18-35 after. (1) The "
