@@ -40,7 +40,7 @@ class PhaseRecord:
     """What the driver did in one phase (times in seconds since the recorder started)."""
 
     name: str
-    kind: str  # coldstart | warmup | probe | drain | ladder | overload | share | parallelism | rescale
+    kind: str  # coldstart | warmup | overload (the probe too) | drain | ladder | share | parallelism | rescale
     t0: float
     t1: float = math.nan
     settle_s: float = 0.0
