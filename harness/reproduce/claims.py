@@ -62,6 +62,8 @@ class Select:
 
 
 def _same(a: Any, b: Any) -> bool:
+    if b is None:  # a null setting (e.g. "the profile's downtime") reads back as None or, in a float column, NaN
+        return a is None or (isinstance(a, float) and math.isnan(a))
     if isinstance(a, int | float) and isinstance(b, int | float):
         return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
     return bool(a == b)

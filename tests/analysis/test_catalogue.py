@@ -52,3 +52,27 @@ def test_the_setup_checks_select_only_their_own_cells() -> None:
     mead = planned_runs("mead")
     span = [c for c in PAPERS["mead"].claims if c.claim.startswith("setup check")]
     assert span and all(sum(int(s.mask(mead).sum()) for s in selections(c)) == 9 for c in span)
+
+
+@pytest.mark.parametrize("key", ["gesscale", "mpc"])
+def test_the_gesscale_and_mpc_setup_checks_score_only_their_own_files_cells(key: str) -> None:
+    """Each setup check's subject and baseline are one cell of its setup-check file, three repetitions."""
+    runs = planned_runs(key)
+    checks = [c for c in PAPERS[key].claims if c.claim.startswith("setup check")]
+    own = [c for c in checks if isinstance(c, Relative) and c.subject.matrix.endswith("setup-checks")]
+    assert len(own) == {"gesscale": 7, "mpc": 3 * 14}[key]
+    for claim in own:
+        for sel in (claim.subject, claim.baseline):
+            picked = runs[sel.mask(runs)]
+            assert len(picked) == 3 and set(picked["matrix"]) == {f"{key}-setup-checks"}, claim.claim
+
+
+@pytest.mark.parametrize("key", sorted(PAPERS))
+def test_every_papers_metrics_window_holds_two_scrapes(key: str) -> None:
+    """A rate needs two scrapes in the loop's window; with fewer every rate is unmeasured and a scaler that
+    needs one (MPC: input and output rates) skips every decision - mpc-tab7.yaml's 4 s window at the 5 s
+    default scrape did, until it sampled every second as the paper does (sec. 5.2.1)."""
+    runs = planned_runs(key)
+    assert (runs["config.backend"] == "sim").all()
+    short = runs[runs["config.loop.metrics_window_s"] < 2 * runs["config.sim.scrape_interval_s"]]
+    assert short.empty, short[["matrix", "autoscaler", "config.loop.metrics_window_s"]].drop_duplicates().to_string()

@@ -88,10 +88,10 @@ def test_busy_reading_carries_the_calibrated_bias_and_noise() -> None:
     # the window averages the updates of its scrapes (3 here): sd / sqrt(3)
     assert r.mean() == pytest.approx(0.1 + 0.8 * 0.5, abs=0.01)
     assert r.std() == pytest.approx(0.05 / math.sqrt(3), rel=0.25)
-    # exact readings: the true utilisation, no noise
-    e = start(constant(2_000, 600), prof=profile(busy=g), readings="exact")
+    # exact readings: the true utilisation, no noise and no bias (at 75 %: the biased reading would be 0.70)
+    e = start(constant(3_000, 600), prof=profile(busy=g), readings="exact")
     e.advance_to(300)
-    assert e.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(500.0, rel=1e-6)
+    assert e.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(750.0, rel=1e-6)
 
 
 def test_noise_is_seeded_per_subtask_and_deterministic() -> None:

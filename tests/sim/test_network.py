@@ -112,6 +112,26 @@ def test_the_network_loss_multiplies_the_cost_models_capacity_at_the_task_manage
     assert snap.op("worker").busy_ms_per_s == pytest.approx(1000.0, rel=1e-6)
 
 
+@pytest.mark.parametrize(("burns_cpu", "cpu"), [(True, 1.0), (False, 0.03 + 0.97 * 0.6)])
+def test_the_network_loss_reads_as_cpu_time_or_as_waiting_that_burns_none(burns_cpu, cpu):
+    # ND_max 300 ms costs 1.2 of 3 subtasks (as above): the operator is at its MST either way (busy 1000);
+    # waiting on the delayed links burns no CPU, so the CPU gauge shows the cost model's work only:
+    # idle 0.03 + (1.0 - 0.03) x the 0.6 of the capacity the network leaves (Gesscale sec. IV-C: "low CPU
+    # utilization is a poor predictor")
+    cfg = NetworkConfig(node_delays_ms=(0.0, 100.0, 200.0), mst_loss_per_ms=0.004, loss_burns_cpu=burns_cpu)
+    b = SimBackend()
+    b.start_with(ONE, constant(2500.0, 900), SimConfig(network=cfg, rescale_downtime_s=10.0, readings="exact"), 3,
+                 seed=1, arrivals=ArrivalConfig(kind="deterministic"))
+    b.advance_to(120)
+    snap = b.snapshot(15)
+    assert snap.throughput == pytest.approx(1800.0, rel=1e-6)
+    assert snap.op("worker").busy_ms_per_s == pytest.approx(1000.0, rel=1e-6)
+    assert snap.op("worker").cpu_load == pytest.approx(cpu, rel=1e-6)
+    ts = b.timeseries().to_pandas()
+    recorded = ts[(ts.metric == Metric.CPU) & (ts.operator == "worker")].sort_values("ts")["value"]
+    assert recorded.iloc[-1] == pytest.approx(cpu, rel=1e-6)
+
+
 @pytest.mark.parametrize(("method", "override", "expected"),
                          [("in_place", None, 6.0), ("savepoint", None, 12.0), ("savepoint", 120.0, 120.0)])
 def test_rescale_downtime_is_the_methods_model_unless_the_experiment_states_one(method, override, expected):

@@ -31,6 +31,10 @@ class NetworkConfig(BaseModel):
         ..., description="gamma / alpha of Gesscale's eq. 1: subtasks' worth of capacity lost per ms of ND_max"
     )
     operators: tuple[str, ...] | None = Field(None, description="operators placed on the nodes (None: every one)")
+    loss_burns_cpu: bool = Field(
+        True, description="true: the capacity the delay takes reads as CPU time (a subtask at its network-limited "
+                          "capacity shows saturated CPU); false: it is waiting on the delayed links, which burns "
+                          "no CPU, so CPU shows only the cost model's work (busy x the capacity the network leaves)")
 
     @field_validator("node_delays_ms")
     @classmethod

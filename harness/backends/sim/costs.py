@@ -17,7 +17,7 @@ and the old exact readings (no noise, no bias) with the CPU constants of `SimCon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.backends.sim.config import SimConfig
 from harness.calibrated_profile import (
@@ -169,6 +169,7 @@ def run_costs(topology: Topology, cfg: SimConfig, tm_cores: float, profile: Quer
     else:
         profile = None
     costs = _calibrated(topology, profile, cfg, tm_cores) if profile else _first_guess(topology, cfg, tm_cores)
-    if cfg.readings == "exact":
-        costs = RunCosts(**{**costs.__dict__, "noisy": False})
+    if cfg.readings == "exact":  # the model's true values: no noise, and no calibrated gauge bias either
+        ops = tuple(replace(o, readings=OperatorReadings()) for o in costs.ops) if costs.calibrated else costs.ops
+        costs = RunCosts(**{**costs.__dict__, "noisy": False, "ops": ops})
     return costs

@@ -262,6 +262,8 @@ class SimModel:
         self.nd_ms = [0.0] * self.n
         self.net = [1.0] * self.n  # fraction of each subtask's capacity left after the loss
         self.network = cfg.network is not None  # ND_max is reported only where nodes are modelled
+        # the network's loss as CPU time (True) or as waiting that burns none (False): readout's CPU gauge
+        self.net_loss_burns_cpu = cfg.network is None or cfg.network.loss_burns_cpu
         self.cap = [0.0] * self.n  # records per step, whole operator
         self.bufq = [0.0] * self.n  # queued part of the input buffer (records)
         self.shares: list[tuple[float, ...]] = [()] * self.n

@@ -62,6 +62,7 @@ from harness.backends.sim.model import (
     O_LAG,
     O_LAG_LANE0,
     O_NDMAX,
+    O_NET,
     O_OUT,
     O_PAR,
     O_RECLAG,
@@ -336,17 +337,20 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             idle_f = min(1.0, c.idle_fraction * tm_cores / quota)
             lv_busy = [0.0] * nk
             lv_bp = [0.0] * nk
+            lv_work = [0.0] * nk  # busy less the network's waiting (= busy unless the loss burns no CPU)
             for row in blk_l:
                 cap = max(row[o + O_CAP] * dt, 1e-12)
+                net = 1.0 if model.net_loss_burns_cpu else row[o + O_NET]
                 xs = kinds.split(row, o, O_IN, O_IN_LANE0)
                 bs = kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)
                 for kk in range(nk):
                     b = min(1.0, xs[kk] / cap)
                     lv_busy[kk] += b
+                    lv_work[kk] += b * net
                     lv_bp[kk] += min(1.0 - b, bs[kk] / cap)
             lv_busy = [v / n_valid for v in lv_busy]
             lv_bp = [v / n_valid for v in lv_bp]
-            lv_cpu = [idle_f + (c.saturated_fraction - idle_f) * b for b in lv_busy]
+            lv_cpu = [idle_f + (c.saturated_fraction - idle_f) * w / n_valid for w in lv_work]
             g_busy = [_gauge(r.busy, v) for v in lv_busy]
             g_bp = [_gauge(r.backpressured, v) for v in lv_bp]
             g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
@@ -538,7 +542,8 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / cap)
         quota = np.maximum(share, 1e-9) * tm_cores
         idle_f = np.minimum(1.0, c.idle_fraction * tm_cores / quota)
-        cpu = idle_f + (c.saturated_fraction - idle_f) * busy
+        work = busy if model.net_loss_burns_cpu else busy * rows[:, o + O_NET]  # waiting on the network: no CPU
+        cpu = idle_f + (c.saturated_fraction - idle_f) * work
         jvm = np.clip(c.readings.cpu_jvm.offset + c.readings.cpu_jvm.gain * cpu, 0.0, 1.0)
         tm_total += par
         cpu_total += cpu * par
