@@ -17,18 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
-import yaml
 
 from harness.config import Experiment
+from harness.record import read_run_record
 from harness.runner import run_experiment
+from harness.vocabulary import Metric
 
 
 def throughput(run_dir: Path) -> pd.Series:
     """The job's throughput (records/s the sources took) against seconds since the run started."""
-    df = pq.read_table(run_dir / "timeseries.parquet").to_pandas()
-    s = df[(df.metric == "throughput") & (df.operator == "")]  # the job's row (operator rows carry a name)
-    return s.groupby("ts")["value"].sum().sort_index()
+    return read_run_record(run_dir).series(Metric.THROUGHPUT.value)
 
 
 def binned(series: pd.Series, bin_s: float, end_s: float) -> np.ndarray:
@@ -42,7 +40,7 @@ def binned(series: pd.Series, bin_s: float, end_s: float) -> np.ndarray:
 
 def warm_sim(local_run: Path, work: Path) -> pd.Series:
     """The local run's experiment on the sim with every task manager warm from the start."""
-    cfg = yaml.safe_load((local_run / "run.yaml").read_text())["config"]
+    cfg = dict(read_run_record(local_run).meta["config"])
     cfg["backend"] = "sim"
     cfg.setdefault("sim", {})["taskmanager_warmup"] = False
     exp = Experiment.model_validate(cfg)
@@ -61,7 +59,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for run in local_runs:
             cell = run.name.removesuffix("-r0")
-            end = float(yaml.safe_load((run / "run.yaml").read_text())["duration_s"])
+            end = float(read_run_record(run).meta["duration_s"])
             local = binned(throughput(run), args.bin_s, end)
             sims = [binned(throughput(r), args.bin_s, end) for r in sorted((args.results / "sim").glob(f"{cell}-r*"))]
             sim = np.nanmean(sims, axis=0) if sims else np.full(len(local), np.nan)
