@@ -357,21 +357,13 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     if cold is None or not warm or m.samples.empty:
         return None
     bin_s = float(cold.extra.get("bin_s") or 10.0)
-    df = m.samples
     srcs = [s.name for s in topology.sources]
-    seg = df[(df.phase == cold.name) & df.operator.isin(srcs)]
+    cold_samples = m.samples[m.samples.phase == cold.name]
     mids, rates = [], []
     t = cold.t0
     while t + bin_s <= cold.t1 + 1e-6:
-        part = seg[(seg.t >= t) & (seg.t <= t + bin_s)]
-        total, n = 0.0, 0
-        for _, g in part.groupby(["operator", "subtask"]):
-            g = g.sort_values("t")
-            r = fit.counter_rate(g.t.to_numpy(dtype=float), g.rec_out.to_numpy(dtype=float))
-            if math.isfinite(r):
-                total, n = total + r, n + 1
         mids.append(t + bin_s / 2 - cold.t0)
-        rates.append(total if n else math.nan)
+        rates.append(fit.sources_rate(cold_samples, srcs, t, t + bin_s))
         t += bin_s
     before, after = cold.extra.get("backlog_before"), cold.extra.get("backlog_after")
     grew = (before is not None and after is not None and math.isfinite(float(before)) and math.isfinite(float(after))

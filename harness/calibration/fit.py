@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from harness.calibrated_profile import (
     StateCost,
     WarmUp,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,16 @@ def counter_rate(t: np.ndarray, counter: np.ndarray) -> float:
     if len(t) < 2 or t[-1] <= t[0]:
         return math.nan
     return float((counter[-1] - counter[0]) / (t[-1] - t[0]))
+
+
+def sources_rate(samples: pd.DataFrame, sources: Sequence[str], t0: float, t1: float) -> float:
+    """Records/s the sources took from Kafka between t0 and t1: every source subtask's `rec_out` counter rate,
+    summed (NaN when no subtask had two samples in the span)."""
+    seg = samples[(samples.t >= t0) & (samples.t <= t1) & samples.operator.isin(list(sources))]
+    rates = [counter_rate(g.t.to_numpy(dtype=float), g.rec_out.to_numpy(dtype=float))
+             for _, g in seg.sort_values("t").groupby(["operator", "subtask"])]
+    finite = [r for r in rates if math.isfinite(r)]
+    return float(sum(finite)) if finite else math.nan
 
 
 def distinct_updates(values: np.ndarray) -> np.ndarray:

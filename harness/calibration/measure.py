@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.calibration import fit
 from harness.calibration.plan import COLD_OVERLOAD, OVERLOAD, QueryPlan, stateful_operator
 from harness.calibration.recorder import Recorder
 from harness.topology import Topology
@@ -304,14 +305,8 @@ class QueryCalibration:
         df = self.recorder.frame()
         if df.empty or "rec_out" not in df:
             return math.nan
-        seg = df[(df.t >= phase.t0 + phase.settle_s) & (df.t <= phase.t1)
-                 & df.operator.isin([s.name for s in self.topology.sources])]
-        total = 0.0
-        for _, g in seg.groupby(["operator", "subtask"]):
-            g = g.sort_values("t")
-            if len(g) >= 2 and g.t.iloc[-1] > g.t.iloc[0]:
-                total += (g.rec_out.iloc[-1] - g.rec_out.iloc[0]) / (g.t.iloc[-1] - g.t.iloc[0])
-        return float(total) if total > 0 else math.nan
+        rate = fit.sources_rate(df, [s.name for s in self.topology.sources], phase.t0 + phase.settle_s, phase.t1)
+        return rate if rate > 0 else math.nan
 
     def _parallelisms(self) -> None:
         d = self.plan.durations
