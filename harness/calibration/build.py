@@ -365,9 +365,13 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
         mids.append(t + bin_s / 2 - cold.t0)
         rates.append(fit.sources_rate(cold_samples, srcs, t, t + bin_s))
         t += bin_s
-    before, after = cold.extra.get("backlog_before"), cold.extra.get("backlog_after")
-    grew = (before is not None and after is not None and math.isfinite(float(before)) and math.isfinite(float(after))
-            and float(after) - float(before) > 0.1 * cold.rate * (cold.t1 - cold.t0))
+    # saturated: the sources' backlog grew by a tenth of the offered load at least, from each source subtask's
+    # first to its last backlog sample in the phase (the job's first second may have none: unknown, not zero)
+    growth = 0.0
+    pend = cold_samples[cold_samples.operator.isin(srcs)].dropna(subset=["pending"]).sort_values("t")
+    for _, g in pend.groupby(["operator", "subtask"]):
+        growth += float(g.pending.iloc[-1] - g.pending.iloc[0])
+    grew = not pend.empty and growth > 0.1 * cold.rate * (cold.t1 - cold.t0)
     return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew)
 
 

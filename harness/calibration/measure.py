@@ -254,8 +254,7 @@ class QueryCalibration:
         task manager gets going (the backlog must grow throughout, else the curve is the offered rate)."""
         if seconds <= 0:
             return
-        lag0 = self._lag()
-        lag0 = lag0 if math.isfinite(lag0) else 0.0  # no source sample yet: the fresh consumer group's backlog
+        lag0 = self._lag()  # NaN at the job's first second (no source sample yet)
         rec = self._phase("coldstart", "coldstart", seconds, 0.0, rate=rate)
         lag1 = self._lag()
         rec.extra.update({"bin_s": self.plan.durations.cold_bin_s, "backlog_before": lag0, "backlog_after": lag1})

@@ -59,7 +59,7 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
                           operator=target, parallelism={op: 1 for op in ops},
                           shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
         if kind == "coldstart":
-            rec.extra = {"bin_s": 10.0, "backlog_before": 0.0}
+            rec.extra = {"bin_s": 10.0}
         busy_now = {op: 0.0 for op in ops}
         for second in range(90 if kind == "coldstart" else length):
             f = warm_fraction(second + 0.5) if kind == "coldstart" else 1.0
@@ -89,8 +89,6 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
                     "quota": QUOTA * shares.get(op, 1.0),
                 })
         rec.t1 = t
-        if kind == "coldstart":
-            rec.extra["backlog_after"] = pending
         if kind == "overload":
             rec.extra["throughput"] = x
         phases.append(rec)
