@@ -269,9 +269,14 @@ def _plain(obj: object) -> object:
     return obj
 
 
+def profile_path(query: str, directory: Path | None = None) -> Path:
+    """`queries/topologies/calibrated/<query>.yaml`: the one place the name is made (the sim and run identity)."""
+    return (directory or CALIBRATED_DIR) / f"{query}.yaml"
+
+
 def load_profile(query: str, directory: Path | None = None) -> QueryProfile | None:
     """The calibrated profile of `query`, or None when it was never calibrated."""
-    path = (directory or CALIBRATED_DIR) / f"{query}.yaml"
+    path = profile_path(query, directory)
     if not path.exists():
         return None
     raw = yaml.safe_load(path.read_text())

@@ -2,8 +2,11 @@
 
 The hash covers the fully resolved experiment (every default filled in) except the seed and the
 repetition count: the repetitions of one cell share it, an edited cell gets another one
-(DESIGN.md, run record). `bench matrix` compares it to decide whether a record still counts;
-analysis groups by it so two configurations never share a table row.
+(DESIGN.md, run record). For a sim run it also covers the model files the simulator reads besides
+the experiment (the query's topology and calibrated profile): a recalibration changes every sim
+result without touching a field, and the run must not count as the same cell. `bench matrix`
+compares the hash to decide whether a record still counts; analysis groups by it so two
+configurations never share a table row.
 """
 
 from __future__ import annotations
@@ -25,25 +28,77 @@ EXCLUDED = ("seed", "repetitions")  # what differs between the repetitions of on
 UNREAD_SETTINGS = {"sim": ("local", "k8s"), "local": ("sim",), "k8s": ("sim",)}
 
 
-def identity_view(config: dict[str, Any]) -> dict[str, Any]:
+MODEL_KEY = "model"  # where the model files' digests sit in the hashed view and in run.yaml's `identity:`
+
+
+def identity_view(config: dict[str, Any], model: dict[str, str] | None = None) -> dict[str, Any]:
     """The part of a resolved config (an `Experiment.model_dump(mode="json")`) the hash covers.
 
     An empty `faults` list is left out: it is what every record written before faults existed meant.
-    So are the settings blocks of the backends the run does not use (a sim run never reads `k8s:`)."""
+    So are the settings blocks of the backends the run does not use (a sim run never reads `k8s:`).
+    `model` (from `model_inputs`) joins the view under `model` when the run reads any model file."""
     unread = UNREAD_SETTINGS.get(str(config.get("backend")), ())
-    return {k: v for k, v in config.items()
+    view = {k: v for k, v in config.items()
             if k not in EXCLUDED and k not in unread and not (k == "faults" and not v)}
+    if model:
+        view[MODEL_KEY] = dict(model)
+    return view
 
 
-def config_hash(config: dict[str, Any]) -> str:
-    """Stable short hash of a resolved config dict (canonical JSON, sorted keys)."""
-    text = json.dumps(identity_view(config), sort_keys=True, separators=(",", ":"), default=str)
+def config_hash(config: dict[str, Any], model: dict[str, str] | None = None) -> str:
+    """Stable short hash of a resolved config dict and its model files' digests (canonical JSON, sorted keys)."""
+    text = json.dumps(identity_view(config, model), sort_keys=True, separators=(",", ":"), default=str)
     return HASH_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
 
 
+def model_inputs(config: dict[str, Any]) -> dict[str, str]:
+    """Digests of the files a run's model reads besides its config, by role; empty for a real backend.
+
+    A sim run reads the query's topology (operators, first-guess costs, partitions) and, unless
+    `sim.profile` is `first_guess`, its calibrated profile ("absent" when the query has none: a
+    profile added later changes the run). Local and k8s runs measure the real system instead."""
+    if config.get("backend") != "sim":
+        return {}
+    from harness.calibrated_profile import profile_path  # only sim identities read the model files
+    from harness.topology import topology_path
+
+    query = str(config.get("query"))
+    out = {"topology": _file_digest(topology_path(query))}
+    sim = config.get("sim") if isinstance(config.get("sim"), dict) else {}
+    if sim.get("profile", "calibrated") == "calibrated":
+        out["calibrated_profile"] = _file_digest(profile_path(query))
+    return out
+
+
+def _file_digest(path: Path) -> str:
+    """Digest of a YAML file's content (comments and layout do not count); "absent" when there is none."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return "absent"
+    return _content_digest(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _content_digest(path: str, mtime_ns: int, size: int) -> str:
+    """Parsed once per version of the file (mtime and size are part of the key): a matrix hashes every cell."""
+    import yaml
+
+    text = json.dumps(yaml.safe_load(Path(path).read_text()), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
 def experiment_hash(experiment: Any) -> str:
-    """`config_hash` of a validated `Experiment`."""
-    return config_hash(experiment.model_dump(mode="json"))
+    """`config_hash` of a validated `Experiment`, with the model files it reads."""
+    dump = experiment.model_dump(mode="json")
+    return config_hash(dump, model_inputs(dump))
+
+
+def recorded_model(meta: dict[str, Any]) -> dict[str, str]:
+    """The model files' digests a run.yaml recorded (empty for real backends and for records before them)."""
+    ident = meta.get("identity")
+    model = ident.get(MODEL_KEY) if isinstance(ident, dict) else None
+    return {str(k): str(v) for k, v in model.items()} if isinstance(model, dict) else {}
 
 
 def recorded_hash(meta: dict[str, Any]) -> str | None:
@@ -52,13 +107,16 @@ def recorded_hash(meta: dict[str, Any]) -> str | None:
     if isinstance(ident, dict) and isinstance(ident.get("config_hash"), str):
         return ident["config_hash"]
     config = meta.get("config")
-    return config_hash(config) if isinstance(config, dict) else None
+    return config_hash(config, recorded_model(meta)) if isinstance(config, dict) else None
 
 
-def differing_fields(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """Dotted paths whose values differ between two config dicts (seed and repetitions ignored)."""
+def differing_fields(old: Any, new: Any, prefix: str = "", *, old_model: dict[str, str] | None = None,
+                     new_model: dict[str, str] | None = None) -> list[tuple[str, Any, Any]]:
+    """Dotted paths whose values differ between two config dicts (seed and repetitions ignored).
+
+    With the model files' digests of each side, a changed profile shows as `model.calibrated_profile`."""
     if prefix == "" and isinstance(old, dict) and isinstance(new, dict):
-        old, new = identity_view(old), identity_view(new)
+        old, new = identity_view(old, old_model), identity_view(new, new_model)
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[tuple[str, Any, Any]] = []
         for key in sorted(set(old) | set(new), key=str):
@@ -126,5 +184,11 @@ def code_version() -> dict[str, Any]:
 
 
 def identity_block(experiment: Any) -> dict[str, Any]:
-    """What the runner writes under `identity:` in run.yaml."""
-    return {"config_hash": experiment_hash(experiment), "code": code_version()}
+    """What the runner writes under `identity:` in run.yaml: the hash, the model files it covers, the code."""
+    dump = experiment.model_dump(mode="json")
+    model = model_inputs(dump)
+    block: dict[str, Any] = {"config_hash": config_hash(dump, model)}
+    if model:
+        block[MODEL_KEY] = model
+    block["code"] = code_version()
+    return block

@@ -29,7 +29,7 @@ import yaml
 
 from harness import interrupts
 from harness.config import Cell, Experiment, _matches, get_path
-from harness.identity import differing_fields, experiment_hash, recorded_hash
+from harness.identity import differing_fields, experiment_hash, model_inputs, recorded_hash, recorded_model
 from harness.run_status import RunStatus
 
 GRACE_S = 2.0  # after a first interrupt, in-flight sim runs may finish for this long ...
@@ -99,7 +99,8 @@ def classify(cell: Cell, run_dir: Path) -> CellPlan:
     have = recorded_hash(meta)
     if have != want:
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        diffs = tuple(differing_fields(config, cell.experiment.model_dump(mode="json")))
+        new = cell.experiment.model_dump(mode="json")
+        diffs = tuple(differing_fields(config, new, old_model=recorded_model(meta), new_model=model_inputs(new)))
         return CellPlan(cell, run_dir, CellState.STALE, f"config hash {have} != {want}", diffs)
     status = RunStatus.parse(text)
     state = {RunStatus.COMPLETED: CellState.DONE, RunStatus.FAILED: CellState.FAILED,

@@ -128,10 +128,15 @@ def _parse(data: dict, where: str) -> Topology:
         raise ValueError(f"{where}: invalid topology: {exc}") from exc
 
 
+def topology_path(query: str, directory: Path | None = None) -> Path:
+    """`queries/topologies/<query>.yaml`: the one place the file's name is made (the loader and run identity)."""
+    return (directory or TOPOLOGIES_DIR) / f"{query}.yaml"
+
+
 @cache
 def load_topology(query: str, directory: Path | None = None) -> Topology:
     """Read `queries/topologies/<query>.yaml`."""
-    path = (directory or TOPOLOGIES_DIR) / f"{query}.yaml"
+    path = topology_path(query, directory)
     if not path.exists():
         raise ValueError(f"unknown query {query!r}; known: {', '.join(available_queries())}")
     with path.open() as fh:

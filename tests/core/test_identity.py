@@ -12,6 +12,7 @@ from harness.cli import app
 from harness.config import Experiment
 from harness.identity import config_hash, differing_fields, experiment_hash, recorded_hash
 from harness.record import find_run_dirs, read_run_record
+from harness.summary import summarise
 
 runner = CliRunner()
 
@@ -41,11 +42,14 @@ def test_hash_ignores_the_settings_of_backends_the_run_does_not_use() -> None:
 
 
 def test_records_without_a_hash_get_it_from_their_config() -> None:
-    e = exp()
+    e = exp(backend="local")
     dump = e.model_dump(mode="json")
     assert recorded_hash({"config": dump}) == experiment_hash(e)
     del dump["faults"]  # a record written before faults existed has the same identity
     assert config_hash(dump) == experiment_hash(e)
+    # a sim record that does not say which model files it read is not a run of today's profile
+    sim = exp()
+    assert recorded_hash({"config": sim.model_dump(mode="json")}) != experiment_hash(sim)
 
 
 def test_differing_fields_name_dotted_paths() -> None:
@@ -132,6 +136,67 @@ def test_experiment_file_runs_all_its_repetitions_in_matrix_and_is_refused_by_ru
     res = runner.invoke(app, ["matrix", str(f), "--results", str(tmp_path / "r"), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert sorted(read_run_record(r).meta["seed"] for r in find_run_dirs(tmp_path / "r")) == [1, 2, 3]
+
+
+@pytest.fixture
+def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the committed calibrated profiles that the sim and the run identity both read."""
+    import shutil
+
+    import harness.calibrated_profile as cp
+
+    directory = tmp_path / "calibrated"
+    shutil.copytree(cp.CALIBRATED_DIR, directory)
+    monkeypatch.setattr(cp, "CALIBRATED_DIR", directory)
+    return directory
+
+
+def scale_capacities(profile: Path, factor: float) -> None:
+    """A recalibration that measured every operator `factor` times faster (the file's only change)."""
+    raw = yaml.safe_load(profile.read_text())
+    for op in raw["operators"].values():
+        op["capacity"] *= factor
+        op["capacity_fit"]["cores_per_record"] /= factor
+    profile.write_text(yaml.safe_dump(raw))
+
+
+def test_a_sim_run_identity_covers_its_calibrated_profile_and_topology(profiles: Path) -> None:
+    sim, first_guess, local = exp(), exp(sim={"profile": "first_guess"}), exp(backend="local")
+    before = [experiment_hash(e) for e in (sim, first_guess, local)]
+    text = (profiles / "q1.yaml").read_text()
+    (profiles / "q1.yaml").write_text("# a comment is not a change\n" + text)
+    assert [experiment_hash(e) for e in (sim, first_guess, local)] == before
+    scale_capacities(profiles / "q1.yaml", 1.5)
+    after = [experiment_hash(e) for e in (sim, first_guess, local)]
+    assert after[0] != before[0]  # the sim reads the profile: another profile, another cell
+    assert after[1:] == before[1:]  # first_guess never reads it; a local run measures the real system
+    (profiles / "q1.yaml").unlink()  # never calibrated is a state of its own, not "any profile"
+    assert experiment_hash(sim) not in (before[0], after[0])
+
+
+def test_matrix_resume_refuses_runs_of_another_calibrated_profile(tmp_path: Path, profiles: Path) -> None:
+    """The seam end to end: profile -> identity in run.yaml -> matrix classification -> rerun -> records."""
+    code, out = matrix(tmp_path)
+    assert code == 0 and "4 ran" in out
+    runs = find_run_dirs(tmp_path / "r")
+    model = read_run_record(runs[0]).meta["identity"]["model"]
+    assert set(model) == {"topology", "calibrated_profile"} and "absent" not in model.values()
+    tm_before = {r: summarise(read_run_record(r)).avg_tm for r in runs}
+
+    scale_capacities(profiles / "q1.yaml", 3.0)
+    code, out = matrix(tmp_path)
+    assert code == 2 and "4 run(s)" in out and "model.calibrated_profile:" in out, out
+    assert "--rerun-stale" in out
+    assert {r: read_run_record(r).meta["identity"]["model"] for r in runs} == {r: model for r in runs}
+
+    code, out = matrix(tmp_path, "--rerun-stale")
+    assert code == 0 and "4 ran" in out, out
+    new_model = read_run_record(runs[0]).meta["identity"]["model"]
+    assert new_model["calibrated_profile"] != model["calibrated_profile"]
+    assert new_model["topology"] == model["topology"]
+    tm_after = {r: summarise(read_run_record(r)).avg_tm for r in runs}
+    assert sum(tm_after.values()) < sum(tm_before.values())  # 3x faster operators need fewer task managers
+    assert matrix(tmp_path, "--dry-run")[1].count("stale") == 0
 
 
 def test_code_version_names_the_checkout_commit_and_its_edits() -> None:
