@@ -64,8 +64,8 @@ def model_inputs(config: dict[str, Any]) -> dict[str, str]:
 
     query = str(config.get("query"))
     out = {"topology": _file_digest(topology_path(query))}
-    sim = config.get("sim") if isinstance(config.get("sim"), dict) else {}
-    if sim.get("profile", "calibrated") == "calibrated":
+    sim = config.get("sim")
+    if not isinstance(sim, dict) or sim.get("profile", "calibrated") == "calibrated":
         out["calibrated_profile"] = _file_digest(profile_path(query))
     return out
 
