@@ -1,6 +1,7 @@
 """The calibrated profile of one query: what `bench calibrate` measured and the simulator reads.
 
-One YAML file per query in `queries/topologies/calibrated/<query>.yaml`, beside the first-guess
+One YAML file per query and task-manager quota in `queries/topologies/calibrated/<query>.cpu-<quota>.yaml`
+(the simulator uses the one nearest its task managers' CPUs), beside the first-guess
 topology (`queries/topologies/<query>.yaml`, which keeps the operator graph). Everything in it was
 measured on the machine named in `provenance`, at the task-manager CPU quota in `cpu_quota`:
 
@@ -270,7 +271,7 @@ class QueryProfile(_Model):
 
     def save(self, directory: Path = CALIBRATED_DIR) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{self.query}.yaml"
+        path = directory / profile_file_name(self.query, self.cpu_quota)
         tmp = path.with_suffix(".yaml.tmp")
         header = (f"# Calibrated on the local stack by `{self.provenance.command}` ({self.provenance.date}).\n"
                   "# Written by harness.calibration; read by the simulator. Do not edit by hand: re-run it.\n")
@@ -292,16 +293,46 @@ def _plain(obj: object) -> object:
     return obj
 
 
-def profile_path(query: str, directory: Path | None = None) -> Path:
-    """`queries/topologies/calibrated/<query>.yaml`: the one place the name is made (the sim and run identity)."""
-    return (directory or CALIBRATED_DIR) / f"{query}.yaml"
+def profile_file_name(query: str, quota: float) -> str:
+    """`<query>.cpu-<quota>.yaml`: a profile is named by the task-manager quota it was measured at."""
+    return f"{query}.cpu-{quota:g}.yaml"
 
 
-def load_profile(query: str, directory: Path | None = None) -> QueryProfile | None:
-    """The calibrated profile of `query`, or None when it was never calibrated."""
-    path = profile_path(query, directory)
-    if not path.exists():
+def profile_quotas(query: str, directory: Path | None = None) -> dict[float, Path]:
+    """Every calibrated profile of `query`, by the quota in its file name."""
+    out: dict[float, Path] = {}
+    prefix = f"{query}.cpu-"
+    for path in (directory or CALIBRATED_DIR).glob(f"{prefix}*.yaml"):
+        try:
+            out[float(path.name[len(prefix):-len(".yaml")])] = path
+        except ValueError:
+            continue
+    return out
+
+
+def profile_path(query: str, cores: float | None = None, directory: Path | None = None) -> Path | None:
+    """The profile the simulator uses for task managers of `cores` CPUs: the one measured at the nearest quota
+    (by ratio; a tie goes to the larger), because capacity per CPU is not constant (a task manager's fixed
+    overhead weighs more at a small quota) and a line fitted at one quota extrapolates poorly to another.
+    `cores` None: the largest quota. None when `query` was never calibrated. The one place a profile is picked
+    (the simulator and the run identity)."""
+    found = profile_quotas(query, directory)
+    if not found:
         return None
+    if cores is None or not cores > 0:
+        return found[max(found)]
+    return found[min(found, key=lambda q: (abs(math.log(cores / q)), -q))]
+
+
+def load_profile(query: str, directory: Path | None = None, cores: float | None = None) -> QueryProfile | None:
+    """The calibrated profile of `query` for task managers of `cores` CPUs (`profile_path`), or None when it
+    was never calibrated."""
+    path = profile_path(query, cores, directory)
+    return None if path is None else read_profile(path)
+
+
+def read_profile(path: Path) -> QueryProfile:
+    """One profile file, validated (a broken file is named)."""
     raw = yaml.safe_load(path.read_text())
     try:
         return QueryProfile.model_validate(_none_to_nan(raw))

@@ -174,7 +174,23 @@ def test_profile_round_trips_through_yaml(tmp_path: Path, fitted: QueryProfile) 
     assert back is not None
     assert back.operators["map"].capacity == pytest.approx(fitted.operators["map"].capacity, rel=1e-4)
     assert back.meters.busy_lag_s == pytest.approx(fitted.meters.busy_lag_s, rel=1e-3, nan_ok=True)
-    assert "bench calibrate" in (tmp_path / "q1.yaml").read_text().splitlines()[0]
+    assert "bench calibrate" in (tmp_path / f"q1.cpu-{QUOTA:g}.yaml").read_text().splitlines()[0]
+
+
+def test_the_sim_picks_the_profile_measured_nearest_its_cpus(tmp_path: Path, fitted: QueryProfile) -> None:
+    """Profiles of one query at several quotas live side by side; capacity per CPU is not constant, so the one
+    measured nearest (by ratio) the run's task-manager size is used, a tie going to the larger quota."""
+    from harness.calibrated_profile import profile_path
+
+    assert profile_path("q1", 0.1, tmp_path) is None and load_profile("q1", tmp_path, cores=0.1) is None
+    for quota in (0.1, 0.4):
+        fitted.model_copy(update={"cpu_quota": quota}).save(tmp_path)
+    (tmp_path / "q11.cpu-0.2.yaml").write_text("not q1's")  # another query's file is never picked
+    picks = {c: profile_path("q1", c, tmp_path).name for c in (0.05, 0.1, 0.15, 0.2, 0.25, 1.0, None)}  # type: ignore[union-attr]
+    assert picks == {0.05: "q1.cpu-0.1.yaml", 0.1: "q1.cpu-0.1.yaml", 0.15: "q1.cpu-0.1.yaml",
+                     0.2: "q1.cpu-0.4.yaml",  # the geometric middle of 0.1 and 0.4: the tie goes to the larger
+                     0.25: "q1.cpu-0.4.yaml", 1.0: "q1.cpu-0.4.yaml", None: "q1.cpu-0.4.yaml"}
+    assert load_profile("q1", tmp_path, cores=0.12).cpu_quota == 0.1  # type: ignore[union-attr]
 
 
 def test_measurement_round_trips_and_plateaus_drop_the_settling_time(tmp_path: Path) -> None:

@@ -68,7 +68,8 @@ class SimConfig(BaseModel):
         None, description="CPUs one task manager may use; null = the experiment's local.taskmanager_cpu_quota, "
                           "so `--backend sim` of a local experiment is the same experiment")
     profile: Literal["calibrated", "first_guess"] = Field(
-        "calibrated", description="costs from queries/topologies/calibrated/<q>.yaml when it exists, or the "
+        "calibrated", description="costs from queries/topologies/calibrated/<q>.cpu-<quota>.yaml (the quota "
+                     "nearest the task managers' CPUs) when one exists, or the "
                                   "first guess in queries/topologies/<q>.yaml")
     readings: Literal["flink", "exact"] = Field(
         "flink", description="flink: readings sampled and averaged like Flink's meters and Prometheus, with the "
