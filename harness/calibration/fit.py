@@ -224,25 +224,37 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
                              method="no saturation kept: the fastest rate seen (a lower bound)")
     if result is None:
         raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
-    return lower_bounds(result, points, cpu, quota)
+    return lower_bounds(result, points, cpu, quota, anchors=used)
 
 
-def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> CapacityFit:
-    """An operator that processed r records/s unsaturated at share s can do at least r there: lower the
-    CPU per record until the line agrees with every such observation."""
+def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float,
+                 anchors: Sequence[tuple[float, float]] = ()) -> CapacityFit:
+    """An operator that processed r records/s unsaturated at share s can do at least r there: raise the line
+    until it agrees with every such observation. Where a saturation was measured at fewer cores (`anchors`:
+    (cores, records/s)), the line turns about the nearest one below, so it still passes that measurement
+    (a small task manager's fixed overhead makes capacity grow faster than its CPU); else the CPU per record
+    is lowered with the overhead kept."""
     sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
-    k = f.cores_per_record
+    k, overhead = f.cores_per_record, f.overhead_cores
     lifted = False
-    for p in points:
+    for p in sorted(points, key=lambda p: p.share):
         if p.saturated or not math.isfinite(p.capacity) or p.capacity <= 0:
             continue
-        spare = p.share * quota * sat_f - f.overhead_cores
-        if spare > 0 and p.capacity * k > spare:
-            k = spare / p.capacity
-            lifted = True
+        cores = p.share * quota * sat_f
+        if (cores - overhead) / k >= p.capacity:  # the line already allows it
+            continue
+        below = [(c, cap) for c, cap in anchors if c < cores and cap < p.capacity]
+        if below:
+            c1, cap1 = max(below)
+            k_turned = (cores - c1) / (p.capacity - cap1)
+            if c1 - cap1 * k_turned >= 0.0:
+                k, overhead, lifted = k_turned, c1 - cap1 * k_turned, True
+                continue
+        if cores - overhead > 0:
+            k, lifted = (cores - overhead) / p.capacity, True
     if not lifted:
         return f
-    return CapacityFit(cores_per_record=k, overhead_cores=f.overhead_cores, points=f.points,
+    return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points,
                        method=f.method + ", lifted to the fastest unsaturated rate seen")
 
 

@@ -89,8 +89,8 @@ def test_the_sim_runs_on_the_profile_of_the_nearest_quota_unless_told_otherwise(
         costs = run_costs(topo, SimConfig(), tm_cores=cores)
         assert costs.calibrated and prof.provenance.date in costs.source and f"at {nearest:g} CPU" in costs.source
         src = prof.operators[topo.names[0]]
-        assert costs.ops[0].capacity(cores) == pytest.approx(
-            src.capacity_fit.capacity(cores * src.cpu.saturated_fraction))
+        assert costs.ops[0].capacity(cores) == pytest.approx(  # (the sim floors a capacity of 0 at 1e-9)
+            src.capacity_fit.capacity(cores * src.cpu.saturated_fraction), abs=1e-6)
     first = run_costs(topo, SimConfig(profile="first_guess"), tm_cores=0.1)
     assert not first.calibrated
 
@@ -103,10 +103,15 @@ def test_committed_profile_has_a_measured_warm_up_the_sim_uses(path: Path) -> No
     query = prof.query
     assert prof.warmup is not None, "re-run bench calibrate: no cold-start phase recorded"
     w = prof.warmup
-    assert w.saturated, "the cold start was not overloaded: its rates are the offered load, not a speed"
+    # every query has a curve measured overloaded at some quota (a profile's own may not be: see below)
+    assert any(read_profile(f).warmup.saturated for f in profile_quotas(query).values())  # type: ignore[union-attr]
     assert 0.0 <= w.initial_fraction <= 1.0 and w.tau_cpu_s > 0 and w.warm_rate > 0
     assert len(w.points) >= 4 and all(math.isfinite(f) and f >= 0 for _, f in w.points)
     assert w.cores == pytest.approx(prof.cpu_quota)
     costs = run_costs(load_topology(query), SimConfig(), tm_cores=prof.cpu_quota)
-    assert costs.warmup == w and "measured warm-up" in costs.source
+    if w.saturated:
+        assert costs.warmup == w and "measured warm-up" in costs.source
+    else:  # not overloaded: the rates are the load it got, not a speed; only the first record's delay is used
+        assert costs.warmup is not None and costs.warmup.initial_fraction == 1.0
+        assert costs.warmup.dead_s == w.dead_s and "dead time only" in costs.source
     assert run_costs(load_topology(query), SimConfig(taskmanager_warmup=False), tm_cores=prof.cpu_quota).warmup is None

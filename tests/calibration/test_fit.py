@@ -315,6 +315,18 @@ def test_capacity_is_lifted_to_the_fastest_rate_the_operator_was_seen_to_process
     assert fit.capacity_fit([*slow, SharePoint(share=1.0, capacity=5_000, saturated=False)], cpu, QUOTA) == base
 
 
+def test_a_lift_turns_the_line_about_a_saturation_measured_at_fewer_cores() -> None:
+    """Measured at 0.1 CPU: saturated at 2.8k rec/s on 0.05 cores, seen doing 12k unsaturated on 0.1. Keeping
+    the CPU model's overhead would put the line at 6k on 0.05 cores, twice the saturation measured there."""
+    cpu = CpuModel(idle_cores=0.01, cores_per_record=math.nan, saturated_fraction=1.0)
+    pts = [SharePoint(share=0.5, capacity=2_800, saturated=True, cpu_cores=0.05),
+           SharePoint(share=1.0, capacity=12_000, saturated=False, cpu_cores=0.1)]
+    f = fit.capacity_fit(pts, cpu, 0.1)
+    assert "lifted" in f.method
+    assert f.capacity(0.05) == pytest.approx(2_800, rel=1e-6) and f.capacity(0.1) == pytest.approx(12_000, rel=1e-6)
+    assert f.overhead_cores > 0.01  # more fixed cost than the idle task manager showed
+
+
 def test_fit_recovers_the_cold_start_curve_from_the_coldstart_phase(fitted: QueryProfile) -> None:
     w = fitted.warmup
     assert w is not None and w.saturated

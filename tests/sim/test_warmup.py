@@ -74,6 +74,18 @@ def test_nothing_is_taken_before_the_first_record_then_the_curve_runs() -> None:
     assert expected < 0.5 * 60.0 * cap
 
 
+def test_a_curve_measured_without_overload_is_not_taken_for_a_speed() -> None:
+    """A cold start whose backlog did not grow measured the load it got: the sim keeps only its dead time."""
+    unsaturated = CURVE.model_copy(update={"dead_s": 10.0, "saturated": False})
+    dead_only = CURVE.model_copy(update={"dead_s": 10.0, "initial_fraction": 1.0})
+    runs = [started(w, 50_000.0, 60) for w in (unsaturated, dead_only)]
+    for b in runs:
+        b.advance_to(60.0)
+    a, b = (r.model.rows_array() for r in runs)  # type: ignore[union-attr]
+    assert np.array_equal(a, b, equal_nan=True)
+    assert runs[0].model.totals().processed > 0  # type: ignore[union-attr]
+
+
 def test_a_scale_up_adds_cold_subtasks_and_a_scale_down_keeps_the_warm_ones() -> None:
     b = started(CURVE, 2_000, 900)
     m = b.model

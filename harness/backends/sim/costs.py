@@ -138,11 +138,28 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         calibrated=True,
         source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model} at {profile.cpu_quota:g} CPU, "
                f"{profile.provenance.taskmanager_jit} JIT"
-               + (", measured warm-up" if profile.warmup is not None and cfg.taskmanager_warmup else "")
+               + _warmup_note(profile.warmup if cfg.taskmanager_warmup else None)
                + f" ({profile.provenance.command})",
         meter_delay_s=meter_delay(profile),
-        warmup=profile.warmup if cfg.taskmanager_warmup else None,
+        warmup=usable_warmup(profile.warmup) if cfg.taskmanager_warmup else None,
     )
+
+
+def usable_warmup(w: WarmUp | None) -> WarmUp | None:
+    """The part of a measured cold start the simulator can use. A curve whose cold start was not overloaded
+    (`saturated` false: the sources' backlog did not grow, e.g. the generator fell short) describes the load it
+    got, not the task managers' speed, so only its dead time (the first record's delay) is kept."""
+    if w is None or w.saturated:
+        return w
+    return w.model_copy(update={"initial_fraction": 1.0})
+
+
+def _warmup_note(w: WarmUp | None) -> str:
+    if w is None:
+        return ""
+    if w.saturated:
+        return ", measured warm-up"
+    return ", measured dead time only (its cold start was not overloaded: no warm-up curve)"
 
 
 def meter_delay(profile: QueryProfile) -> float:
