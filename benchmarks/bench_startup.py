@@ -189,7 +189,9 @@ def main() -> None:
                 walls, cpus = [r[0] for r in runs[label]], [r[1] for r in runs[label]]
                 target = TARGETS.get(name)
                 meets = target is not None and statistics.median(walls) <= target
-                verdict = "no target" if target is None else f"target <= {target} s: median {'meets' if meets else 'MISSES'}"
+                verdict = "no target"
+                if target is not None:
+                    verdict = f"target <= {target} s: median {'meets' if meets else 'MISSES'}"
                 print(f"  {label}wall s  {fmt(walls)}  (n={len(walls)}; {verdict})")
                 print(f"  {label}cpu s   {fmt(cpus)}")
             profile = import_profile(args, cwd)
