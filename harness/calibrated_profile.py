@@ -200,13 +200,14 @@ class Meters(_Model):
 
 class WarmUp(_Model):
     """A fresh task manager's speed while its JVM warms up (class loading, the JIT), as a fraction of the
-    warm speed at the same CPU: fraction(c) = 1 - (1 - initial_fraction) x exp(-c / tau_cpu_s).
+    warm speed at the same CPU: nothing until the job's first record (its dead time, d = `dead_s` x
+    `cores` CPU-seconds), then fraction(c) = 1 - (1 - initial_fraction) x exp(-(c - d) / tau_cpu_s).
 
     `c` is the CPU time the task manager may have used since its job started running (seconds since
-    then x the cores of its quota): loading and compiling the hot code is a fixed amount of CPU work
-    competing with the records for the quota, so a task manager half the size warms up in twice the
-    time. That scaling is this model's assumption; the curve was measured overloaded at one quota
-    (`cores`), on fresh task managers.
+    then x the cores of its quota): opening the Kafka consumers, loading and compiling the hot code is a
+    fixed amount of CPU work competing with the records for the quota, so a task manager half the size
+    starts and warms up in twice the time. That scaling is this model's assumption; the curve was
+    measured overloaded at one quota (`cores`), on fresh task managers.
     """
 
     initial_fraction: float = Field(description="fraction of the warm rate at c = 0 (fitted)")
@@ -218,18 +219,40 @@ class WarmUp(_Model):
     rmse: float = math.nan
     saturated: bool = Field(True, description="the sources' backlog grew throughout: the curve is a speed, "
                                               "not the offered rate")
+    dead_s: float = Field(0.0, ge=0.0, description="seconds from the job running until its sources took their "
+                                                   "first record, at `cores` (0: none seen); the curve starts then")
+
+    @property
+    def dead_cpu_s(self) -> float:
+        return self.dead_s * self.cores
 
     def fraction(self, cpu_seconds: float) -> float:
-        if cpu_seconds <= 0.0:
+        c = cpu_seconds - self.dead_cpu_s
+        if self.dead_cpu_s > 0.0 and c < 0.0:
+            return 0.0
+        if c <= 0.0:
             return self.initial_fraction
-        return 1.0 - (1.0 - self.initial_fraction) * math.exp(-cpu_seconds / self.tau_cpu_s)
+        return 1.0 - (1.0 - self.initial_fraction) * math.exp(-c / self.tau_cpu_s)
 
     def mean_fraction(self, cpu_from: float, cpu_to: float) -> float:
-        """The mean fraction between two amounts of CPU time had (the exact integral of `fraction`)."""
+        """The mean fraction between two amounts of CPU time had (the exact integral of `fraction`; the dead
+        time's part of the interval counts as 0)."""
         lo, hi = max(0.0, cpu_from), max(0.0, cpu_to)
         if hi - lo < 1e-12:
             return self.fraction(lo)
+        dead = self.dead_cpu_s
+        if dead <= 0.0:
+            return self._curve_mean(lo, hi)
+        if hi <= dead:
+            return 0.0
+        start = max(lo, dead)
+        return self._curve_mean(start - dead, hi - dead) * (hi - start) / (hi - lo)
+
+    def _curve_mean(self, lo: float, hi: float) -> float:
+        """The curve's exact mean between lo and hi CPU-seconds after the first record."""
         tau = self.tau_cpu_s
+        if hi - lo < 1e-12:
+            return 1.0 - (1.0 - self.initial_fraction) * math.exp(-lo / tau)
         return 1.0 - (1.0 - self.initial_fraction) * tau * (math.exp(-lo / tau) - math.exp(-hi / tau)) / (hi - lo)
 
 

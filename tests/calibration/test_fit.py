@@ -26,10 +26,14 @@ K = {"bids_source": 2.0e-5, "map": 1.0e-5, "sink": 0.5e-5}  # CPU-seconds per in
 SEL = {"bids_source": 1.0, "map": 1.0, "sink": 0.0}
 BUSY_OFFSET, BUSY_GAIN, BUSY_SD = 0.05, 0.9, 0.03
 COLD_F0, COLD_TAU_CPU_S = 0.3, 5.0  # a fresh task manager: 30 % of its warm speed, 1/e of the rest per 5 CPU-s
+COLD_DEAD_S = 12.0  # ... after 12 s of taking nothing (consumers opening, classes loading)
 
 
 def warm_fraction(seconds: float) -> float:
-    return 1.0 - (1.0 - COLD_F0) * math.exp(-seconds * QUOTA / COLD_TAU_CPU_S)
+    """Of the warm speed, `seconds` after the job ran."""
+    if seconds < COLD_DEAD_S:
+        return 0.0
+    return 1.0 - (1.0 - COLD_F0) * math.exp(-(seconds - COLD_DEAD_S) * QUOTA / COLD_TAU_CPU_S)
 
 
 def cap(op: str, cores: float) -> float:
@@ -69,8 +73,8 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
             t += 1.0
             pending += rate - x
             for j, op in enumerate(ops):
-                u = x / caps[op]
-                cores = OVERHEAD + K[op] * x / f
+                u = x / caps[op] if caps[op] > 0 else 0.0
+                cores = OVERHEAD + (K[op] * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
                     busy_now[op] = float(np.clip(BUSY_OFFSET + BUSY_GAIN * u + rng.normal(0, BUSY_SD), 0, 1))
@@ -302,10 +306,13 @@ def test_fit_recovers_the_cold_start_curve_from_the_coldstart_phase(fitted: Quer
     assert w.warm_rate == pytest.approx(cap("bids_source", QUOTA), rel=0.01)
     assert w.initial_fraction == pytest.approx(COLD_F0, abs=0.03)
     assert w.tau_cpu_s == pytest.approx(COLD_TAU_CPU_S, rel=0.1)
-    assert [round(p[0]) for p in w.points] == list(range(5, 90, 10))  # one point per 10-s bin
+    # the dead time, to half a sample (1 s): the middle of the last sample without a record and the first with one
+    assert w.dead_s == pytest.approx(COLD_DEAD_S, abs=0.6)
+    assert [round(p[0] - w.dead_s) for p in w.points] == list(range(5, 75, 10))  # 10-s bins from the first record
     for s, frac in w.points:
         assert frac == pytest.approx(warm_fraction(s), abs=0.03)
-    assert w.fraction(0.0) == pytest.approx(w.initial_fraction) and w.fraction(1e6) == pytest.approx(1.0)
+    assert w.fraction(0.0) == 0.0 and w.fraction(w.dead_cpu_s - 1e-6) == 0.0  # nothing before the first record
+    assert w.fraction(w.dead_cpu_s) == pytest.approx(w.initial_fraction) and w.fraction(1e6) == pytest.approx(1.0)
 
 
 def test_the_cold_start_is_no_plateau_of_the_warm_fits(fitted: QueryProfile) -> None:
@@ -331,3 +338,10 @@ def test_the_mean_fraction_is_the_curves_integral() -> None:
     xs = np.linspace(1.0, 3.0, 20001)
     assert w.mean_fraction(1.0, 3.0) == pytest.approx(float(np.mean([w.fraction(x) for x in xs])), rel=1e-4)
     assert w.mean_fraction(-2.0, 0.0) == pytest.approx(0.2)  # before it began: the start
+    # with a dead time the first 0.5 CPU-s count as 0 and the curve starts after them
+    dead = WarmUp(initial_fraction=0.2, tau_cpu_s=4.0, cores=0.25, warm_rate=1.0, dead_s=2.0)
+    assert dead.dead_cpu_s == pytest.approx(0.5)
+    assert dead.mean_fraction(0.0, 0.5) == 0.0 and dead.fraction(0.49) == 0.0
+    xs = np.linspace(0.0, 3.0, 30001)
+    assert dead.mean_fraction(0.0, 3.0) == pytest.approx(float(np.mean([dead.fraction(x) for x in xs])), rel=1e-3)
+    assert dead.mean_fraction(1.5, 3.5) == pytest.approx(w.mean_fraction(1.0, 3.0), rel=1e-12)  # a shifted curve
