@@ -1,8 +1,9 @@
-"""Instructions (valgrind callgrind's `I refs`) of `bench list` and of a DS2 sim run: a count that the host's
-load does not change, so two checkouts compare on a shared machine where wall times swing by 2x.
+"""Instructions (valgrind callgrind's `I refs`) of `bench --help`, `bench list` and of a DS2 sim run: a count
+that the host's load does not change, so two checkouts compare on a shared machine where wall times swing by 2x.
 
-    .venv/bin/python benchmarks/bench_instructions.py [--baseline DIR] [--only list|sim|sim-imports]
+    .venv/bin/python benchmarks/bench_instructions.py [--baseline DIR] [--only help|list|sim|sim-imports]
 
+- `help`: `python -m harness.cli --help`, the whole process: what every command pays before its own work.
 - `list`: `python -m harness.cli list`, the whole process (interpreter, imports, the command).
 - `sim`: one 140-minute q11 cosine run driven by DS2 through the MAPE loop, in one process
   (benchmarks/bench_sim.py's `scaler_run`, no record written), imports included.
@@ -40,6 +41,7 @@ if {run}:
     print(r["actions"], r["steps"])
 """
 CASES = {
+    "help": ["-m", "harness.cli", "--help"],
     "list": ["-m", "harness.cli", "list"],
     "sim": ["-c", SIM.format(run=True)],
     "sim-imports": ["-c", SIM.format(run=False)],

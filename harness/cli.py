@@ -112,12 +112,38 @@ class _Commands(MutableMapping[str, Any]):
         return len(self._ordered())
 
 
+def _flags_off_unless_given(params: list[Any]) -> None:
+    """typer's own flags (`--help`, `--install-completion`, `--show-completion`) default to None, not False.
+
+    typer converts every parameter's value through a pydantic validator it builds on first use, unless the
+    value is already a bool: a None default makes it import pydantic and build three validators on every
+    command (0.1-0.2 s, more than the rest of `bench list`). These flags are never handed to a command
+    (expose_value False) and their callbacks act only on a true value, so False means what None meant."""
+    for param in params:
+        if getattr(param, "is_bool_flag", False) and not param.expose_value and param.default is None:
+            param.default = False
+
+
 class _BenchGroup(TyperGroup):
-    """The `bench` group: the command-group modules are imported when one of their commands is needed."""
+    """The `bench` group: the command-group modules are imported when one of their commands is needed, and
+    a command that needs no pydantic for its own options does not import it (`_flags_off_unless_given`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.commands = _Commands(dict(self.commands))
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        _flags_off_unless_given(params)
+        return params
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        # the command's own --help option: built here with `bench`'s context, whose help option names
+        # (-h, --help) its context inherits unless the command sets its own
+        if command is not None and "help_option_names" not in (command.context_settings or {}):
+            _flags_off_unless_given(command.get_params(ctx))
+        return name, command, rest
 
 
 app = typer.Typer(

@@ -3,16 +3,21 @@
 Everything comes from the typed configs themselves - field names, types, defaults and
 descriptions of the pydantic models, the models' and modules' docstrings - so the listing cannot
 drift from what a run validates. An autoscaler's paper reference is the first line of its module
-docstring (every autoscaler module opens with its source), the origin of its defaults the first line
-of its config's docstring. A parameter's unit is the one its field declares
+docstring (every autoscaler module opens with its source; read from the source, so listing imports
+the config models but no implementation), the origin of its defaults the first line of its config's
+docstring. A parameter's unit is the one its field declares
 (`json_schema_extra={"unit": ...}`), else what its name (`_s`, `_ms`) or description says, else none.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -110,12 +115,26 @@ def _first_line(doc: str | None) -> str:
     return " ".join(out)
 
 
+def module_docstring(module: str) -> str | None:
+    """A module's docstring, read from its source when it is not imported yet: an autoscaler's paper
+    reference without importing its implementation (numpy, scipy, statsmodels, networkx)."""
+    if module in sys.modules:
+        return sys.modules[module].__doc__
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return importlib.import_module(module).__doc__  # no source to read (bytecode only, an extension)
+    return ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")), clean=False)
+
+
 def describe_autoscaler(name: str) -> Described:
+    """An autoscaler's parameters from its config model; its reference from its implementation's module
+    docstring, read without importing the implementation."""
     import autoscalers
 
-    cls = autoscalers.autoscaler_class(name)
-    module = sys.modules[cls.__module__]
-    return Described(name, _first_line(module.__doc__), _first_line(cls.Config.__doc__), parameters(cls.Config))
+    config = autoscalers.config_class(name)
+    implementation = autoscalers.REGISTRY[name].implementation.split(":")[0]
+    return Described(name, _first_line(module_docstring(implementation)), _first_line(config.__doc__),
+                     parameters(config))
 
 
 def describe_pattern(name: str) -> Described:

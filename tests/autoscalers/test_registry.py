@@ -78,6 +78,43 @@ def test_an_autoscaler_that_fails_to_import_is_an_error_that_says_so(monkeypatch
         AutoscalerSpec(name="broken")
 
 
+def test_the_registry_names_every_implementation_with_its_own_name_and_config():
+    """REGISTRY (names -> "module:Class" strings, read without importing) is the one list of autoscalers: each
+    entry's implementation carries that name and that config, and every concrete autoscaler in the package
+    is registered."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from autoscalers.base import Autoscaler
+    from harness.listing import module_docstring
+
+    for name in NAMES:
+        cls = autoscalers.autoscaler_class(name)
+        assert (cls.name, cls.Config) == (name, autoscalers.config_class(name)), name
+        # `bench list --details` reads the reference from the source: the same docstring the module has
+        assert module_docstring(cls.__module__) == sys.modules[cls.__module__].__doc__, name
+    for info in pkgutil.walk_packages(autoscalers.__path__, "autoscalers."):
+        importlib.import_module(info.name)
+
+    def concrete(cls: type) -> list[type]:
+        subs = [c for sub in cls.__subclasses__() for c in [sub, *concrete(sub)]]
+        return [c for c in subs if c.__module__.startswith("autoscalers.") and not inspect.isabstract(c)]
+
+    implemented = {c.name for c in concrete(Autoscaler) if "name" in vars(c)}
+    assert implemented == set(NAMES)
+
+
+def test_reading_a_docstring_from_source_needs_no_import(tmp_path, monkeypatch):
+    from harness.listing import module_docstring
+
+    source = '"""Paper (2024), sec. 3.\n\nMore."""\nraise RuntimeError("imported")\n'
+    (tmp_path / "lean_probe_mod.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert module_docstring("lean_probe_mod") == "Paper (2024), sec. 3.\n\nMore."
+    assert "lean_probe_mod" not in sys.modules
+
+
 def test_an_unknown_name_lists_the_valid_ones():
     with pytest.raises(autoscalers.UnknownAutoscaler, match="unknown autoscaler 'dhalon'; valid choices: hpa-cpu"):
         autoscalers.create("dhalon")

@@ -8,6 +8,7 @@ themselves are a benchmark (benchmarks/bench_startup.py), not a test.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -76,12 +77,41 @@ def test_list_imports_no_numpy_and_no_data_or_stack_library() -> None:
 
 def test_list_names_things_without_building_their_config_models() -> None:
     """Plain `bench list` prints names: the registries of names, no pattern or autoscaler config model (pydantic
-    classes built at import) and no autoscaler implementation; typer alone brings pydantic itself."""
+    classes built at import), no autoscaler implementation, and no pydantic at all (typer's validators for its
+    own --help / --install-completion / --show-completion flags are not built: cli._flags_off_unless_given)."""
     modules = full_modules_of("list")
     assert {"autoscalers", "workloads.pattern_names"} <= modules  # it did name them
     ours = {m for m in modules if m.startswith(("autoscalers.", "workloads."))}
     assert ours == {"workloads.pattern_names"}, sorted(ours)
     assert "rich._emoji_codes" not in modules  # plain text: no emoji table
+    validators = {"pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typer._adapters",
+                  "importlib.metadata"}
+    assert not modules & validators, sorted(modules & validators)
+
+
+# what `bench list` may import beyond what `bench --help` does: the registries of names it prints
+LIST_BEYOND_HELP = {"autoscalers", "harness.query_names", "workloads", "workloads.pattern_names"}
+
+
+def test_list_imports_nothing_beyond_help_but_the_registries_of_names() -> None:
+    """`bench list` costs what `bench --help` costs: any module it adds beyond the names it prints (a config
+    model, pydantic, a command group, a YAML parser) is a regression of its start-up (issue 13)."""
+    extra = full_modules_of("list") - full_modules_of("--help")
+    assert extra <= LIST_BEYOND_HELP, sorted(extra - LIST_BEYOND_HELP)
+    assert {"autoscalers", "workloads.pattern_names"} <= extra  # the probe did list
+
+
+def test_typers_own_flags_still_act_when_given_and_options_are_still_validated() -> None:
+    """Defaulting typer's --help / --show-completion flags to False (not None) keeps what they do."""
+    assert "Usage: bench list [OPTIONS]" in subprocess.run(
+        [sys.executable, "-m", "harness.cli", "list", "--help"], capture_output=True, text=True, check=True).stdout
+    # under bash (not exec'd by it: a command follows), so typer detects the shell from the parent process
+    shown = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m harness.cli --show-completion; exit $?"],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert shown.returncode == 0 and "_BENCH_COMPLETE" in shown.stdout, shown.stdout + shown.stderr
+    bad = subprocess.run([sys.executable, "-m", "harness.cli", "pattern", "cosine", "--seed", "x"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--seed" in bad.stderr and "integer" in bad.stderr, bad.stdout + bad.stderr
 
 
 def test_the_pattern_names_are_the_pattern_models() -> None:
@@ -91,12 +121,18 @@ def test_the_pattern_names_are_the_pattern_models() -> None:
     assert tuple(PARAMS) == PATTERN_NAMES
 
 
-def test_list_details_imports_no_data_or_stack_library() -> None:
-    loaded = imported_by("list", "--details")
-    # autoscaler implementations (scipy, statsmodels, networkx) are the autoscaler registry's business
-    banned = {"pandas", "pyarrow", "matplotlib", "pyspark", "kubernetes", "confluent_kafka", "requests",
-              "prometheus_api_client"}
+def test_list_details_imports_the_config_models_but_no_implementation() -> None:
+    """`bench list --details` builds every autoscaler's and pattern's config model (pydantic) and reads each
+    autoscaler's paper reference from its implementation's source: no numpy, scipy, statsmodels or networkx."""
+    modules = full_modules_of("list", "--details")
+    loaded = {m.split(".")[0] for m in modules}
+    assert {"pydantic", "autoscalers.mpc.config", "workloads.pattern_config"} <= loaded | modules  # it did build them
+    banned = {"numpy", "scipy", "statsmodels", "networkx", "pandas", "pyarrow", "matplotlib", "pyspark",
+              "kubernetes", "confluent_kafka", "requests", "prometheus_api_client"}
     assert not loaded & banned, sorted(loaded & banned)
+    implementations = {m for m in modules if m.endswith((".scaler", ".thresholds", ".spl", ".mead_models",
+                                                         ".gesscale_model", ".forecast", ".search"))}
+    assert implementations == set(), sorted(implementations)
 
 
 def test_validate_imports_no_numpy(tmp_path: Path) -> None:
