@@ -76,7 +76,9 @@ def register(app: typer.Typer) -> None:
                                                        "measure overloaded (1 always)")] = "1",
         quick: Annotated[bool, typer.Option(
             help="shorter phases, no reactive rescale (q1 + q11 in <= 10 min)")] = False,
-        quota: Annotated[float, typer.Option(help="task-manager CPU quota (cores) to calibrate at")] = 0.25,
+        quota: Annotated[float, typer.Option(
+            help="task-manager CPU quota (cores) to calibrate at: one profile per quota, a sim run uses the "
+                 "nearest to its task managers' CPUs")] = 0.25,
         jit: Annotated[TaskManagerJit, typer.Option(
             help="the task managers' JIT (local.taskmanager_jit): measure with the one the runs use")
                        ] = TaskManagerJit.C1,
