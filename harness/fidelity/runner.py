@@ -37,7 +37,8 @@ class FidelityRun:
 
     def plan(self) -> CellPlan:
         """What its record says: done, to do, failed, interrupted, or stale (another configuration)."""
-        return classify(Cell(cell_id=self.run_id, repetition=self.repetition, experiment=self.experiment),
+        return classify(Cell(cell_id=f"{self.backend}/{self.cell_id}", repetition=self.repetition,
+                             experiment=self.experiment),
                         self.run_dir)
 
 

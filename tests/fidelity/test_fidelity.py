@@ -184,6 +184,7 @@ def test_a_resumed_check_never_mixes_configurations(tmp_path: Path) -> None:
     r = runner.invoke(app, ["fidelity", str(src), *args])
     assert r.exit_code == 2, r.output
     assert "2 run(s)" in r.output and "loop.cooldown_s: 30.0 -> 45.0" in r.output and "--rerun-stale" in r.output
+    assert "sim/ds2-r0: " in r.output and "-r0-r0" not in r.output
     assert run_yaml.read_text() == before  # nothing ran
     r = runner.invoke(app, ["fidelity", str(src), "--report-only", "--reps", "1", "--results", str(results),
                             "--out", str(out)])
