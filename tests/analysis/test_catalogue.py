@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from harness.config import read_yaml
-from harness.reproduce.catalogue import LOAD_SCALE, PAPERS
+from harness.reproduce.catalogue import EVEN_PARTITIONS, LOAD_SCALE, PAPERS
 from harness.reproduce.claims import Holds, Relative, Select, flat_config
 from harness.reproduce.run import REPO, Options, load_matrices
 
@@ -119,3 +119,22 @@ def test_every_papers_metrics_window_holds_two_scrapes(key: str) -> None:
     assert (runs["config.backend"] == "sim").all()
     short = runs[runs["config.loop.metrics_window_s"] < 2 * runs["config.sim.scrape_interval_s"]]
     assert short.empty, short[["matrix", "autoscaler", "config.loop.metrics_window_s"]].drop_duplicates().to_string()
+
+
+def test_the_gesscale_partition_check_is_gesscale_fog_with_the_input_spread_evenly() -> None:
+    """gesscale-partitions.yaml is gesscale-fog.yaml with a partition count every replica count divides (so no
+    source subtask reads more partitions than another), and its claims select exactly its runs."""
+    check, fog = _base("experiments/gesscale-partitions.yaml"), _base("experiments/gesscale-fog.yaml")
+    assert check.pop("kafka") == {"partitions": EVEN_PARTITIONS}
+    assert "kafka" not in fog and check == fog
+    pool = int(fog["scale_manager"]["max_taskmanagers"])  # type: ignore[index]
+    assert all(EVEN_PARTITIONS % n == 0 for n in range(1, pool + 1))
+    runs = planned_runs("gesscale")
+    even = [c for c in PAPERS["gesscale"].claims if "input spread evenly" in c.claim]
+    assert len(even) == 5
+    for claim in even:
+        assert isinstance(claim, Relative)
+        for sel in (claim.subject, claim.baseline):
+            picked = runs[sel.mask(runs)]
+            assert len(picked) == 3 and set(picked["matrix"]) == {"gesscale-partitions"}, claim.claim
+            assert (picked["config.kafka.partitions"] == EVEN_PARTITIONS).all()
