@@ -1,6 +1,7 @@
 """The calibrated profile of one query: what `bench calibrate` measured and the simulator reads.
 
-One YAML file per query in `queries/topologies/calibrated/<query>.yaml`, beside the first-guess
+One YAML file per query and task-manager quota in `queries/topologies/calibrated/<query>.cpu-<quota>.yaml`
+(the simulator uses the one nearest its task managers' CPUs), beside the first-guess
 topology (`queries/topologies/<query>.yaml`, which keeps the operator graph). Everything in it was
 measured on the machine named in `provenance`, at the task-manager CPU quota in `cpu_quota`:
 
@@ -200,13 +201,14 @@ class Meters(_Model):
 
 class WarmUp(_Model):
     """A fresh task manager's speed while its JVM warms up (class loading, the JIT), as a fraction of the
-    warm speed at the same CPU: fraction(c) = 1 - (1 - initial_fraction) x exp(-c / tau_cpu_s).
+    warm speed at the same CPU: nothing until the job's first record (its dead time, d = `dead_s` x
+    `cores` CPU-seconds), then fraction(c) = 1 - (1 - initial_fraction) x exp(-(c - d) / tau_cpu_s).
 
     `c` is the CPU time the task manager may have used since its job started running (seconds since
-    then x the cores of its quota): loading and compiling the hot code is a fixed amount of CPU work
-    competing with the records for the quota, so a task manager half the size warms up in twice the
-    time. That scaling is this model's assumption; the curve was measured overloaded at one quota
-    (`cores`), on fresh task managers.
+    then x the cores of its quota): opening the Kafka consumers, loading and compiling the hot code is a
+    fixed amount of CPU work competing with the records for the quota, so a task manager half the size
+    starts and warms up in twice the time. That scaling is this model's assumption; the curve was
+    measured overloaded at one quota (`cores`), on fresh task managers.
     """
 
     initial_fraction: float = Field(description="fraction of the warm rate at c = 0 (fitted)")
@@ -218,18 +220,40 @@ class WarmUp(_Model):
     rmse: float = math.nan
     saturated: bool = Field(True, description="the sources' backlog grew throughout: the curve is a speed, "
                                               "not the offered rate")
+    dead_s: float = Field(0.0, ge=0.0, description="seconds from the job running until its sources took their "
+                                                   "first record, at `cores` (0: none seen); the curve starts then")
+
+    @property
+    def dead_cpu_s(self) -> float:
+        return self.dead_s * self.cores
 
     def fraction(self, cpu_seconds: float) -> float:
-        if cpu_seconds <= 0.0:
+        c = cpu_seconds - self.dead_cpu_s
+        if self.dead_cpu_s > 0.0 and c < 0.0:
+            return 0.0
+        if c <= 0.0:
             return self.initial_fraction
-        return 1.0 - (1.0 - self.initial_fraction) * math.exp(-cpu_seconds / self.tau_cpu_s)
+        return 1.0 - (1.0 - self.initial_fraction) * math.exp(-c / self.tau_cpu_s)
 
     def mean_fraction(self, cpu_from: float, cpu_to: float) -> float:
-        """The mean fraction between two amounts of CPU time had (the exact integral of `fraction`)."""
+        """The mean fraction between two amounts of CPU time had (the exact integral of `fraction`; the dead
+        time's part of the interval counts as 0)."""
         lo, hi = max(0.0, cpu_from), max(0.0, cpu_to)
         if hi - lo < 1e-12:
             return self.fraction(lo)
+        dead = self.dead_cpu_s
+        if dead <= 0.0:
+            return self._curve_mean(lo, hi)
+        if hi <= dead:
+            return 0.0
+        start = max(lo, dead)
+        return self._curve_mean(start - dead, hi - dead) * (hi - start) / (hi - lo)
+
+    def _curve_mean(self, lo: float, hi: float) -> float:
+        """The curve's exact mean between lo and hi CPU-seconds after the first record."""
         tau = self.tau_cpu_s
+        if hi - lo < 1e-12:
+            return 1.0 - (1.0 - self.initial_fraction) * math.exp(-lo / tau)
         return 1.0 - (1.0 - self.initial_fraction) * tau * (math.exp(-lo / tau) - math.exp(-hi / tau)) / (hi - lo)
 
 
@@ -247,7 +271,7 @@ class QueryProfile(_Model):
 
     def save(self, directory: Path = CALIBRATED_DIR) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{self.query}.yaml"
+        path = directory / profile_file_name(self.query, self.cpu_quota)
         tmp = path.with_suffix(".yaml.tmp")
         header = (f"# Calibrated on the local stack by `{self.provenance.command}` ({self.provenance.date}).\n"
                   "# Written by harness.calibration; read by the simulator. Do not edit by hand: re-run it.\n")
@@ -269,16 +293,46 @@ def _plain(obj: object) -> object:
     return obj
 
 
-def profile_path(query: str, directory: Path | None = None) -> Path:
-    """`queries/topologies/calibrated/<query>.yaml`: the one place the name is made (the sim and run identity)."""
-    return (directory or CALIBRATED_DIR) / f"{query}.yaml"
+def profile_file_name(query: str, quota: float) -> str:
+    """`<query>.cpu-<quota>.yaml`: a profile is named by the task-manager quota it was measured at."""
+    return f"{query}.cpu-{quota:g}.yaml"
 
 
-def load_profile(query: str, directory: Path | None = None) -> QueryProfile | None:
-    """The calibrated profile of `query`, or None when it was never calibrated."""
-    path = profile_path(query, directory)
-    if not path.exists():
+def profile_quotas(query: str, directory: Path | None = None) -> dict[float, Path]:
+    """Every calibrated profile of `query`, by the quota in its file name."""
+    out: dict[float, Path] = {}
+    prefix = f"{query}.cpu-"
+    for path in (directory or CALIBRATED_DIR).glob(f"{prefix}*.yaml"):
+        try:
+            out[float(path.name[len(prefix):-len(".yaml")])] = path
+        except ValueError:
+            continue
+    return out
+
+
+def profile_path(query: str, cores: float | None = None, directory: Path | None = None) -> Path | None:
+    """The profile the simulator uses for task managers of `cores` CPUs: the one measured at the nearest quota
+    (by ratio; a tie goes to the larger), because capacity per CPU is not constant (a task manager's fixed
+    overhead weighs more at a small quota) and a line fitted at one quota extrapolates poorly to another.
+    `cores` None: the largest quota. None when `query` was never calibrated. The one place a profile is picked
+    (the simulator and the run identity)."""
+    found = profile_quotas(query, directory)
+    if not found:
         return None
+    if cores is None or not cores > 0:
+        return found[max(found)]
+    return found[min(found, key=lambda q: (abs(math.log(cores / q)), -q))]
+
+
+def load_profile(query: str, directory: Path | None = None, cores: float | None = None) -> QueryProfile | None:
+    """The calibrated profile of `query` for task managers of `cores` CPUs (`profile_path`), or None when it
+    was never calibrated."""
+    path = profile_path(query, cores, directory)
+    return None if path is None else read_profile(path)
+
+
+def read_profile(path: Path) -> QueryProfile:
+    """One profile file, validated (a broken file is named)."""
     raw = yaml.safe_load(path.read_text())
     try:
         return QueryProfile.model_validate(_none_to_nan(raw))

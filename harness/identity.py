@@ -55,8 +55,9 @@ def model_inputs(config: dict[str, Any]) -> dict[str, str]:
     """Digests of the files a run's model reads besides its config, by role; empty for a real backend.
 
     A sim run reads the query's topology (operators, first-guess costs, partitions) and, unless
-    `sim.profile` is `first_guess`, its calibrated profile ("absent" when the query has none: a
-    profile added later changes the run). Local and k8s runs measure the real system instead."""
+    `sim.profile` is `first_guess`, the calibrated profile nearest its task managers' CPUs, named with
+    its digest ("absent" when the query has none: a profile added later changes the run). Local and
+    k8s runs measure the real system instead."""
     if config.get("backend") != "sim":
         return {}
     from harness.calibrated_profile import profile_path  # only sim identities read the model files
@@ -64,9 +65,12 @@ def model_inputs(config: dict[str, Any]) -> dict[str, str]:
 
     query = str(config.get("query"))
     out = {"topology": _file_digest(topology_path(query))}
-    sim = config.get("sim")
-    if not isinstance(sim, dict) or sim.get("profile", "calibrated") == "calibrated":
-        out["calibrated_profile"] = _file_digest(profile_path(query))
+    sim: dict[str, Any] = config["sim"] if isinstance(config.get("sim"), dict) else {}
+    local: dict[str, Any] = config["local"] if isinstance(config.get("local"), dict) else {}
+    if sim.get("profile", "calibrated") == "calibrated":
+        cores = sim.get("taskmanager_cpu") or local.get("taskmanager_cpu_quota")  # as the sim backend picks them
+        path = profile_path(query, float(cores) if cores else None)
+        out["calibrated_profile"] = f"{path.name} {_file_digest(path)}" if path else "absent"
     return out
 
 

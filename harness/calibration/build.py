@@ -359,10 +359,15 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     bin_s = float(cold.extra.get("bin_s") or 10.0)
     srcs = [s.name for s in topology.sources]
     cold_samples = m.samples[m.samples.phase == cold.name]
+    # the job's dead time (running, but no record taken yet: consumers opening, classes loading at the quota)
+    # is measured on its own; the curve's bins start at the first record
+    dead = fit.first_record_delay(cold_samples, srcs, cold.t0)
+    if not math.isfinite(dead):  # no record in the whole phase: no curve to fit
+        return None
     mids, rates = [], []
-    t = cold.t0
+    t = cold.t0 + dead
     while t + bin_s <= cold.t1 + 1e-6:
-        mids.append(t + bin_s / 2 - cold.t0)
+        mids.append(t + bin_s / 2 - cold.t0 - dead)
         rates.append(fit.sources_rate(cold_samples, srcs, t, t + bin_s))
         t += bin_s
     # saturated: the sources' backlog grew by a tenth of the offered load at least, from each source subtask's
@@ -372,7 +377,8 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     for _, g in pend.groupby(["operator", "subtask"]):
         growth += float(g.pending.iloc[-1] - g.pending.iloc[0])
     grew = not pend.empty and growth > 0.1 * cold.rate * (cold.t1 - cold.t0)
-    return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew)
+    return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew,
+                      dead_s=dead)
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:

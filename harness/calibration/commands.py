@@ -56,7 +56,7 @@ def _estimate(topology: Any, quota: float) -> tuple[dict[str, float], dict[str, 
     from harness.backends.sim.costs import FIRST_GUESS_CPU
     from harness.calibrated_profile import load_profile
 
-    prof = load_profile(topology.query)
+    prof = load_profile(topology.query, cores=quota)
     if prof is not None:
         cap = {n: o.capacity_fit.capacity(quota * o.cpu.saturated_fraction) for n, o in prof.operators.items()}
         sel = {n: o.selectivity for n, o in prof.operators.items()}
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option()] = 1,
     ) -> None:
         """Measure capacities, costs, readings, start-up and rescale downtime on the local stack; write
-        the simulator's calibrated profiles (queries/topologies/calibrated/<q>.yaml)."""
+        the simulator's calibrated profiles (queries/topologies/calibrated/<q>.cpu-<quota>.yaml)."""
         from harness.topology import available_queries, load_topology
 
         queries = list(query) or list(QUICK_QUERIES if quick else ALL_QUERIES)

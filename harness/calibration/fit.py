@@ -117,6 +117,25 @@ def sources_rate(samples: pd.DataFrame, sources: Sequence[str], t0: float, t1: f
     return float(sum(finite)) if finite else math.nan
 
 
+def first_record_delay(samples: pd.DataFrame, sources: Sequence[str], t0: float) -> float:
+    """Seconds from t0 until the job's sources took their first record: for each source subtask, the middle of
+    the last sample before its `rec_out` counter left 0 (or t0) and the first one after; the earliest subtask
+    counts. NaN when no source took a record in the samples."""
+    seg = samples[(samples.t >= t0) & samples.operator.isin(list(sources))].sort_values("t")
+    best = math.nan
+    for _, g in seg.groupby(["operator", "subtask"]):
+        t = g.t.to_numpy(dtype=float)
+        out = g.rec_out.to_numpy(dtype=float)
+        moved = np.flatnonzero(np.isfinite(out) & (out > 0))
+        if len(moved) == 0:
+            continue
+        k = int(moved[0])
+        before = float(t[k - 1]) if k > 0 else t0
+        delay = 0.5 * (before + float(t[k])) - t0
+        best = delay if not math.isfinite(best) else min(best, delay)
+    return best
+
+
 def distinct_updates(values: np.ndarray) -> np.ndarray:
     """A gauge polled faster than it updates repeats itself: keep one value per update (value changes)."""
     v = np.asarray(values, dtype=float)
@@ -307,11 +326,11 @@ def downtime_model(points: Sequence[tuple[float, float]], slope_s_per_gb: float,
 
 
 def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, cores: float,
-           saturated: bool = True) -> WarmUp | None:
-    """Fit fraction(c) = 1 - (1 - f0) exp(-c / tau) to the rates of fresh task managers (`seconds` since the
-    job ran, c = seconds x `cores`) over their warm rate. tau is held below ten times the CPU time measured
-    (a curve still flat at its end says "slow for longer than measured", not how long). None without a warm
-    rate or with fewer than four bins."""
+           saturated: bool = True, dead_s: float = 0.0) -> WarmUp | None:
+    """Fit fraction(c) = 1 - (1 - f0) exp(-c / tau) to the rates of fresh task managers (`seconds` since their
+    first record, which came `dead_s` after the job ran; c = seconds x `cores`) over their warm rate. tau is
+    held below ten times the CPU time measured (a curve still flat at its end says "slow for longer than
+    measured", not how long). None without a warm rate or with fewer than four bins."""
     from scipy.optimize import curve_fit  # calibration only: keep it off the simulator's import path
 
     t = np.asarray(seconds, dtype=float)
@@ -331,4 +350,5 @@ def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, c
                              bounds=([0.0, 1e-3], [1.0, longest]))
     rmse = float(np.sqrt(np.mean((curve(c, f0, tau) - f) ** 2)))
     return WarmUp(initial_fraction=float(f0), tau_cpu_s=float(tau), cores=cores, warm_rate=warm_rate,
-                  points=[(float(x), float(y)) for x, y in zip(t, f, strict=True)], rmse=rmse, saturated=saturated)
+                  points=[(float(x + dead_s), float(y)) for x, y in zip(t, f, strict=True)], rmse=rmse,
+                  saturated=saturated, dead_s=float(dead_s))

@@ -27,13 +27,16 @@ def register(app: typer.Typer) -> None:
             help="flock this file around each local run (the shared machine's lock)")] = None,
         report_only: Annotated[bool, typer.Option(help="run nothing: report on what is recorded")] = False,
         sim_only: Annotated[bool, typer.Option(help="run only the sim cells (then report what exists)")] = False,
+        rerun_stale: Annotated[bool, typer.Option(
+            help="replace runs recorded with another configuration (else nothing runs while any exists)")] = False,
     ) -> None:
         """Same cells on local and sim: per-cell differences of TM-minutes, latency (both definitions),
         scale count, first action and load shortfall; Kendall tau of the rankings (Markdown + HTML)."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from harness.config import ConfigError, Matrix, read_yaml, validate_model
-        from harness.fidelity.runner import fidelity_runs, run_all
+        from harness.fidelity.runner import fidelity_runs, run_all, stale_runs
+        from harness.matrix import describe_stale
 
         if reps < 1 or local_reps < 1:
             err.print("[bold red]error:[/] --reps and --local-reps must be >= 1")
@@ -48,6 +51,15 @@ def register(app: typer.Typer) -> None:
         failed = 0
         if not report_only:
             todo = [r for r in runs if not (sim_only and r.backend == "local")]
+            stale = stale_runs(todo)
+            if stale and not rerun_stale:
+                err.print(f"{file}: {len(stale)} run(s) under {results / matrix.name} were made with another "
+                          "configuration (fields: old -> new):", markup=False, highlight=False)
+                for line in describe_stale(stale):
+                    err.print(line, markup=False, highlight=False)
+                err.print("nothing ran; --rerun-stale replaces them, or use another --results directory",
+                          markup=False, highlight=False)
+                raise typer.Exit(2)
             with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
                 task = progress.add_task(matrix.name, total=len(todo))
@@ -76,14 +88,20 @@ def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, P
     """Read the recorded runs, compare, and write the report (missing runs are left out and named)."""
     from harness.fidelity.compare import compare_cell, rank_agreement, run_metrics
     from harness.fidelity.report import ReportInput, write_report
-    from harness.record import is_complete, read_run_record
+    from harness.matrix import CellState
+    from harness.record import read_run_record
 
     by_cell: dict[str, dict[str, list[Any]]] = {}
     missing: list[str] = []
+    stale: list[str] = []
     exps: dict[str, Any] = {}
     for r in runs:
         exps.setdefault(r.cell_id, r.experiment)
-        if not is_complete(r.run_dir):
+        state = r.plan().state
+        if state == CellState.STALE:  # made with another configuration: never compared as this cell
+            stale.append(r.run_id)
+            continue
+        if state != CellState.DONE:
             missing.append(r.run_id)
             continue
         by_cell.setdefault(r.cell_id, {"local": [], "sim": []})[r.backend].append(read_run_record(r.run_dir))
@@ -99,6 +117,9 @@ def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, P
         records[cell_id] = (recs["local"], recs["sim"])
     taus = rank_agreement(cells)
     notes = _notes(matrix, runs, by_cell, missing)
+    if stale:
+        notes.append(f"made with another configuration (stale; `--rerun-stale` replaces them), left out: "
+                     f"{', '.join(stale)}")
     return write_report(ReportInput(f"Fidelity: {matrix.name}", source, notes, cells, taus, records), out,
                         matrix.name)
 

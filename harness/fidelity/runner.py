@@ -5,7 +5,10 @@ A fidelity file is an ordinary matrix file; its `repetitions` are ignored in fav
 arrivals are the local run's, and vary only `sim.noise_seed` (the readings' noise): the sim
 answers "the same experiment", its spread is the measurement model's. Run records land in
 `<results>/<name>/local/<cell>-r<k>` and `<results>/<name>/sim/<cell>-r<k>`; complete ones are
-skipped (resumable). Local cells run one at a time, each under the machine-wide lock if given.
+skipped (resumable) if their record has the run's configuration hash (`harness.identity`: for a sim
+run that includes the calibrated profile), as in `bench matrix`: a record made with another
+configuration is stale and is never counted or silently replaced. Local cells run one at a time,
+each under the machine-wide lock if given.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import Cell, Experiment, Matrix, matrix_cells
-from harness.record import is_complete
+from harness.matrix import CellPlan, CellState, classify
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,16 @@ class FidelityRun:
     @property
     def run_id(self) -> str:
         return f"{self.backend}/{self.cell_id}-r{self.repetition}"
+
+    def plan(self) -> CellPlan:
+        """What its record says: done, to do, failed, interrupted, or stale (another configuration)."""
+        return classify(Cell(cell_id=self.run_id, repetition=self.repetition, experiment=self.experiment),
+                        self.run_dir)
+
+
+def stale_runs(runs: list[FidelityRun]) -> list[CellPlan]:
+    """The runs whose record was made with another configuration (fields named, old -> new)."""
+    return [p for p in (r.plan() for r in runs) if p.state == CellState.STALE]
 
 
 def fidelity_runs(matrix: Matrix, source: str, results: Path, reps: int, local_reps: int) -> list[FidelityRun]:
@@ -66,11 +79,12 @@ def machine_lock(path: Path | None) -> Iterator[None]:
 
 def run_all(runs: list[FidelityRun], lock: Path | None, on_done: Callable[[FidelityRun, str], None],
             on_progress: Callable[[FidelityRun, float, float], None] | None = None) -> None:
-    """Sim runs first (a second or two each), then the local runs one at a time."""
+    """Sim runs first (a second or two each), then the local runs one at a time. A run done with the same
+    configuration is skipped; everything else runs (the caller decides about stale records first)."""
     from harness.runner import run_experiment
 
     for r in sorted(runs, key=lambda r: r.backend != "sim"):
-        if is_complete(r.run_dir):
+        if r.plan().state == CellState.DONE:
             on_done(r, "skipped")
             continue
         progress = (lambda t, total, r=r: on_progress(r, t, total)) if on_progress else None

@@ -15,10 +15,11 @@ import pytest
 
 from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import run_costs
-from harness.calibrated_profile import CALIBRATED_DIR, load_profile
+from harness.calibrated_profile import CALIBRATED_DIR, load_profile, profile_quotas, read_profile
 from harness.topology import load_topology
 
-COMMITTED = sorted(p.stem for p in Path(CALIBRATED_DIR).glob("*.yaml"))
+FILES = sorted(Path(CALIBRATED_DIR).glob("*.yaml"))
+COMMITTED = sorted({p.name.split(".cpu-")[0] for p in FILES})  # the calibrated queries
 FIT_TOLERANCE = 0.15  # of the capacity at share 1.0: how far the fitted line may pass from a saturated point
 
 
@@ -26,21 +27,27 @@ def test_q1_has_a_committed_profile() -> None:
     assert "q1" in COMMITTED
 
 
-@pytest.mark.parametrize("query", COMMITTED)
-def test_committed_profile_was_measured_with_the_local_default_jit(query: str) -> None:
+def test_every_committed_profile_is_named_by_its_query_and_quota() -> None:
+    for path in FILES:
+        prof = read_profile(path)
+        assert path.name == f"{prof.query}.cpu-{prof.cpu_quota:g}.yaml", path.name
+        assert profile_quotas(prof.query)[prof.cpu_quota] == path
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_committed_profile_was_measured_with_the_local_default_jit(path: Path) -> None:
     """A sim run of a local experiment is the same experiment only if the profile describes the JVMs the local
     run starts: with C2 a 0.1-0.25 CPU task manager compiles for minutes, with C1 it settles in seconds."""
     from harness.backends.local.config import LocalConfig
 
-    prof = load_profile(query)
-    assert prof is not None
+    prof = read_profile(path)
     assert prof.provenance.taskmanager_jit == LocalConfig().taskmanager_jit
 
 
-@pytest.mark.parametrize("query", COMMITTED)
-def test_committed_profile_is_physically_sensible(query: str) -> None:
-    prof = load_profile(query)
-    assert prof is not None
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_committed_profile_is_physically_sensible(path: Path) -> None:
+    prof = read_profile(path)
+    query = prof.query
     pv = prof.provenance
     assert pv.command.startswith("bench calibrate") and pv.cpu_model and pv.host_cpus >= 1
     assert math.isfinite(pv.host_load.before_1m), "the host's load must be recorded with the measurement"
@@ -72,29 +79,34 @@ def test_committed_profile_is_physically_sensible(query: str) -> None:
 
 
 @pytest.mark.parametrize("query", COMMITTED)
-def test_the_sim_runs_on_the_committed_profile_unless_told_otherwise(query: str) -> None:
+def test_the_sim_runs_on_the_profile_of_the_nearest_quota_unless_told_otherwise(query: str) -> None:
     topo = load_topology(query)
-    prof = load_profile(query)
-    assert prof is not None
-    costs = run_costs(topo, SimConfig(), tm_cores=0.1)
-    assert costs.calibrated and prof.provenance.date in costs.source
-    src = prof.operators[topo.names[0]]
-    assert costs.ops[0].capacity(0.1) == pytest.approx(src.capacity_fit.capacity(0.1 * src.cpu.saturated_fraction))
+    quotas = profile_quotas(query)
+    for cores in (0.05, 0.1, 0.2, 0.25, 1.0, 4.0):
+        nearest = min(quotas, key=lambda q: (abs(math.log(cores / q)), -q))
+        prof = read_profile(quotas[nearest])
+        assert load_profile(query, cores=cores) == prof
+        costs = run_costs(topo, SimConfig(), tm_cores=cores)
+        assert costs.calibrated and prof.provenance.date in costs.source and f"at {nearest:g} CPU" in costs.source
+        src = prof.operators[topo.names[0]]
+        assert costs.ops[0].capacity(cores) == pytest.approx(
+            src.capacity_fit.capacity(cores * src.cpu.saturated_fraction))
     first = run_costs(topo, SimConfig(profile="first_guess"), tm_cores=0.1)
     assert not first.calibrated
 
 
-@pytest.mark.parametrize("query", COMMITTED)
-def test_committed_profile_has_a_measured_warm_up_the_sim_uses(query: str) -> None:
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_committed_profile_has_a_measured_warm_up_the_sim_uses(path: Path) -> None:
     """Fresh task managers are slow at first (their JVM loads and compiles the query's code); a profile without
     the curve would start every sim run warm, which the fidelity cells showed the local stack never is."""
-    prof = load_profile(query)
-    assert prof is not None and prof.warmup is not None, "re-run bench calibrate: no cold-start phase recorded"
+    prof = read_profile(path)
+    query = prof.query
+    assert prof.warmup is not None, "re-run bench calibrate: no cold-start phase recorded"
     w = prof.warmup
     assert w.saturated, "the cold start was not overloaded: its rates are the offered load, not a speed"
     assert 0.0 <= w.initial_fraction <= 1.0 and w.tau_cpu_s > 0 and w.warm_rate > 0
     assert len(w.points) >= 4 and all(math.isfinite(f) and f >= 0 for _, f in w.points)
     assert w.cores == pytest.approx(prof.cpu_quota)
-    costs = run_costs(load_topology(query), SimConfig(), tm_cores=0.1)
+    costs = run_costs(load_topology(query), SimConfig(), tm_cores=prof.cpu_quota)
     assert costs.warmup == w and "measured warm-up" in costs.source
-    assert run_costs(load_topology(query), SimConfig(taskmanager_warmup=False), tm_cores=0.1).warmup is None
+    assert run_costs(load_topology(query), SimConfig(taskmanager_warmup=False), tm_cores=prof.cpu_quota).warmup is None

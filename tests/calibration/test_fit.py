@@ -26,10 +26,14 @@ K = {"bids_source": 2.0e-5, "map": 1.0e-5, "sink": 0.5e-5}  # CPU-seconds per in
 SEL = {"bids_source": 1.0, "map": 1.0, "sink": 0.0}
 BUSY_OFFSET, BUSY_GAIN, BUSY_SD = 0.05, 0.9, 0.03
 COLD_F0, COLD_TAU_CPU_S = 0.3, 5.0  # a fresh task manager: 30 % of its warm speed, 1/e of the rest per 5 CPU-s
+COLD_DEAD_S = 12.0  # ... after 12 s of taking nothing (consumers opening, classes loading)
 
 
 def warm_fraction(seconds: float) -> float:
-    return 1.0 - (1.0 - COLD_F0) * math.exp(-seconds * QUOTA / COLD_TAU_CPU_S)
+    """Of the warm speed, `seconds` after the job ran."""
+    if seconds < COLD_DEAD_S:
+        return 0.0
+    return 1.0 - (1.0 - COLD_F0) * math.exp(-(seconds - COLD_DEAD_S) * QUOTA / COLD_TAU_CPU_S)
 
 
 def cap(op: str, cores: float) -> float:
@@ -69,8 +73,8 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
             t += 1.0
             pending += rate - x
             for j, op in enumerate(ops):
-                u = x / caps[op]
-                cores = OVERHEAD + K[op] * x / f
+                u = x / caps[op] if caps[op] > 0 else 0.0
+                cores = OVERHEAD + (K[op] * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
                     busy_now[op] = float(np.clip(BUSY_OFFSET + BUSY_GAIN * u + rng.normal(0, BUSY_SD), 0, 1))
@@ -170,7 +174,23 @@ def test_profile_round_trips_through_yaml(tmp_path: Path, fitted: QueryProfile) 
     assert back is not None
     assert back.operators["map"].capacity == pytest.approx(fitted.operators["map"].capacity, rel=1e-4)
     assert back.meters.busy_lag_s == pytest.approx(fitted.meters.busy_lag_s, rel=1e-3, nan_ok=True)
-    assert "bench calibrate" in (tmp_path / "q1.yaml").read_text().splitlines()[0]
+    assert "bench calibrate" in (tmp_path / f"q1.cpu-{QUOTA:g}.yaml").read_text().splitlines()[0]
+
+
+def test_the_sim_picks_the_profile_measured_nearest_its_cpus(tmp_path: Path, fitted: QueryProfile) -> None:
+    """Profiles of one query at several quotas live side by side; capacity per CPU is not constant, so the one
+    measured nearest (by ratio) the run's task-manager size is used, a tie going to the larger quota."""
+    from harness.calibrated_profile import profile_path
+
+    assert profile_path("q1", 0.1, tmp_path) is None and load_profile("q1", tmp_path, cores=0.1) is None
+    for quota in (0.1, 0.4):
+        fitted.model_copy(update={"cpu_quota": quota}).save(tmp_path)
+    (tmp_path / "q11.cpu-0.2.yaml").write_text("not q1's")  # another query's file is never picked
+    picks = {c: profile_path("q1", c, tmp_path).name for c in (0.05, 0.1, 0.15, 0.2, 0.25, 1.0, None)}  # type: ignore[union-attr]
+    assert picks == {0.05: "q1.cpu-0.1.yaml", 0.1: "q1.cpu-0.1.yaml", 0.15: "q1.cpu-0.1.yaml",
+                     0.2: "q1.cpu-0.4.yaml",  # the geometric middle of 0.1 and 0.4: the tie goes to the larger
+                     0.25: "q1.cpu-0.4.yaml", 1.0: "q1.cpu-0.4.yaml", None: "q1.cpu-0.4.yaml"}
+    assert load_profile("q1", tmp_path, cores=0.12).cpu_quota == 0.1  # type: ignore[union-attr]
 
 
 def test_measurement_round_trips_and_plateaus_drop_the_settling_time(tmp_path: Path) -> None:
@@ -302,10 +322,13 @@ def test_fit_recovers_the_cold_start_curve_from_the_coldstart_phase(fitted: Quer
     assert w.warm_rate == pytest.approx(cap("bids_source", QUOTA), rel=0.01)
     assert w.initial_fraction == pytest.approx(COLD_F0, abs=0.03)
     assert w.tau_cpu_s == pytest.approx(COLD_TAU_CPU_S, rel=0.1)
-    assert [round(p[0]) for p in w.points] == list(range(5, 90, 10))  # one point per 10-s bin
+    # the dead time, to half a sample (1 s): the middle of the last sample without a record and the first with one
+    assert w.dead_s == pytest.approx(COLD_DEAD_S, abs=0.6)
+    assert [round(p[0] - w.dead_s) for p in w.points] == list(range(5, 75, 10))  # 10-s bins from the first record
     for s, frac in w.points:
         assert frac == pytest.approx(warm_fraction(s), abs=0.03)
-    assert w.fraction(0.0) == pytest.approx(w.initial_fraction) and w.fraction(1e6) == pytest.approx(1.0)
+    assert w.fraction(0.0) == 0.0 and w.fraction(w.dead_cpu_s - 1e-6) == 0.0  # nothing before the first record
+    assert w.fraction(w.dead_cpu_s) == pytest.approx(w.initial_fraction) and w.fraction(1e6) == pytest.approx(1.0)
 
 
 def test_the_cold_start_is_no_plateau_of_the_warm_fits(fitted: QueryProfile) -> None:
@@ -331,3 +354,10 @@ def test_the_mean_fraction_is_the_curves_integral() -> None:
     xs = np.linspace(1.0, 3.0, 20001)
     assert w.mean_fraction(1.0, 3.0) == pytest.approx(float(np.mean([w.fraction(x) for x in xs])), rel=1e-4)
     assert w.mean_fraction(-2.0, 0.0) == pytest.approx(0.2)  # before it began: the start
+    # with a dead time the first 0.5 CPU-s count as 0 and the curve starts after them
+    dead = WarmUp(initial_fraction=0.2, tau_cpu_s=4.0, cores=0.25, warm_rate=1.0, dead_s=2.0)
+    assert dead.dead_cpu_s == pytest.approx(0.5)
+    assert dead.mean_fraction(0.0, 0.5) == 0.0 and dead.fraction(0.49) == 0.0
+    xs = np.linspace(0.0, 3.0, 30001)
+    assert dead.mean_fraction(0.0, 3.0) == pytest.approx(float(np.mean([dead.fraction(x) for x in xs])), rel=1e-3)
+    assert dead.mean_fraction(1.5, 3.5) == pytest.approx(w.mean_fraction(1.0, 3.0), rel=1e-12)  # a shifted curve

@@ -163,14 +163,20 @@ def scale_capacities(profile: Path, factor: float) -> None:
 def test_a_sim_run_identity_covers_its_calibrated_profile_and_topology(profiles: Path) -> None:
     sim, first_guess, local = exp(), exp(sim={"profile": "first_guess"}), exp(backend="local")
     before = [experiment_hash(e) for e in (sim, first_guess, local)]
-    text = (profiles / "q1.yaml").read_text()
-    (profiles / "q1.yaml").write_text("# a comment is not a change\n" + text)
+    text = (profiles / "q1.cpu-0.25.yaml").read_text()
+    (profiles / "q1.cpu-0.25.yaml").write_text("# a comment is not a change\n" + text)
     assert [experiment_hash(e) for e in (sim, first_guess, local)] == before
-    scale_capacities(profiles / "q1.yaml", 1.5)
+    scale_capacities(profiles / "q1.cpu-0.25.yaml", 1.5)
     after = [experiment_hash(e) for e in (sim, first_guess, local)]
     assert after[0] != before[0]  # the sim reads the profile: another profile, another cell
     assert after[1:] == before[1:]  # first_guess never reads it; a local run measures the real system
-    (profiles / "q1.yaml").unlink()  # never calibrated is a state of its own, not "any profile"
+    # a profile measured at 0.1 CPU: the sim of 0.1-CPU task managers now reads it, the 0.25-CPU one does not
+    small = exp(local={"taskmanager_cpu_quota": 0.1})
+    small_before = experiment_hash(small)
+    (profiles / "q1.cpu-0.1.yaml").write_text(text.replace("cpu_quota: 0.25", "cpu_quota: 0.1"))
+    assert experiment_hash(small) != small_before and experiment_hash(sim) == after[0]
+    (profiles / "q1.cpu-0.25.yaml").unlink()
+    (profiles / "q1.cpu-0.1.yaml").unlink()  # never calibrated is a state of its own, not "any profile"
     assert experiment_hash(sim) not in (before[0], after[0])
 
 
@@ -181,9 +187,10 @@ def test_matrix_resume_refuses_runs_of_another_calibrated_profile(tmp_path: Path
     runs = find_run_dirs(tmp_path / "r")
     model = read_run_record(runs[0]).meta["identity"]["model"]
     assert set(model) == {"topology", "calibrated_profile"} and "absent" not in model.values()
+    assert model["calibrated_profile"].startswith("q1.cpu-0.25.yaml ")  # the profile of the runs' 0.25 CPU
     tm_before = {r: summarise(read_run_record(r)).avg_tm for r in runs}
 
-    scale_capacities(profiles / "q1.yaml", 3.0)
+    scale_capacities(profiles / "q1.cpu-0.25.yaml", 3.0)
     code, out = matrix(tmp_path)
     assert code == 2 and "4 run(s)" in out and "model.calibrated_profile:" in out, out
     assert "--rerun-stale" in out

@@ -137,6 +137,13 @@ def test_cli_runs_sim_reports_and_resumes(tmp_path: Path) -> None:
         shutil.copytree(results / "fid-tiny" / "sim" / f"{cell}-r0", results / "fid-tiny" / "local" / f"{cell}-r0")
     r = runner.invoke(app, ["fidelity", str(src), "--report-only", "--reps", "2", "--results", str(results),
                             "--out", str(out)])
+    assert r.exit_code == 0, r.output  # a sim record is no run of the local cell: stale, named, left out
+    md = (out / "fid-tiny.md").read_text()
+    assert "made with another configuration" in md and "local/ds2-r0, local/hpa-varga-r0" in md
+    assert "| ds2 |" not in md  # no cell compared
+    relabel_as_local(results, src)
+    r = runner.invoke(app, ["fidelity", str(src), "--report-only", "--reps", "2", "--results", str(results),
+                            "--out", str(out)])
     assert r.exit_code == 0, r.output
     md = (out / "fid-tiny.md").read_text()
     assert "## Targets per cell" in md and "| ds2 |" in md and "Kendall tau" in md
@@ -147,6 +154,44 @@ def test_cli_runs_sim_reports_and_resumes(tmp_path: Path) -> None:
     r = runner.invoke(app, ["fidelity", str(src), "--sim-only", "--reps", "2", "--results", str(results),
                             "--out", str(out)])
     assert r.exit_code == 0 and "4/4" in r.output
+
+
+def relabel_as_local(results: Path, src: Path) -> None:
+    """Give the copied sim records the local cell's identity, so they stand in for local runs."""
+    import yaml
+
+    from harness.identity import experiment_hash
+
+    m, _ = matrix(src.parent)
+    for run in fidelity_runs(m, str(src), results, 2, 1):
+        if run.backend == "local":
+            meta = yaml.safe_load((run.run_dir / "run.yaml").read_text())
+            meta["identity"]["config_hash"] = experiment_hash(run.experiment)
+            (run.run_dir / "run.yaml").write_text(yaml.safe_dump(meta))
+
+
+def test_a_resumed_check_never_mixes_configurations(tmp_path: Path) -> None:
+    """An edited file (or a recalibrated profile) makes the recorded runs stale: nothing runs until
+    `--rerun-stale`, which replaces them; a report never compares them as the edited cells."""
+    _, src = matrix(tmp_path)
+    results, out = tmp_path / "results", tmp_path / "report"
+    args = ["--sim-only", "--reps", "1", "--results", str(results), "--out", str(out)]
+    runner = CliRunner()
+    assert runner.invoke(app, ["fidelity", str(src), *args]).exit_code == 0
+    run_yaml = results / "fid-tiny" / "sim" / "ds2-r0" / "run.yaml"
+    before = run_yaml.read_text()
+    src.write_text(TINY.replace("cooldown_s: 30", "cooldown_s: 45"))
+    r = runner.invoke(app, ["fidelity", str(src), *args])
+    assert r.exit_code == 2, r.output
+    assert "2 run(s)" in r.output and "loop.cooldown_s: 30.0 -> 45.0" in r.output and "--rerun-stale" in r.output
+    assert run_yaml.read_text() == before  # nothing ran
+    r = runner.invoke(app, ["fidelity", str(src), "--report-only", "--reps", "1", "--results", str(results),
+                            "--out", str(out)])
+    assert r.exit_code == 0 and "sim/ds2-r0, sim/hpa-varga-r0" in (out / "fid-tiny.md").read_text()
+    r = runner.invoke(app, ["fidelity", str(src), *args, "--rerun-stale"])
+    assert r.exit_code == 0, r.output
+    assert read_run_record(run_yaml.parent).meta["config"]["loop"]["cooldown_s"] == 45.0
+    assert runner.invoke(app, ["fidelity", str(src), *args]).exit_code == 0  # now done: nothing stale
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:

@@ -59,6 +59,21 @@ def test_the_first_minute_is_as_slow_as_the_measured_curve() -> None:
     assert last_c == pytest.approx(last_w, rel=0.04)
 
 
+def test_nothing_is_taken_before_the_first_record_then_the_curve_runs() -> None:
+    """The measured dead time (job running, no record taken yet) scales like the curve, by CPU time: 10 s
+    measured at 0.25 CPU are 25 s at 0.1."""
+    probe = started(None, 1.0, 1)
+    cap = min(c.capacity(CORES) for c in probe.costs.ops)  # type: ignore[union-attr]
+    curve = CURVE.model_copy(update={"dead_s": 10.0})
+    b = started(curve, 10 * cap, 120)
+    b.advance_to(25.0)
+    assert b.model.totals().processed == 0.0  # type: ignore[union-attr]
+    b.advance_to(60.0)
+    expected = 60.0 * cap * curve.mean_fraction(0.0, 60.0 * CORES)
+    assert b.model.totals().processed == pytest.approx(expected, rel=0.06)  # type: ignore[union-attr]
+    assert expected < 0.5 * 60.0 * cap
+
+
 def test_a_scale_up_adds_cold_subtasks_and_a_scale_down_keeps_the_warm_ones() -> None:
     b = started(CURVE, 2_000, 900)
     m = b.model

@@ -68,7 +68,8 @@ class SimConfig(BaseModel):
         None, description="CPUs one task manager may use; null = the experiment's local.taskmanager_cpu_quota, "
                           "so `--backend sim` of a local experiment is the same experiment")
     profile: Literal["calibrated", "first_guess"] = Field(
-        "calibrated", description="costs from queries/topologies/calibrated/<q>.yaml when it exists, or the "
+        "calibrated", description="costs from queries/topologies/calibrated/<q>.cpu-<quota>.yaml (the quota "
+                     "nearest the task managers' CPUs) when one exists, or the "
                                   "first guess in queries/topologies/<q>.yaml")
     readings: Literal["flink", "exact"] = Field(
         "flink", description="flink: readings sampled and averaged like Flink's meters and Prometheus, with the "
@@ -84,9 +85,10 @@ class SimConfig(BaseModel):
         None, description="a new task manager's start-up before a scale-up takes effect; null = calibrated "
                           "(0 without a calibrated profile)")
     taskmanager_warmup: bool = Field(
-        True, description="fresh task managers start slow and warm up as the calibrated profile measured "
-                          "(`warmup`: class loading and the JIT, by the CPU time they had); false, or a profile "
-                          "without it: every task manager is warm from its first second")
+        True, description="fresh task managers take nothing for the measured dead time, then start slow and warm "
+                          "up as the calibrated profile measured (`warmup`: consumers, class loading and the JIT, "
+                          "by the CPU time they had); false, or a profile without it: every task manager is warm "
+                          "from its first second")
     startup_inside_downtime: bool = Field(
         False, description="new task managers start after the job stopped, so their start-up is downtime (the "
                            "thesis' redeploy, ch. 6.4.1); false: they start first while the job runs (local)")

@@ -136,7 +136,7 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         meter_interval_s=(profile.meters.interval_s if math.isfinite(profile.meters.interval_s)
                           else cfg.meter_interval_s),
         calibrated=True,
-        source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model}, "
+        source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model} at {profile.cpu_quota:g} CPU, "
                f"{profile.provenance.taskmanager_jit} JIT"
                + (", measured warm-up" if profile.warmup is not None and cfg.taskmanager_warmup else "")
                + f" ({profile.provenance.command})",
@@ -165,7 +165,7 @@ def run_costs(topology: Topology, cfg: SimConfig, tm_cores: float, profile: Quer
               use_calibration: bool = True) -> RunCosts:
     """The run's cost model: the calibrated profile of the query when there is one."""
     if use_calibration and cfg.profile == "calibrated":
-        profile = profile or load_profile(topology.query)
+        profile = profile or load_profile(topology.query, cores=tm_cores)
     else:
         profile = None
     costs = _calibrated(topology, profile, cfg, tm_cores) if profile else _first_guess(topology, cfg, tm_cores)
