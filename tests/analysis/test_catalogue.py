@@ -11,9 +11,10 @@ import json
 import pandas as pd
 import pytest
 
-from harness.reproduce.catalogue import PAPERS
+from harness.config import read_yaml
+from harness.reproduce.catalogue import EVEN_PARTITIONS, LOAD_SCALE, PAPERS
 from harness.reproduce.claims import Holds, Relative, Select, flat_config
-from harness.reproduce.run import Options, load_matrices
+from harness.reproduce.run import REPO, Options, load_matrices
 
 
 def planned_runs(key: str) -> pd.DataFrame:
@@ -45,13 +46,55 @@ def test_the_setup_checks_select_only_their_own_cells() -> None:
     """A setup check's subject is the cells with the setting undone, not the paper-setup ones too."""
     runs = planned_runs("flink-er")
     checks = [c for c in PAPERS["flink-er"].claims if c.claim.startswith("setup check")]
-    assert len(checks) == 3
+    assert len(checks) == 6
     for claim in checks:
         assert isinstance(claim, Relative)
         assert claim.subject.mask(runs).sum() == 3  # one cell, three repetitions
+        assert claim.baseline.mask(runs).sum() == 3
     mead = planned_runs("mead")
     span = [c for c in PAPERS["mead"].claims if c.claim.startswith("setup check")]
-    assert span and all(sum(int(s.mask(mead).sum()) for s in selections(c)) == 9 for c in span)
+    assert len(span) == 2 + 2 * 3
+    for claim in span:
+        if isinstance(claim, Holds):  # one cell per mean target, three repetitions each
+            assert sum(int(s.mask(mead).sum()) for s in claim.cells) == 9, claim.claim
+        else:
+            assert claim.subject.mask(mead).sum() == 3 and claim.baseline.mask(mead).sum() == 3, claim.claim
+
+
+def _base(path: str) -> dict[str, object]:
+    return dict(read_yaml(REPO / path)["base"])
+
+
+def test_the_mead_demand_check_differs_from_tab1_only_in_the_readings() -> None:
+    """mead-setup-checks.yaml's header says it is mead-tab1.yaml with the true busy time; a drift of its base
+    (input, targets, loop, parallelism) would measure something else under the same claim."""
+    check, tab1 = _base("experiments/mead-setup-checks.yaml"), _base("experiments/mead-tab1.yaml")
+    sim = dict(check.pop("sim"))  # type: ignore[call-overload]
+    assert sim.pop("readings") == "exact"
+    assert sim == tab1.pop("sim")
+    assert check == tab1
+
+
+def test_the_mead_demand_checks_score_only_exact_readings_runs() -> None:
+    """The demand checks' cells read the true busy time; the paper-setup claims never do."""
+    runs = planned_runs("mead")
+    for claim in PAPERS["mead"].claims:
+        picked = pd.concat([runs[s.mask(runs)] for s in selections(claim)])
+        exact = set(picked["config.sim.readings"]) == {"exact"}
+        assert exact == ("true busy time" in claim.claim), claim.claim
+
+
+def test_the_flink_er_load_check_differs_from_the_static_file_only_in_the_load_scale() -> None:
+    """flink-er-load-scaled.yaml is flink-er-static.yaml with pattern.scale = LOAD_SCALE (which its claims select)."""
+    check, static = _base("experiments/flink-er-load-scaled.yaml"), _base("experiments/flink-er-static.yaml")
+    pattern = dict(check.pop("pattern"))  # type: ignore[call-overload]
+    assert pattern.pop("scale") == LOAD_SCALE
+    assert pattern == static.pop("pattern")
+    assert check == static
+    runs = planned_runs("flink-er")
+    scaled = runs[runs["matrix"] == "flink-er-load-scaled"]
+    assert len(scaled) == 6 and (scaled["config.pattern.scale"] == LOAD_SCALE).all()
+    assert (runs[runs["matrix"] != "flink-er-load-scaled"]["config.pattern.scale"] == 1.0).all()
 
 
 @pytest.mark.parametrize("key", ["gesscale", "mpc"])
@@ -76,3 +119,22 @@ def test_every_papers_metrics_window_holds_two_scrapes(key: str) -> None:
     assert (runs["config.backend"] == "sim").all()
     short = runs[runs["config.loop.metrics_window_s"] < 2 * runs["config.sim.scrape_interval_s"]]
     assert short.empty, short[["matrix", "autoscaler", "config.loop.metrics_window_s"]].drop_duplicates().to_string()
+
+
+def test_the_gesscale_partition_check_is_gesscale_fog_with_the_input_spread_evenly() -> None:
+    """gesscale-partitions.yaml is gesscale-fog.yaml with a partition count every replica count divides (so no
+    source subtask reads more partitions than another), and its claims select exactly its runs."""
+    check, fog = _base("experiments/gesscale-partitions.yaml"), _base("experiments/gesscale-fog.yaml")
+    assert check.pop("kafka") == {"partitions": EVEN_PARTITIONS}
+    assert "kafka" not in fog and check == fog
+    pool = int(fog["scale_manager"]["max_taskmanagers"])  # type: ignore[index]
+    assert all(EVEN_PARTITIONS % n == 0 for n in range(1, pool + 1))
+    runs = planned_runs("gesscale")
+    even = [c for c in PAPERS["gesscale"].claims if "input spread evenly" in c.claim]
+    assert len(even) == 5
+    for claim in even:
+        assert isinstance(claim, Relative)
+        for sel in (claim.subject, claim.baseline):
+            picked = runs[sel.mask(runs)]
+            assert len(picked) == 3 and set(picked["matrix"]) == {"gesscale-partitions"}, claim.claim
+            assert (picked["config.kafka.partitions"] == EVEN_PARTITIONS).all()
