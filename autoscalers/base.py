@@ -16,9 +16,9 @@ alone whose inputs are NaN rather than computing from them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from autoscalers.config import AutoscalerConfig, RunContext
 from harness.metrics.snapshot import MetricsSnapshot, Needs
@@ -70,12 +70,36 @@ class History:
         return self.actions[-1] if self.actions else None
 
 
+class _Unrecorded(Sequence[MetricsSnapshot]):
+    """The past snapshots of an autoscaler that declared it reads none: reading them is a bug in the
+    declaration, and fails loudly instead of seeing a history with gaps."""
+
+    def _refuse(self) -> NoReturn:
+        raise RuntimeError("this autoscaler declares READS_PAST_SNAPSHOTS = False, so the loop keeps no "
+                           "past snapshots for it; set it to True to read history.snapshots")
+
+    def __len__(self) -> int:
+        self._refuse()
+
+    def __getitem__(self, index: Any) -> Any:
+        self._refuse()
+
+    def __iter__(self) -> Iterator[MetricsSnapshot]:
+        self._refuse()
+
+
+UNRECORDED: Sequence[MetricsSnapshot] = _Unrecorded()
+
+
 class Autoscaler(ABC):
     """Analyse + plan of the MAPE loop."""
 
     name: ClassVar[str]
     Config: ClassVar[type[AutoscalerConfig]]
     NEEDS: ClassVar[Needs] = Needs()
+    # Whether decide() reads `history.snapshots`. An autoscaler that does not lets the loop skip the
+    # monitor step while it cools down (nothing would read that snapshot); it then gets `UNRECORDED`.
+    READS_PAST_SNAPSHOTS: ClassVar[bool] = True
 
     def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:
         self.config = config if config is not None else self.Config()

@@ -74,6 +74,7 @@ def _source_throughput(m: OperatorMetrics) -> float:
 
 class Dhalion(Autoscaler):
     name = "dhalion"
+    READS_PAST_SNAPSHOTS = False  # decides on the current snapshot and the applied actions
     Config: ClassVar[type[AutoscalerConfig]] = DhalionConfig
     config: DhalionConfig
     NEEDS = needs(

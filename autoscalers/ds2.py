@@ -133,6 +133,7 @@ def _external_rates(snapshot: MetricsSnapshot) -> dict[str, float]:
 
 class DS2(Autoscaler):
     name = "ds2"
+    READS_PAST_SNAPSHOTS = False  # decides on the current snapshot and the applied actions
     Config: ClassVar[type[AutoscalerConfig]] = DS2Config
     config: DS2Config
     NEEDS = needs(job=(Metric.INPUT_RATE,), operators=(Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.BUSY))

@@ -12,6 +12,7 @@ class StaticConfig(AutoscalerConfig):
 
 class Static(Autoscaler):
     name = "static"
+    READS_PAST_SNAPSHOTS = False  # decides on the current snapshot and the applied actions
     Config = StaticConfig
 
     def decide(self, snapshot: MetricsSnapshot, history: History) -> ScalingDecision | None:

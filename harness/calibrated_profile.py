@@ -30,6 +30,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness import yamlio
 from harness.topology import TOPOLOGIES_DIR
 from harness.vocabulary import TaskManagerJit
 
@@ -333,7 +334,7 @@ def load_profile(query: str, directory: Path | None = None, cores: float | None 
 
 def read_profile(path: Path) -> QueryProfile:
     """One profile file, validated (a broken file is named)."""
-    raw = yaml.safe_load(path.read_text())
+    raw = yamlio.load(path.read_text())
     try:
         return QueryProfile.model_validate(_none_to_nan(raw))
     except Exception as exc:  # noqa: BLE001 - say which file is broken

@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 import autoscalers
+from harness import yamlio
 from harness.errors import nested_errors
 from harness.faults import FaultSpec
 from harness.kafka_settings import KafkaSettings
@@ -375,7 +376,7 @@ def read_yaml(path: Path, _seen: tuple[Path, ...] = ()) -> Any:
         raise ConfigError(f"{path}: no such file")
     try:
         with path.open() as fh:
-            raw = yaml.safe_load(fh)
+            raw = yamlio.load(fh)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if isinstance(raw, dict) and "include" in raw:

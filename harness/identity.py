@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
+from harness import __version__, yamlio
 
 HASH_LENGTH = 12  # hex digits: plenty for the cells of one results directory, short enough to read
 HASH_PREFIX = "c"  # a hash is never all digits, so no CSV reader takes it for a number
@@ -86,9 +86,8 @@ def _file_digest(path: Path) -> str:
 @functools.lru_cache(maxsize=64)
 def _content_digest(path: str, mtime_ns: int, size: int) -> str:
     """Parsed once per version of the file (mtime and size are part of the key): a matrix hashes every cell."""
-    import yaml
 
-    text = json.dumps(yaml.safe_load(Path(path).read_text()), sort_keys=True, separators=(",", ":"), default=str)
+    text = json.dumps(yamlio.load(Path(path).read_text()), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
 
 

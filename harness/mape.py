@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from autoscalers.base import AppliedAction, Autoscaler, History
+from autoscalers.base import UNRECORDED, AppliedAction, Autoscaler, History
 from harness.backends.base import Backend, PlacesReplicas
 from harness.config import LoopConfig
 from harness.metrics.snapshot import JOB_SCOPE, MetricsSnapshot
@@ -85,6 +85,8 @@ class MapeLoop:
 
     def iterate(self, result: LoopResult) -> None:
         result.iterations += 1
+        if not self._snapshot_read() and self.backend.now() - self.last_action_t < self.loop.cooldown_s:
+            return  # cooling down, and no one reads this tick's snapshot later: no monitor step
         snap = self.backend.snapshot(self.loop.metrics_window_s)
         if snap.t - self.last_action_t >= self.loop.cooldown_s:
             self._decide_and_act(snap, result)
@@ -92,12 +94,18 @@ class MapeLoop:
         if self.on_snapshot:
             self.on_snapshot(snap)
 
+    def _snapshot_read(self) -> bool:
+        """Whether a snapshot taken during a cool-down is read: by the live view, or by an autoscaler
+        that looks at past snapshots (the sim's readout is most of a sim run's time, issue 13)."""
+        return self.on_snapshot is not None or self.autoscaler.READS_PAST_SNAPSHOTS
+
     def _decide_and_act(self, snap: MetricsSnapshot, result: LoopResult) -> None:
         gaps = snap.gaps(self.autoscaler.needs())
         if JOB_SCOPE in gaps:
             self._skip(snap, result, gaps, "no decision: job metrics not measured")
             return
-        history = History(snapshots=tuple(self.snapshots), actions=tuple(self.actions))
+        past = tuple(self.snapshots) if self.autoscaler.READS_PAST_SNAPSHOTS else UNRECORDED
+        history = History(snapshots=past, actions=tuple(self.actions))
         started = time.perf_counter()
         decision = self.autoscaler.decide(snap, history)
         decide_ms = (time.perf_counter() - started) * 1000

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from harness import interrupts
+from harness import interrupts, yamlio
 from harness.config import Cell, Experiment, _matches, get_path
 from harness.identity import differing_fields, experiment_hash, model_inputs, recorded_hash, recorded_model
 from harness.run_status import RunStatus
@@ -89,7 +89,7 @@ def classify(cell: Cell, run_dir: Path) -> CellPlan:
     if not status_file.exists():
         return CellPlan(cell, run_dir, CellState.TODO)
     try:
-        meta = yaml.safe_load((run_dir / "run.yaml").read_text())
+        meta = yamlio.load((run_dir / "run.yaml").read_text())
         if not isinstance(meta, dict):
             raise ValueError("not a mapping")
         text = status_file.read_text()
@@ -119,7 +119,7 @@ def parse_only(items: list[str]) -> list[tuple[str, Any]]:
         if "=" not in item or not item.split("=", 1)[0].strip():
             raise ValueError(f"--only {item!r}: expected FIELD=VALUE, e.g. autoscaler=ds2 or loop.cooldown_s=60")
         key, value = item.split("=", 1)
-        out.append((key.strip(), yaml.safe_load(value)))
+        out.append((key.strip(), yamlio.load(value)))
     return out
 
 

@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
-from harness import arrow
+from harness import arrow, yamlio
 from harness.vocabulary import EventKind
 
 if TYPE_CHECKING:
@@ -64,9 +63,6 @@ STATUS_COMPLETED = "completed"
 
 # a table `timeseries_table` built is in order already: writing it does not sort it again
 _SORTED = {b"harness.sorted_by": b"metric,operator,subtask,ts"}
-# libyaml, when PyYAML has it, reads and writes a run.yaml several times faster
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass
@@ -216,7 +212,7 @@ def write_run_record(
         if artifacts is not None:
             run_yaml = {**run_yaml, "artifacts": artifacts(tmp)}
         with (tmp / "run.yaml").open("w") as fh:
-            yaml.dump(_plain(run_yaml), fh, Dumper=_YAML_DUMPER, sort_keys=False)
+            yamlio.dump(_plain(run_yaml), fh, sort_keys=False)
         pq.write_table(normalise_timeseries(timeseries), tmp / "timeseries.parquet")
         pq.write_table(events.to_table(), tmp / "events.parquet")
         if log_file is not None and Path(log_file).exists():
@@ -317,7 +313,7 @@ def read_run_record(run_dir: Path) -> RunRecord:
     run_dir = Path(run_dir)
     status = (run_dir / "status").read_text().strip() if (run_dir / "status").exists() else "missing"
     with (run_dir / "run.yaml").open() as fh:
-        meta = yaml.load(fh, Loader=_YAML_LOADER)
+        meta = yamlio.load(fh)
     return RunRecord(
         path=run_dir,
         meta=meta,

@@ -79,6 +79,7 @@ class SPLStrategy(Autoscaler):
     """Gedik et al.'s congestion + throughput-history heuristic, one replica per step (MPC sec. 5.4)."""
 
     name = "spl-strategy"
+    READS_PAST_SNAPSHOTS = False  # decides on the current snapshot and the applied actions
     Config: ClassVar[type[AutoscalerConfig]] = SPLConfig
     config: SPLConfig
 

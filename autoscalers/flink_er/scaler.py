@@ -127,6 +127,7 @@ class FlinkER(Autoscaler):
     """Min-cut bottleneck detection on a measured flow network; +1 on the bottleneck."""
 
     name = "flink-er"
+    READS_PAST_SNAPSHOTS = False  # decides on the current snapshot and the applied actions
     Config = FlinkERConfig
     config: FlinkERConfig
 

@@ -79,6 +79,7 @@ class HPA(Autoscaler):
     """The shared HPA loop; subclasses say which metrics each operator is controlled by."""
 
     Config: ClassVar[type[AutoscalerConfig]] = HPAConfig
+    READS_PAST_SNAPSHOTS = False  # decides on the current snapshot and the applied actions
     config: HPAConfig
 
     def __init__(self, config: AutoscalerConfig | None = None, context: RunContext | None = None) -> None:

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from harness import yamlio
 from harness.analysis.metrics import Stage
 from harness.analysis.profile import OperatorProfile, demand_coefficients
 from harness.identity import recorded_hash
@@ -25,8 +24,6 @@ from harness.run_status import RunStatus
 
 log = logging.getLogger(__name__)
 
-# libyaml's safe loader when PyYAML was built with it: run.yaml is read once per run, thousands per analysis
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _REP_SUFFIX = re.compile(r"^(?P<cell>.+)-r(?P<rep>\d+)$")
 
 # identity columns of the per-run summary, in table order
@@ -238,7 +235,7 @@ def read_status(run_dir: Path) -> str:
 
 def load_meta(run_dir: Path, results_dir: Path | None = None) -> RunMeta:
     with (Path(run_dir) / "run.yaml").open() as fh:
-        raw = yaml.load(fh, Loader=_YAML_LOADER) or {}
+        raw = yamlio.load(fh) or {}  # libyaml: read once per run, thousands per analysis
     if not isinstance(raw, dict):
         raise ValueError(f"run.yaml holds a {type(raw).__name__}, not a mapping")
     return parse_meta(raw, Path(run_dir), results_dir, read_status(run_dir))

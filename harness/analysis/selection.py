@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import yamlio
 from harness.analysis.meta import RunMeta, parse_meta, read_status
 from harness.record import find_run_dirs
 from harness.run_status import RunStatus
@@ -101,11 +102,8 @@ def parse_filter(text: str) -> list[Condition]:
 def read_run_yaml(run_dir: Path) -> dict[str, Any]:
     """A record's run.yaml as a mapping, parsed with libyaml when it is there (10x the pure-Python parser:
     listing a folder reads every run.yaml)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with (Path(run_dir) / "run.yaml").open() as fh:
-        raw = yaml.load(fh, Loader=loader) or {}  # noqa: S506 - a safe loader
+        raw = yamlio.load(fh) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"run.yaml holds a {type(raw).__name__}, not a mapping")
     return raw

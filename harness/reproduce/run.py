@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
-import yaml
 
+from harness import yamlio
 from harness.analysis import pandas_engine
 from harness.analysis.aggregate import aggregate_cells
 from harness.analysis.loader import RunRef, read_events
@@ -211,7 +211,7 @@ def summarise(dirs: list[tuple[str, Path]], root: Path) -> pd.DataFrame:
         ts = run_dir / "timeseries.parquet"
         refs.append(RunRef(meta, ts if ts.exists() else None, read_events(run_dir)))
         with (run_dir / "run.yaml").open() as fh:
-            raw = yaml.safe_load(fh) or {}
+            raw = yamlio.load(fh) or {}
         configs.append({"run_id": meta.run_id, **flat_config(raw.get("config") or {})})
     if not refs:
         return pd.DataFrame()

@@ -129,3 +129,57 @@ def test_missed_ticks_after_a_long_step_are_skipped():
     assert times[:2] == [15, 65]
     assert all(b - a >= 15 for a, b in zip(times, times[1:], strict=False))
     assert result.iterations == len(times)
+
+
+class UpOnNow(AlwaysUp):
+    """AlwaysUp, declaring that it decides on the current snapshot only."""
+
+    READS_PAST_SNAPSHOTS = False
+
+
+class ReadsHistoryAnyway(UpOnNow):
+    def decide(self, snapshot, history):
+        return super().decide(snapshot, history) if len(history.snapshots) >= 0 else None
+
+
+def _loop(scaler, backend, events, **kw):
+    AlwaysUp.calls = []
+    from harness.topology import load_topology
+
+    backend.start(experiment(), None, load_topology("q1"))
+    return MapeLoop(backend, scaler, ScaleManager(ScaleManagerConfig()), LoopConfig(period_s=15, cooldown_s=60),
+                    events, **kw)
+
+
+def test_no_monitor_step_in_a_cool_down_when_no_one_reads_it():
+    backend, events = FakeBackend(downtime_s=0), EventLog()
+    result = _loop(UpOnNow(), backend, events).run(300)
+    # the same decisions as an autoscaler that reads its history (the test above) ...
+    assert AlwaysUp.calls == [15, 75, 135, 195, 255] and result.actions == 5 and result.iterations == 20
+    # ... but the 15 ticks inside a cool-down took no snapshot
+    assert backend.snapshots_taken == 5
+    # a live view reads every tick's snapshot: then every tick takes one
+    seen = []
+    watched = FakeBackend(downtime_s=0)
+    _loop(UpOnNow(), watched, EventLog(), on_snapshot=lambda s: seen.append(s.t)).run(300)
+    assert watched.snapshots_taken == 20 and seen == [15.0 * i for i in range(1, 21)]
+    assert AlwaysUp.calls == [15, 75, 135, 195, 255]
+
+
+def test_an_autoscaler_reading_the_past_snapshots_it_declared_it_does_not_read_fails_loudly():
+    with pytest.raises(RuntimeError, match="READS_PAST_SNAPSHOTS"):
+        _loop(ReadsHistoryAnyway(), FakeBackend(downtime_s=0), EventLog()).run(60)
+
+
+@pytest.mark.parametrize("name", ["ds2", "dhalion", "hpa-cpu", "hpa-varga", "static", "flink-er", "spl-strategy"])
+def test_autoscalers_that_skip_cool_down_snapshots_never_read_past_ones(tmp_path, name):
+    """End to end on the sim: a declaration that is wrong turns the run into a failed one (the guard above)."""
+    import autoscalers
+
+    assert not autoscalers.autoscaler_class(name).READS_PAST_SNAPSHOTS
+    exp = experiment(autoscaler={"name": name}, pattern={"name": "cosine"}, duration_s=1800.0,
+                     loop={"cooldown_s": 120.0})
+    rec = read_run_record(run_experiment(exp, tmp_path))
+    assert rec.completed, rec.status
+    actions = int((rec.events_table.column("kind").to_pandas() == "action").sum())
+    assert actions >= 1 or name == "static"  # and decided again after a cool-down

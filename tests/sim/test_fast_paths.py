@@ -22,6 +22,7 @@ import pytest
 
 import harness.backends.sim.backend as sim_backend
 from autoscalers.base import Autoscaler
+from autoscalers.ds2 import DS2
 from harness.backends.sim import readout
 from harness.backends.sim.backend import INTERARRIVALS_UNREAD, SimBackend
 from harness.backends.sim.kafka import FifoTopic, regroup
@@ -42,6 +43,32 @@ class NumpyRowModel(SimModel):
 
     def _numpy_row(self, _buf: object, offset: int, *row: float) -> None:
         self._rows[offset // (8 * self.row_width)] = list(row)
+
+
+class ReferenceModel(NumpyRowModel):
+    """Also the pre-change warm-up paths: each subtask's warm-up fraction computed on its own (no shared
+    birth times), and a change of capacity re-running the whole layout (`_configure`: partition groups,
+    shares, a new `version` that drops the readout's per-configuration caches)."""
+
+    recomputed = 0  # capacity changes during the run: the comparison must have exercised the path
+
+    def _warm_fraction(self, i: int, cores: float) -> float:
+        w = self.warmup
+        assert w is not None
+        now, ahead = self.now, self.recost_every * self.dt
+        return sum(w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]) / len(
+            self.born[i])
+
+    def _apply_capacities(self) -> None:
+        if getattr(self, "_in_layout", False):
+            super()._apply_capacities()
+            return
+        type(self).recomputed += 1
+        self._in_layout = True
+        try:
+            self._configure()
+        finally:
+            self._in_layout = False
 
 
 def reference_slope(y: np.ndarray, dt: float) -> float:
@@ -120,37 +147,52 @@ def _run(tmp: Path, query: str, backend: SimBackend, readings: str = "flink") ->
 @pytest.mark.parametrize(("query", "readings"), [("q11", "flink"), ("q1", "flink"), ("q11", "exact")])
 def test_a_ds2_run_is_bit_identical_to_the_reference_paths(tmp_path: Path, query: str, readings: str,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """flink: the calibrated profiles' noisy readings (one reading per subtask); exact: one per kind of subtask."""
+    """flink: the calibrated profiles' noisy readings (one reading per subtask); exact: one per kind of subtask.
+
+    Three runs: `fast` as a run goes (no monitor step in DS2's cool-downs), `every` with a snapshot at every
+    tick (what an autoscaler that reads past snapshots gets: lazily built subtasks), and the reference."""
     fast, fast_ts, fast_events, fast_rows = _run(tmp_path / "fast", query, SimBackend(), readings)
+    with monkeypatch.context() as patch:
+        patch.setattr(DS2, "READS_PAST_SNAPSHOTS", True)  # the loop takes every tick's snapshot, as before
+        every, every_ts, every_events, every_rows = _run(tmp_path / "every", query, SimBackend(), readings)
     # DS2 reads the subtasks' rates and busy time when it decides, not in its cool-down after an action: the
     # readings of most snapshots were never built (the saving), and are built now, when the comparison reads them
-    unread = [s for s in fast.snaps if unbuilt_subtasks(s)]
+    unread = [s for s in every.snaps if unbuilt_subtasks(s)]
     assert all(unbuilt_subtasks(s) == len(s.operators) for s in unread)
-    assert len(fast.snaps) / 2 < len(unread) < len(fast.snaps) - 2
+    assert len(every.snaps) / 2 < len(unread) < len(every.snaps) - 2
     assert all(isinstance(m, LazySubtasksOperatorMetrics) for s in unread for m in s.operators.values())
+    ReferenceModel.recomputed = 0
     with monkeypatch.context() as patch:
-        patch.setattr(sim_backend, "SimModel", NumpyRowModel)
+        patch.setattr(DS2, "READS_PAST_SNAPSHOTS", True)
+        patch.setattr(sim_backend, "SimModel", ReferenceModel)
         patch.setattr(readout, "slope", reference_slope)
         patch.setattr(readout.LazySubtasksOperatorMetrics, "create", eager_operator)
         ref_backend = SamplingBackend()
         ref, ref_ts, ref_events, ref_rows = _run(tmp_path / "ref", query, ref_backend, readings)
-        assert isinstance(ref_backend.model, NumpyRowModel)
+        assert isinstance(ref_backend.model, ReferenceModel)
     assert not any(unbuilt_subtasks(s) for s in ref.snaps)
+    assert ReferenceModel.recomputed > 20  # fresh task managers warmed up after the rescales
 
-    assert np.array_equal(fast_rows, ref_rows, equal_nan=True)
-    assert fast_ts.equals(ref_ts)
-    assert fast_events.equals(ref_events)
-    assert len(fast.snaps) == len(ref.snaps) > 200
-    for a, b in zip(fast.snaps, ref.snaps, strict=True):
+    for rows, ts, events in ((fast_rows, fast_ts, fast_events), (every_rows, every_ts, every_events)):
+        assert np.array_equal(rows, ref_rows, equal_nan=True)
+        assert ts.equals(ref_ts)
+        assert events.equals(ref_events)
+    assert len(every.snaps) == len(ref.snaps) > 200
+    for a, b in zip(every.snaps, ref.snaps, strict=True):
         assert _same(_plain(a), _plain(b)), f"snapshot at t={a.t} differs"
         assert a.operators == b.operators  # a lazy operator equals the plain one of the same values
-    n_subtasks = [len(m.subtasks) for m in fast.snaps[-1].operators.values()]
-    assert n_subtasks == [m.parallelism for m in fast.snaps[-1].operators.values()] and max(n_subtasks) > 1
+    # the plain run took only the snapshots DS2 decided on, each the same as the reference's at that time
+    ref_at = {s.t: s for s in ref.snaps}
+    assert 2 < len(fast.snaps) < len(ref.snaps) / 4
+    for a in fast.snaps:
+        assert _same(_plain(a), _plain(ref_at[a.t])), f"snapshot at t={a.t} differs"
+    n_subtasks = [len(m.subtasks) for m in every.snaps[-1].operators.values()]
+    assert n_subtasks == [m.parallelism for m in every.snaps[-1].operators.values()] and max(n_subtasks) > 1
     if readings == "flink":  # each subtask has its own noisy reading
-        busy = {s.busy_ms_per_s for snap in fast.snaps for m in snap.operators.values() for s in m.subtasks}
+        busy = {s.busy_ms_per_s for snap in every.snaps for m in snap.operators.values() for s in m.subtasks}
         assert len(busy) > 1000
     # DS2 does not read inter-arrival times: the fast run left them out and says why; the reference sampled them
-    measured = [s for s in fast.snaps if not s.why_missing.get("*")]
+    measured = [s for s in every.snaps if not s.why_missing.get("*")]
     assert all(s.interarrival_s is None and s.why_missing[str(Metric.INTERARRIVAL)] == INTERARRIVALS_UNREAD
                for s in measured)
     assert sum(s.interarrival_s is not None and len(s.interarrival_s) > 1000 for s in ref.snaps) > 200

@@ -237,6 +237,7 @@ class SimModel:
         self.lane_n: list[tuple[int, ...]] = [()] * self.n  # subtasks per group
         self.lane_w: list[tuple[float, ...]] = [()] * self.n  # input fraction per group
         self.lane_cap: list[tuple[float, ...]] = [()] * self.n  # records per step per group
+        self.lane_groups: list[tuple[tuple[int, int], ...]] = [()] * self.n  # (subtasks, units) per group
         self.lane_age: list[list[float]] = [[math.nan] for _ in ops]  # age (steps) of each group's last record
         self.arrivals = [
             (i, [float(v) for v in np.asarray(arrivals.get(o.name, ()), dtype=float)])
@@ -261,6 +262,7 @@ class SimModel:
         self.net_loss = [0.0] * self.n
         self.nd_ms = [0.0] * self.n
         self.net = [1.0] * self.n  # fraction of each subtask's capacity left after the loss
+        self.eff = [1.0] * self.n  # subtasks' worth of capacity the partitions let the operator use
         self.network = cfg.network is not None  # ND_max is reported only where nodes are modelled
         # the network's loss as CPU time (True) or as waiting that burns none (False): readout's CPU gauge
         self.net_loss_burns_cpu = cfg.network is None or cfg.network.loss_burns_cpu
@@ -324,17 +326,24 @@ class SimModel:
         w = self.warmup
         assert w is not None
         now, ahead = self.now, self.recost_every * self.dt
-        return sum(w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]) / len(
-            self.born[i])
+        born = self.born[i]
+        total = 0.0
+        last_b, f = math.nan, 0.0
+        for b in born:  # task managers started together share a birth time: the curve once per run of them
+            if b != last_b:
+                last_b, f = b, w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
+            total += f  # added one by one, as a plain sum would
+        return total / len(born)
 
     def _configure(self) -> None:
+        """The layout after a change of parallelism, partitions or network loss, then the capacities."""
         self.version = getattr(self, "version", 0) + 1  # readers cache per-configuration structures on it
         self._capacities()
         for i in range(self.n):
             eff = effective_subtasks(self.par[i], self.units[i])
+            self.eff[i] = eff
             loss = self.net_loss[i]
             self.net[i] = max(MIN_NETWORK_CAPACITY_SUBTASKS / eff, 1.0 - loss / eff) if loss > 0 else 1.0
-            sub_per_s = self.cap_sub[i] * self.net[i]  # the cost model's capacity, less the network's loss
             if self.is_src[i]:
                 units = self.units[i] or 1
                 groups = unit_groups(self.par[i], units)
@@ -342,18 +351,27 @@ class SimModel:
                 if weights != self.lane_w[i]:
                     self.lanes[i] = regroup(self.lanes[i], list(weights))
                     self.lane_age[i] = [math.nan] * len(weights)
+                self.lane_groups[i] = tuple(groups)
                 self.lane_n[i] = tuple(n for n, _ in groups)
                 self.lane_w[i] = weights
-                # a group of subtasks without partitions takes nothing
-                self.lane_cap[i] = tuple(n * sub_per_s * self.dt if u > 0 else 0.0 for n, u in groups)
-            per_s = sub_per_s * effective_subtasks(self.par[i], self.units[i])
-            self.cap[i] = per_s * self.dt
-            self.bufq[i] = per_s * self.cfg.buffer_s
             self.shares[i] = unit_shares(self.par[i], self.units[i])
             kinds: dict[float, int] = {}
             for sh in self.shares[i]:
                 kinds[sh] = kinds.get(sh, 0) + 1
             self.share_kinds[i] = tuple(kinds.items())
+        self._apply_capacities()
+
+    def _apply_capacities(self) -> None:
+        """Per-step capacities from `cap_sub` and the layout; all a change of capacity alone needs (warm-up,
+        state) - the layout and the readers' caches on `version` stay."""
+        for i in range(self.n):
+            sub_per_s = self.cap_sub[i] * self.net[i]  # the cost model's capacity, less the network's loss
+            if self.is_src[i]:
+                # a group of subtasks without partitions takes nothing
+                self.lane_cap[i] = tuple(n * sub_per_s * self.dt if u > 0 else 0.0 for n, u in self.lane_groups[i])
+            per_s = sub_per_s * self.eff[i]
+            self.cap[i] = per_s * self.dt
+            self.bufq[i] = per_s * self.cfg.buffer_s
 
     def reconfigure(self, parallelism: Mapping[str, int], cpu_share: Mapping[str, float] | None,
                     resumes_at: float | None = None) -> None:
@@ -436,7 +454,7 @@ class SimModel:
         cap = self.cap
         sel = self.sel
         if (self.state_dependent or self.warming) and k % self.recost_every == 0 and self._capacities():
-            self._configure()
+            self._apply_capacities()
         if self.retention_s is not None and k % self.check_every == 0:
             self._expire(t0)
         arrived = [0.0] * n

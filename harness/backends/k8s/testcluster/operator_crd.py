@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from harness import yamlio
 from harness.backends.k8s.testcluster.pins import Pins
 
 GROUP = "flink.apache.org"
@@ -43,7 +42,7 @@ def flinkdeployment_crd(jar: Path) -> dict[str, Any]:
         if entry not in zf.namelist():
             raise FileNotFoundError(f"{jar} has no {entry} (not a flink-kubernetes-operator-api jar?)")
         # 0.5 MB of YAML: libyaml's loader is ~10x faster than the pure-Python one
-        crd: dict[str, Any] = yaml.load(zf.read(entry), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        crd: dict[str, Any] = yamlio.load(zf.read(entry))
     if crd.get("kind") != "CustomResourceDefinition" or crd["metadata"]["name"] != CRD_NAME:
         raise ValueError(f"{jar}!{entry} is not the {CRD_NAME} CRD")
     return crd
