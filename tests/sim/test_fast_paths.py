@@ -6,7 +6,10 @@ C-double buffer (reference: numpy's own conversion of the row list into the row 
 reuses the centred sample times per length (reference: `slope`'s formula computed afresh); the
 inter-arrival sample is skipped when the run's autoscaler does not read it (reference: sampled at every
 snapshot, as before `measure_only` existed); each snapshot's per-subtask readings are built when an autoscaler
-first reads them (reference: built with the snapshot, as before). The references are the code these paths replaced.
+first reads them (reference: built with the snapshot, as before); task managers started together compute
+their warm-up once (reference: once per subtask), and a change of capacity alone leaves the layout as it is
+(reference: the whole layout again); the loop takes no snapshot in a cool-down no one reads (reference: one
+at every tick). The references are the code these paths replaced.
 """
 
 from __future__ import annotations
