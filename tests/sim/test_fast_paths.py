@@ -262,3 +262,17 @@ def test_regrouping_one_source_queue_is_bit_identical_to_pooling_it() -> None:
     # two queues (the general path) still pool equal steps
     two = regroup(out, [1.0])
     assert [list(map(list, nq.buckets)) for nq in two] == _reference_regroup(out, [1.0])
+
+
+def test_the_noise_tables_running_sums_of_a_few_columns_equal_the_whole_tables() -> None:
+    """Reference: the running sums of every column at once (before: 128 subtasks' worth for any job)."""
+    seed, op = 7, 1
+    z = np.random.default_rng([seed, 0x5EED, op]).standard_normal(
+        (readout.NOISE_UPDATES, len(readout._GAUGES), readout.NOISE_SUBTASKS))
+    whole = np.concatenate([np.zeros((1, *z.shape[1:])), np.cumsum(np.concatenate([z, z]), axis=0)])
+    table = readout.NoiseTable(seed)
+    for subtasks, first, n in [(1, 0, 4), (3, 510, 9), (9, 100, 1), (2, 77, 30), (128, 300, 212), (40, 5, 5)]:
+        got = table.window_mean_all(op, first, n, subtasks)
+        lo = first % readout.NOISE_UPDATES
+        assert np.array_equal(got, (whole[lo + n, :, :subtasks] - whole[lo, :, :subtasks]) / n)
+    assert table._cum[op].shape[2] == readout.NOISE_SUBTASKS  # grown on demand, never shrunk

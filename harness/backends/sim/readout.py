@@ -120,6 +120,7 @@ class NoiseTable:
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
+        self._draws: dict[int, np.ndarray] = {}
         self._cum: dict[int, np.ndarray] = {}
         self._flags: dict[int, np.ndarray] = {}
 
@@ -127,14 +128,23 @@ class NoiseTable:
         """Mean of the standard-normal draws of updates first .. first+n-1 (cyclic) of every gauge, per
         subtask: (gauges, subtasks)."""
         cum = self._cum.get(op)
-        if cum is None:
-            rng = np.random.default_rng([self.seed, 0x5EED, op])
-            z = rng.standard_normal((NOISE_UPDATES, len(_GAUGES), NOISE_SUBTASKS))
-            zeros = np.zeros((1, len(_GAUGES), NOISE_SUBTASKS))
-            cum = np.concatenate([zeros, np.cumsum(np.concatenate([z, z]), axis=0)])
-            self._cum[op] = cum
+        if cum is None or cum.shape[2] < subtasks:
+            cum = self._cum[op] = self._running_sums(op, subtasks)
         lo = first % NOISE_UPDATES
         return (cum[lo + n, :, :subtasks] - cum[lo, :, :subtasks]) / n
+
+    def _running_sums(self, op: int, subtasks: int) -> np.ndarray:
+        """The running sums of the first subtasks' columns only (a power of two of them): each column is
+        summed on its own, so they equal the whole table's, at a fraction of the cost for the few subtasks
+        a job has. All draws are made, in the same order, whatever the columns summed."""
+        z = self._draws.get(op)
+        if z is None:
+            rng = np.random.default_rng([self.seed, 0x5EED, op])
+            z = self._draws[op] = rng.standard_normal((NOISE_UPDATES, len(_GAUGES), NOISE_SUBTASKS))
+        cols = min(NOISE_SUBTASKS, 1 << max(3, (subtasks - 1).bit_length()))
+        part = z[:, :, :cols]
+        zeros = np.zeros((1, len(_GAUGES), cols))
+        return np.concatenate([zeros, np.cumsum(np.concatenate([part, part]), axis=0)])
 
     def uniform(self, op: int, index: int) -> float:
         u = self._flags.get(op)
