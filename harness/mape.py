@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from autoscalers.base import UNRECORDED, AppliedAction, Autoscaler, History
-from harness.backends.base import Backend, PlacesReplicas
+from harness.backends.base import Backend, PlacesReplicas, PureSnapshots
 from harness.config import LoopConfig
 from harness.metrics.snapshot import JOB_SCOPE, MetricsSnapshot
 from harness.record import EventLog
@@ -95,9 +95,11 @@ class MapeLoop:
             self.on_snapshot(snap)
 
     def _snapshot_read(self) -> bool:
-        """Whether a snapshot taken during a cool-down is read: by the live view, or by an autoscaler
-        that looks at past snapshots (the sim's readout is most of a sim run's time, issue 13)."""
-        return self.on_snapshot is not None or self.autoscaler.READS_PAST_SNAPSHOTS
+        """Whether a snapshot taken during a cool-down counts: for a backend whose snapshots record samples,
+        for the live view, or for an autoscaler that looks at past snapshots (the sim's readout was most of
+        a sim run's time, issue 13)."""
+        pure = isinstance(self.backend, PureSnapshots) and self.backend.snapshot_is_pure()
+        return not pure or self.on_snapshot is not None or self.autoscaler.READS_PAST_SNAPSHOTS
 
     def _decide_and_act(self, snap: MetricsSnapshot, result: LoopResult) -> None:
         gaps = snap.gaps(self.autoscaler.needs())

@@ -91,6 +91,16 @@ class PlacesReplicas(Protocol):
 
 
 @runtime_checkable
+class PureSnapshots(Protocol):
+    """A backend whose `snapshot` may only read (the sim): the loop may then leave out one that no one would
+    read. Not the local and k8s backends: each of their snapshots also samples the job's parallelism, task
+    managers and CPU into the run's time series."""
+
+    def snapshot_is_pure(self) -> bool:
+        """Whether taking a snapshot now changes nothing the run records or draws."""
+
+
+@runtime_checkable
 class MeasuresOnDemand(Protocol):
     """A backend that can leave out readings no one reads (the sim's inter-arrival sample, about 7 % of a
     DS2 run's simulation time). Left out, a reading is absent from the snapshot and `why_missing` says so."""

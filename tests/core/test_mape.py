@@ -151,8 +151,17 @@ def _loop(scaler, backend, events, **kw):
                     events, **kw)
 
 
+class PureFakeBackend(FakeBackend):
+    """A backend whose snapshots only read, as the sim's (`PureSnapshots`)."""
+
+    pure = True
+
+    def snapshot_is_pure(self) -> bool:
+        return self.pure
+
+
 def test_no_monitor_step_in_a_cool_down_when_no_one_reads_it():
-    backend, events = FakeBackend(downtime_s=0), EventLog()
+    backend, events = PureFakeBackend(downtime_s=0), EventLog()
     result = _loop(UpOnNow(), backend, events).run(300)
     # the same decisions as an autoscaler that reads its history (the test above) ...
     assert AlwaysUp.calls == [15, 75, 135, 195, 255] and result.actions == 5 and result.iterations == 20
@@ -160,15 +169,25 @@ def test_no_monitor_step_in_a_cool_down_when_no_one_reads_it():
     assert backend.snapshots_taken == 5
     # a live view reads every tick's snapshot: then every tick takes one
     seen = []
-    watched = FakeBackend(downtime_s=0)
+    watched = PureFakeBackend(downtime_s=0)
     _loop(UpOnNow(), watched, EventLog(), on_snapshot=lambda s: seen.append(s.t)).run(300)
     assert watched.snapshots_taken == 20 and seen == [15.0 * i for i in range(1, 21)]
     assert AlwaysUp.calls == [15, 75, 135, 195, 255]
 
 
-def test_an_autoscaler_reading_the_past_snapshots_it_declared_it_does_not_read_fails_loudly():
+@pytest.mark.parametrize("backend", [FakeBackend(downtime_s=0), PureFakeBackend(downtime_s=0)])
+def test_a_backend_whose_snapshots_record_samples_or_draw_takes_every_ticks(backend):
+    """The local and k8s backends sample the job into the run's time series at each snapshot; the sim draws
+    its inter-arrival sample when an autoscaler reads it."""
+    backend.pure = False
+    _loop(UpOnNow(), backend, EventLog()).run(300)
+    assert backend.snapshots_taken == 20 and AlwaysUp.calls == [15, 75, 135, 195, 255]
+
+
+@pytest.mark.parametrize("backend", [FakeBackend(downtime_s=0), PureFakeBackend(downtime_s=0)])
+def test_an_autoscaler_reading_the_past_snapshots_it_declared_it_does_not_read_fails_loudly(backend):
     with pytest.raises(RuntimeError, match="READS_PAST_SNAPSHOTS"):
-        _loop(ReadsHistoryAnyway(), FakeBackend(downtime_s=0), EventLog()).run(60)
+        _loop(ReadsHistoryAnyway(), backend, EventLog()).run(60)
 
 
 @pytest.mark.parametrize("name", ["ds2", "dhalion", "hpa-cpu", "hpa-varga", "static", "flink-er", "spl-strategy"])

@@ -276,3 +276,15 @@ def test_the_noise_tables_running_sums_of_a_few_columns_equal_the_whole_tables()
         lo = first % readout.NOISE_UPDATES
         assert np.array_equal(got, (whole[lo + n, :, :subtasks] - whole[lo, :, :subtasks]) / n)
     assert table._cum[op].shape[2] == readout.NOISE_SUBTASKS  # grown on demand, never shrunk
+
+
+def test_a_sim_snapshot_is_pure_unless_it_draws_an_inter_arrival_sample() -> None:
+    """The loop leaves out unread snapshots only when taking one changes nothing (`PureSnapshots`)."""
+    from harness.backends.base import PureSnapshots
+
+    backend = SimBackend()
+    assert isinstance(backend, PureSnapshots)
+    backend.measure_only(frozenset({Metric.BUSY}))
+    assert backend.snapshot_is_pure()
+    backend.measure_only(frozenset({Metric.BUSY, Metric.INTERARRIVAL}))
+    assert not backend.snapshot_is_pure()

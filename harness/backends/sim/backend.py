@@ -174,6 +174,11 @@ class SimBackend:
             m.set_network({op: placement.nd_max(op) for op in placement.nodes},
                           {op: placement.loss_subtasks(op) for op in placement.nodes})
 
+    def snapshot_is_pure(self) -> bool:
+        """The readout reads the model's rows and state (the time series comes from the model's steps); only
+        an inter-arrival sample draws from the run's random stream."""
+        return not self._interarrivals_read
+
     def measure_only(self, metrics: frozenset[Metric]) -> None:
         """Skip the inter-arrival sample when the autoscaler does not read it (`MeasuresOnDemand`).
 
