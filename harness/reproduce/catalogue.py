@@ -2,7 +2,7 @@
 
 Each claim cites the paper's section and its own figure; the experiment files' headers say
 what is the paper's setup and what this harness substitutes. Paper figures are quoted from
-the papers in /work/shared/papers (Tab. III of Gesscale, Tab. 7 and sec. 5.3 of the MPC
+the papers' full texts (Tab. III of Gesscale, Tab. 7 and sec. 5.3 of the MPC
 paper, Tab. I/II and sec. VII of MEAD, sec. 4.2 of Flink-ER).
 """
 
