@@ -246,6 +246,22 @@ def claims_markdown(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def causes_markdown(rep: Reproduction) -> list[str]:
+    """Under each claim that does not reproduce, the setup difference that is its likely cause (issue 14,
+    item 5); a claim of the paper's setup with none recorded says so, a setup check's speaks for itself."""
+    lines = []
+    for o in rep.outcomes:
+        if o.verdict == Verdict.YES:
+            continue
+        cause = rep.paper.causes.get(o.claim)
+        if cause is None and o.claim.startswith("setup check"):
+            continue
+        lines.append(f"- {o.claim} ({o.verdict}): {cause or 'no likely cause recorded.'}")
+    if not lines:
+        return []
+    return ["## Where a claim does not reproduce: the likely cause", "", *lines, ""]
+
+
 def cells_markdown(cells: pd.DataFrame, columns: list[str]) -> str:
     if cells.empty:
         return "(no runs)"
@@ -291,6 +307,7 @@ def write_report(rep: Reproduction, options: Options, out_dir: Path) -> list[Pat
         "",
         claims_markdown(rep.outcomes),
         "",
+        *causes_markdown(rep),
         "## Cells (mean ± 95 % CI half-width over repetitions; the cell id spells the matrix axes' values)",
         "",
         cells_markdown(rep.cells, CELL_COLUMNS.get(key, [])),

@@ -1,7 +1,9 @@
 """The seed papers' baselines, rule by rule, with hand-built snapshots and hand-computed values.
 
 THR-NLUnaware / THR-NLAware (Gesscale sec. V-A), MDL-NLUnaware (ibid.), the MPC paper's
-rule-based scaler (sec. 5.4), MEAD's M/G/1, GI/G/1 (Kingman) and threshold policies (sec. VII).
+rule-based scaler (sec. 5.4), MEAD's M/G/1, GI/G/1 (Kingman) and threshold policies (sec. VII),
+and `static`, the papers' fixed allocation (MEAD sec. VII-A, MPC sec. 5.3.2, Flink-ER sec. 4.2).
+The SPL strategy (MPC sec. 5.4) has its own file, test_spl_strategy.py.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from autoscalers.mead.config import MEADConfig
 from autoscalers.mead.mapph1 import exponential
 from autoscalers.mead.network import Model, OperatorLoad, Workload
 from autoscalers.mead.scaler import MEAD
+from autoscalers.static import Static, StaticConfig
 from harness.vocabulary import NodeChoice
 from tests.builders import chain, op, snapshot
 
@@ -249,3 +252,19 @@ def test_under_bursty_input_the_map_model_asks_for_more_cpu_than_kingman_and_m_g
     # Poisson input at the same rate: M/G/1 raises the map to 0.55 (by hand: 0.3125 + 1.04 + 0.138 ms)
     mg1_poisson = MEADMG1(MG1Config(), target).decide(job(), NONE)
     assert mg1_poisson is not None and mg1_poisson.cpu_share == {"src": 0.4, "map": 0.55, "sink": 0.4}
+
+
+# ---------------------------------------------------------------- static (the papers' fixed allocation)
+
+
+@pytest.mark.parametrize("cpu", [0.0, 0.5, 1.0])
+def test_static_never_decides_whatever_the_load(cpu):
+    """The fixed allocation keeps the initial one: no decision at an idle, a half-busy or a saturated operator,
+    after a restart or with a history of actions."""
+    scaler = Static(StaticConfig())
+    overloaded = snapshot(TOPO, t=60.0)(src=op(1, rin=1e5, busy=1000.0, cpu=cpu, input_rate=1e6, lag=1e7),
+                                         map=op(1, rin=1e5, busy=1000.0, cpu=cpu), sink=op(1, rin=1e5, cpu=cpu))
+    assert scaler.decide(overloaded, NONE) is None
+    assert scaler.decide(single(cpu), NONE) is None
+    with pytest.raises(ValidationError):
+        StaticConfig(step=1)  # no parameters to set
