@@ -201,7 +201,8 @@ def main() -> None:
                     steps = ", ".join(f"{k} {v:.1f}" for k, v in got["steps"].items())  # type: ignore[union-attr]
                     console.print(f"n={n} rep {rep + 1} {engine}: {got['analyze_s']:.1f} s analyze "
                                   f"({got['process_s']:.1f} s process, CPU {got['cpu_s']:.0f} s), "
-                                  f"peak {got['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f} [{steps}]")
+                                  f"peak {got['peak_mib']:.0f} MiB, load {os.getloadavg()[0]:.1f} [{steps}]",
+                                  markup=False, highlight=False)
                     if got["console"]:
                         console.print(f"  [yellow]stderr of the analysis:[/yellow] {str(got['console'])[:500]}")
             if len(args.engines) == 2:

@@ -2,12 +2,13 @@
 
 Both engines compute the same `reductions.Reductions` and give the same numbers;
 they differ in cost. pandas starts at once and runs in this process on one core;
-Spark pays a JVM start (~15 s of CPU) and ships batches to its Python workers,
-but spreads them over every core (or a cluster). `benchmarks/bench_analysis.py`
-measured on this 2-core machine (shared, the lock held): 2,000 runs Spark 102.8 s /
-pandas 146.0 s (0.70x; CPU 169 s / 144 s), same runs.parquet and cells.csv (figures,
-commands and the 500-run row in docs/analysis.md). `SPARK_MIN_RUNS` is the smallest measured
-size at which Spark was at least as fast.
+Spark pays a JVM start and a second Python worker (6-12 s more CPU than pandas at 2,000 runs)
+but spreads the batches over every core (or a cluster). `benchmarks/bench_analysis.py`
+measured on this 2-core machine (2026-11-27, the lock held, quiet: load about 2): Spark
+0.67x pandas' wall time at 2,000 runs (24.1 s / 35.9 s) and 0.65x at 5,000 (63.4 s / 97.9 s),
+1.65x at 500; same runs.parquet and cells.csv. With another process holding one core Spark
+is slower (1.09x at 5,000): figures, loads and commands in docs/analysis.md.
+`SPARK_MIN_RUNS` is the smallest measured size at which Spark was faster.
 No heavy imports here: the CLI reads these names to build
 its help.
 """

@@ -1,7 +1,8 @@
 """Matplotlib figures of runs over time; each function returns a Figure and does no I/O.
 
 A `Trace` is one run's long-format timeseries and events with the label its
-row has in the comparison tables, so figures and tables name things alike.
+row has in the comparison tables, so figures and tables name things alike, and
+its autoscaler, whose colour it gets (`colours`: the same in every figure).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from harness.analysis.metrics import Stage  # noqa: E402
+from harness.report.colours import variant_styles  # noqa: E402
 from harness.vocabulary import EventKind, Metric  # noqa: E402
 
 
@@ -26,6 +28,7 @@ class Trace:
     timeseries: pd.DataFrame
     events: pd.DataFrame
     stages: tuple[Stage, ...] = ()
+    autoscaler: str = ""  # colours the trace; the label when not given
 
     def series(self, metric: str, operator: str = "") -> pd.Series:
         ts = self.timeseries
@@ -41,6 +44,11 @@ class Trace:
         return [] if ev is None or ev.empty else (ev.loc[ev["kind"] == EventKind.ACTION, "ts"] / 60.0).tolist()
 
 
+def _styles(traces: list[Trace]) -> list[tuple[str, str, str]]:
+    """(colour, line style, hatch) per trace: its autoscaler's colour, a style per configuration of it."""
+    return variant_styles([tr.autoscaler or tr.label for tr in traces])
+
+
 def _axes(title: str, ylabel: str) -> tuple[Figure, plt.Axes]:
     fig, ax = plt.subplots(figsize=(9, 3.6))
     fig.subplots_adjust(left=0.08, right=0.98, top=0.9, bottom=0.14)  # fixed margins: layout engines cost 2x
@@ -54,14 +62,14 @@ def _axes(title: str, ylabel: str) -> tuple[Figure, plt.Axes]:
 def metric_over_time(traces: list[Trace], metric: str, title: str, ylabel: str, step: bool = True) -> Figure:
     """One line per autoscaler/configuration (task managers: a step function)."""
     fig, ax = _axes(title, ylabel)
-    for tr in traces:
+    for tr, (colour, line, _h) in zip(traces, _styles(traces), strict=True):
         s = tr.series(metric)
         if s.empty:
             continue
         if step:
-            ax.step(s.index, s.to_numpy(), where="post", label=tr.label, linewidth=1.2)
+            ax.step(s.index, s.to_numpy(), line, where="post", color=colour, label=tr.label, linewidth=1.2)
         else:
-            ax.plot(s.index, s.to_numpy(), label=tr.label, linewidth=1.0)
+            ax.plot(s.index, s.to_numpy(), line, color=colour, label=tr.label, linewidth=1.0)
     if traces:
         ax.legend(fontsize="small", ncols=2)
     return fig
@@ -76,11 +84,11 @@ def latency(traces: list[Trace], title: str = "Latency over time") -> Figure:
 
     NaN samples (no record measured in the interval) stay gaps in the lines, never bridged."""
     fig, ax = _axes(title, "latency (s)")
-    for i, tr in enumerate(traces):
+    for tr, (colour, _line, _h) in zip(traces, _styles(traces), strict=True):
         for metric, style, what in ((Metric.LATENCY_KAFKA, "-", "kafka"), (Metric.LATENCY_E2E_MEAN, "--", "e2e")):
             s = tr.series(metric)
             if not s.empty:
-                ax.plot(s.index, s.to_numpy(), style, color=f"C{i % 10}", linewidth=1.0, label=f"{what}: {tr.label}")
+                ax.plot(s.index, s.to_numpy(), style, color=colour, linewidth=1.0, label=f"{what}: {tr.label}")
     if traces:
         ax.legend(fontsize="small", ncols=2)
     if any((tr.series(m) > 0).any() for tr in traces for m in (Metric.LATENCY_KAFKA, Metric.LATENCY_E2E_MEAN)):
@@ -93,9 +101,9 @@ def input_vs_throughput(traces: list[Trace], title: str = "Input rate vs through
     if traces:
         s = traces[0].series(Metric.INPUT_RATE)
         ax.plot(s.index, s.to_numpy(), color="black", linewidth=2.0, alpha=0.6, label="input rate")
-    for tr in traces:
+    for tr, (colour, line, _h) in zip(traces, _styles(traces), strict=True):
         s = tr.series(Metric.THROUGHPUT)
-        ax.plot(s.index, s.to_numpy(), linewidth=1.0, label=f"throughput: {tr.label}")
+        ax.plot(s.index, s.to_numpy(), line, color=colour, linewidth=1.0, label=f"throughput: {tr.label}")
     ax.legend(fontsize="small", ncols=2)
     return fig
 
@@ -110,7 +118,7 @@ def parallelism(traces: list[Trace], title: str = "Parallelism per operator", ma
         for op in tr.operators():
             s = tr.series(Metric.PARALLELISM, op)
             ax.step(s.index, s.to_numpy(), where="post", label=op, linewidth=1.2)
-        ax.set_ylabel(tr.label, fontsize="small")
+        ax.set_ylabel(f"{tr.label}\nparallelism (tasks)", fontsize="small")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", loc="upper right")
     axes[-1, 0].set_xlabel("time (min)")
@@ -118,20 +126,26 @@ def parallelism(traces: list[Trace], title: str = "Parallelism per operator", ma
 
 
 def convergence(traces: list[Trace], title: str = "Convergence stages") -> Figure:
-    """Task managers with the pattern's stages shaded and every scaling action marked."""
+    """Task managers with the pattern's stages shaded and every scaling action marked.
+
+    Stages are shaded grey (alternating), not in colours an autoscaler could have, and named inside
+    the axes, under the top edge (above it they ran into the title)."""
     fig, ax = _axes(title, "task managers")
     stages = next((tr.stages for tr in traces if tr.stages), ())
     for i, st in enumerate(stages):
-        ax.axvspan(st.start_s / 60, st.end_s / 60, color=f"C{i % 10}", alpha=0.08)
-        ax.text((st.start_s + st.end_s) / 120, 1.0, st.name, transform=ax.get_xaxis_transform(), ha="center",
-                va="bottom", fontsize="small")
-    for i, tr in enumerate(traces):
+        ax.axvspan(st.start_s / 60, st.end_s / 60, color="grey", alpha=0.06 if i % 2 else 0.14, linewidth=0)
+        ax.text((st.start_s + st.end_s) / 120, 0.98, st.name, transform=ax.get_xaxis_transform(), ha="center",
+                va="top", fontsize="small")
+    for tr, (colour, line, _h) in zip(traces, _styles(traces), strict=True):
         s = tr.series(Metric.TASKMANAGERS)
-        ax.step(s.index, s.to_numpy(), where="post", color=f"C{i % 10}", label=tr.label)
+        ax.step(s.index, s.to_numpy(), line, where="post", color=colour, label=tr.label)
         acts = tr.action_minutes()
         if acts and not s.empty:
             ys = [s[s.index <= a].iloc[-1] if (s.index <= a).any() else s.iloc[0] for a in acts]
-            ax.plot(acts, ys, "o", color=f"C{i % 10}", markersize=3)
+            ax.plot(acts, ys, "o", color=colour, markersize=3)
+    if stages:  # room under the top edge for the stage names, above the highest line
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + 0.12 * (high - low))
     if traces:
         ax.legend(fontsize="small", ncols=2)
     return fig

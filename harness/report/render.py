@@ -88,8 +88,9 @@ def _slug(text: str) -> str:
 
 
 def _traces(results_dir: Path, runs: pd.DataFrame, group_cells: pd.DataFrame) -> list[Trace]:
-    """The lowest repetition of each cell, labelled as in the tables."""
+    """The lowest repetition of each cell, labelled as in the tables and coloured by its autoscaler."""
     labels = dict(zip(group_cells["cell_id"], row_labels(group_cells), strict=False))
+    owners = dict(zip(group_cells["cell_id"], group_cells["autoscaler"].astype(str), strict=False))
     traces = []
     for cell_id, label in labels.items():
         sel = runs[(runs["cell_id"] == cell_id) & (runs["matrix"] == group_cells["matrix"].iloc[0])]
@@ -107,7 +108,7 @@ def _traces(results_dir: Path, runs: pd.DataFrame, group_cells: pd.DataFrame) ->
         ts = pq.read_table(ts_path).to_pandas()
         events = read_events(run_dir)
         stages = figures.stages_from_events(events) or load_meta(run_dir, results_dir).stages
-        traces.append(Trace(label, ts, events, stages))
+        traces.append(Trace(label, ts, events, stages, owners[cell_id]))
     return traces
 
 

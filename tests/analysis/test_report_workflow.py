@@ -140,3 +140,28 @@ def test_notebook_helpers_fail_clearly_and_colour_by_autoscaler():
     assert colours == {"dhalion": colour_of("dhalion"), "ds2": colour_of("ds2")}
     assert ax.get_ylabel() == "task managers"
     plt.close(fig)
+
+
+def test_convergence_figure_colours_by_autoscaler_and_keeps_stage_names_under_the_title():
+    from harness.analysis.metrics import Stage
+    from harness.report.figures import Trace, convergence
+
+    def trace(autoscaler: str, tms: list[float]) -> Trace:
+        ts = pd.DataFrame({"ts": [0.0, 60.0, 120.0], "metric": "taskmanagers", "operator": "", "subtask": -1,
+                           "value": tms})
+        return Trace(f"{autoscaler} (label)", ts, pd.DataFrame(), (Stage("stage0", 0.0, 60.0),
+                                                                  Stage("stage1", 60.0, 120.0)), autoscaler)
+
+    # listed in the other order than the registry: colours follow the autoscaler, not the position
+    fig = convergence([trace("hpa-cpu", [1, 4, 4]), trace("ds2", [1, 3, 3])], "Convergence stages")
+    ax = fig.axes[0]
+    steps = {line.get_label(): matplotlib.colors.to_hex(line.get_color()) for line in ax.get_lines()
+             if not line.get_label().startswith("_")}
+    assert steps == {"hpa-cpu (label)": colour_of("hpa-cpu"), "ds2 (label)": colour_of("ds2")}
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title = ax.title.get_window_extent(renderer)
+    names = [t for t in ax.texts if t.get_text().startswith("stage")]
+    assert len(names) == 2
+    assert all(t.get_window_extent(renderer).y1 <= min(title.y0, ax.get_window_extent(renderer).y1) for t in names)
+    plt.close(fig)

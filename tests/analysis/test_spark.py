@@ -39,12 +39,14 @@ def test_spark_workers_give_the_pandas_numbers(spark, spark_log: Path, small_mat
 
 
 def test_analyze_on_spark_is_quiet_and_agrees_with_pandas(small_matrix: Path, tmp_path: Path):
-    """`bench analyze --engine spark` in its own process: only our lines on the console, the same outputs."""
+    """`bench analyze` on Spark in its own process: only our lines on the console, the same outputs as pandas.
+
+    Spark is reached the way `auto` picks it for a small directory: `--master` given."""
     bench = Path(sys.executable).with_name("bench")
     outs = {}
-    for engine in ("spark", "pandas"):
+    for engine, flags in (("spark", ["--engine", "auto", "--master", "local[2]"]), ("pandas", ["--engine", "pandas"])):
         out = tmp_path / engine
-        proc = subprocess.run([str(bench), "analyze", str(small_matrix), "--out", str(out), "--engine", engine],
+        proc = subprocess.run([str(bench), "analyze", str(small_matrix), "--out", str(out), *flags],
                               capture_output=True, text=True, timeout=600, env={"COLUMNS": "80", **_env()})
         assert proc.returncode == 0, proc.stdout + proc.stderr
         console = proc.stdout + proc.stderr
@@ -53,7 +55,7 @@ def test_analyze_on_spark_is_quiet_and_agrees_with_pandas(small_matrix: Path, tm
         assert f"({engine}," in proc.stdout  # the table's title names the engine
         outs[engine] = out
     log = (outs["spark"] / "analysis.log").read_text()
-    assert "engine spark" in log and "NativeCodeLoader" in log
+    assert "engine spark (asked: auto, master local[2]" in log and "NativeCodeLoader" in log
     runs = {e: pd.read_parquet(o / "runs.parquet") for e, o in outs.items()}
     cells = {e: pd.read_csv(o / "cells.csv") for e, o in outs.items()}
     assert compare_frames(runs["pandas"], runs["spark"], ["run_id"]) == []
