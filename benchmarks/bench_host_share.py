@@ -19,6 +19,7 @@ not give it: the host's share, not its quota, limited it.
     .venv/bin/python benchmarks/bench_host_share.py sample --workdir .bench --out results/s8/host.jsonl &
     .venv/bin/python benchmarks/bench_host_share.py report results/s8/host.jsonl \\
         --run results/s8/<matrix>/local/<cell>-r0 --bin-s 10
+    .venv/bin/python benchmarks/bench_host_share.py probe   # this machine's speed per CPU-second
 """
 
 from __future__ import annotations
@@ -47,6 +48,28 @@ GROUP_MARKERS = (
     ("kafka.Kafka", "kafka"),
     ("bench.nexmark.Generator", "generator"),
 )
+
+
+def cpu_speed(chunks: int = 7) -> dict[str, float]:
+    """This machine's speed per CPU-second of this thread (median of `chunks` timings of fixed work in CPU time,
+    so other processes' load does not enter it but the machine's speed per CPU-second does; the same job cost
+    3.3 times the CPU per record on one session's machine as on another's): SHA-256 MB (a hashing unit) and
+    thousands of interpreter loop iterations with a dict (branchy, memory-bound work, closer to a JVM's)."""
+    import hashlib as _h
+
+    buf = bytes(1 << 22)
+    sha, loop = [], []
+    for _ in range(chunks):
+        c0 = time.thread_time()
+        _h.sha256(buf).digest()
+        sha.append(len(buf) / 1e6 / max(time.thread_time() - c0, 1e-9))
+        d: dict[int, int] = {}
+        c0 = time.thread_time()
+        for i in range(200_000):
+            k = (i * 7919) & 4095
+            d[k] = d.get(k, 0) + i
+        loop.append(200.0 / max(time.thread_time() - c0, 1e-9))
+    return {"sha256_mb": float(np.median(sha)), "loop_k": float(np.median(loop))}
 
 
 def boot_time() -> float:
@@ -162,7 +185,8 @@ def sample(args: argparse.Namespace) -> None:
     t_end = time.monotonic() + args.duration if args.duration else math.inf
     with args.out.open("a") as fh:
         fh.write(json.dumps({"kind": "start", "wall": time.time(), "btime": btime, "cpus": os.cpu_count(),
-                             "loadavg": Path("/proc/loadavg").read_text().split()[:3], "prefix": prefix}) + "\n")
+                             "loadavg": Path("/proc/loadavg").read_text().split()[:3], "prefix": prefix,
+                             "cpu_speed_per_cpu_s": cpu_speed()}) + "\n")
         nxt = time.monotonic()
         while not stop["now"] and time.monotonic() < t_end:
             wall = time.time()
@@ -318,7 +342,8 @@ def report(args: argparse.Namespace) -> None:
         print("# no generator seen: t = 0 is the first sample")
     df["t"] = df["wall"] - t0
     print(f"# samples {len(rows)} from {time.strftime('%H:%M:%S', time.gmtime(rows[0]['wall']))} UTC; "
-          f"load before {head.get('loadavg')}; run t = 0 at {time.strftime('%H:%M:%S', time.gmtime(t0))} UTC")
+          f"load before {head.get('loadavg')}; run t = 0 at {time.strftime('%H:%M:%S', time.gmtime(t0))} UTC; "
+          f"CPU speed per CPU-s {head.get('cpu_speed_per_cpu_s')}")
     thr = None
     if args.run is not None:
         from harness.record import read_run_record
@@ -418,8 +443,14 @@ def main() -> None:
     r.add_argument("--profile", type=Path, default=None,
                    help="write the measured host share into this calibrated profile (needs --run)")
     r.add_argument("--command", default=None, help="how the samples were taken (recorded with the host share)")
+    sub.add_parser("probe", help="print this machine's speed per CPU-second (compare sessions' machines)")
     a = ap.parse_args()
-    sample(a) if a.cmd == "sample" else report(a)
+    if a.cmd == "probe":
+        speed = cpu_speed()
+        print(f"per CPU-second: {speed['sha256_mb']:.0f} MB of SHA-256, {speed['loop_k']:.0f}k dict-loop iterations"
+              " (medians of 7)")
+    else:
+        sample(a) if a.cmd == "sample" else report(a)
 
 
 if __name__ == "__main__":
