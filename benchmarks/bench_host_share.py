@@ -117,20 +117,23 @@ def cgroup_counters(path: Path) -> dict[str, float]:
             "throttled_s": throttled_s, "quota": quota}
 
 
-def classify(pid: int, cmdline: str, cgroup_text: str, prefix: str, me: int, harness_root: str) -> str:
-    """The process's group: its task manager's name, a service of the stack, the harness (a Python process
+def classify(pid: int, cmdline: str, cgroup_text: str, prefix: str, me: int, harness_root: str,
+             stack_root: str) -> str:
+    """The process's group: its task manager's name, a service of this stack (its command line names the
+    stack's work directory: another stack's services are someone else's), the harness (a Python process
     working in this worktree), or "" (someone else's)."""
     for line in cgroup_text.splitlines():
         if prefix in line:
             return line.rsplit("/", 1)[-1].removeprefix(prefix + "-")  # tm-N
+    ours = stack_root in cmdline
     for marker, group in GROUP_MARKERS:
         if marker in cmdline:
-            return group
+            return group if ours else ""
     if pid == me:
         return "sampler"
     exe = cmdline.split("\0", 1)[0]
     if exe.endswith("prometheus"):
-        return "prometheus"
+        return "prometheus" if ours else ""
     if "python" in exe:
         with contextlib.suppress(OSError):
             if os.readlink(f"/proc/{pid}/cwd") == harness_root:
@@ -138,7 +141,7 @@ def classify(pid: int, cmdline: str, cgroup_text: str, prefix: str, me: int, har
     return ""
 
 
-def process_table(prefix: str, me: int, harness_root: str) -> dict[int, dict[str, Any]]:
+def process_table(prefix: str, me: int, harness_root: str, stack_root: str) -> dict[int, dict[str, Any]]:
     """Every process: group, nice, CPU seconds, start (s since boot), per-thread run-queue wait."""
     out: dict[int, dict[str, Any]] = {}
     for d in Path("/proc").iterdir():
@@ -155,7 +158,7 @@ def process_table(prefix: str, me: int, harness_root: str) -> dict[int, dict[str
             continue
         fields = stat[stat.rindex(")") + 2:].split()
         utime, stime, nice, start = int(fields[11]), int(fields[12]), int(fields[16]), int(fields[19])
-        group = classify(pid, cmd, cg, prefix, me, harness_root)
+        group = classify(pid, cmd, cg, prefix, me, harness_root, stack_root)
         if not group:
             group = "other-nice0" if nice <= 0 else "other-niced"
         waits: dict[int, float] = {}
@@ -171,6 +174,7 @@ def process_table(prefix: str, me: int, harness_root: str) -> dict[int, dict[str
 
 def sample(args: argparse.Namespace) -> None:
     prefix = cgroup_prefix(args.workdir)
+    stack_root = str(args.workdir.expanduser().resolve())
     me = os.getpid()
     harness_root = str(Path.cwd())
     stop = {"now": False}
@@ -190,7 +194,7 @@ def sample(args: argparse.Namespace) -> None:
         nxt = time.monotonic()
         while not stop["now"] and time.monotonic() < t_end:
             wall = time.time()
-            procs = process_table(prefix, me, harness_root)
+            procs = process_table(prefix, me, harness_root, stack_root)
             row = {"kind": "sample", "wall": wall, "host": host_counters(),
                    "loadavg": [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]],
                    "procs": {str(p): {"g": v["group"], "cpu": v["cpu_s"], "start": v["start"],
