@@ -12,7 +12,9 @@ measured on the machine named in `provenance`, at the task-manager CPU quota in 
 - per operator, how Flink's readings relate to the true load (`GaugeModel`: offset, gain and
   noise of busy time, backpressured time, and both CPU signals);
 - the meters' update interval and lag, task-manager start-up and stop time, rescale downtime
-  per method against state size, and how fast a fresh task manager warms up.
+  per method against state size, and how fast a fresh task manager warms up;
+- where measured beside a scale-up (not by `bench calibrate`), the host CPU the task managers share
+  with the rest of the stack (`HostShare`).
 
 Pure data (pydantic) plus YAML read/write; no measurement code here. It sits below both its writer
 (`harness.calibration`, which measures the real stack) and its reader (the sim backend), so the
@@ -258,6 +260,41 @@ class WarmUp(_Model):
         return 1.0 - (1.0 - self.initial_fraction) * tau * (math.exp(-lo / tau) - math.exp(-hi / tau)) / (hi - lo)
 
 
+class HostShare(_Model):
+    """The host CPU the task managers share with the rest of the local stack, measured beside a scale-up
+    (`benchmarks/bench_host_share.py`). A task manager's quota is an upper bound, not a reservation: on this
+    host the load generator, the broker, the job manager and Prometheus run beside the task managers, and
+    task managers that start together (each at the start-up quota) share what those leave. So N fresh JVMs
+    take about N times one JVM's start-up CPU over that rest, where `taskmanager_startup_s` was timed for one
+    task manager on its own.
+
+    Every number is a measurement of the host named in the provenance, none is fitted to a run's outcome.
+    """
+
+    cpus: float = Field(description="CPUs of the host (all of them: what the stack's processes share)")
+    fixed_cores: float = Field(description="CPU of the job manager, Prometheus and the harness, mean while measuring")
+    cores_per_record: float = Field(description="CPU-seconds of the load generator and the broker per record "
+                                                "produced (the sources' fetches included), over the measurement")
+    startup_cpu_s: float = Field(description="CPU-seconds one task manager JVM used from its start until it "
+                                             "registered (mean over the task managers measured)")
+    startup_cores: float = Field(description="the quota a task manager starts at (local.taskmanager_startup_cpu)")
+    samples: list[float] = Field(default_factory=list, description="start-up CPU-seconds per task manager")
+    measured: str = Field("", description="when, and by which command")
+
+    def startup_s(self, n_new: int, alone_s: float, busy_cores: float) -> float:
+        """Seconds until `n_new` task managers started together have registered, given the CPU the rest of the
+        stack takes now (`busy_cores`): each needs `startup_cpu_s` and gets an equal part of what is left (at
+        most the start-up quota); never less than the time one took alone (`alone_s`)."""
+        if n_new <= 0:
+            return 0.0
+        left = max(self.cpus - busy_cores, MIN_HOST_LEFT_CORES)
+        per_tm = min(self.startup_cores, left / n_new)
+        return max(alone_s, self.startup_cpu_s / per_tm)
+
+
+MIN_HOST_LEFT_CORES = 0.05  # a saturated host still schedules a starting JVM now and then (CFS)
+
+
 class QueryProfile(_Model):
     query: str
     provenance: Provenance
@@ -269,6 +306,8 @@ class QueryProfile(_Model):
     rescale_downtime: dict[str, DowntimeModel] = Field(default_factory=dict)
     warmup: WarmUp | None = Field(None, description="fresh task managers' warm-up (None: not measured, "
                                                     "the simulator's task managers are warm from the start)")
+    host: HostShare | None = Field(None, description="the host CPU shared with the rest of the stack (None: not "
+                                                     "measured, every task manager gets its quota)")
 
     def save(self, directory: Path = CALIBRATED_DIR) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
@@ -350,4 +389,4 @@ def _none_to_nan(obj: object) -> object:
     return obj
 
 
-_NULLABLE = {"state", "taskmanager_stop_s", "warmup"}
+_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host"}

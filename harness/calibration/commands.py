@@ -250,9 +250,25 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             + ([f"fitted again from the recorded samples by `{cmd}`"] if m.facts.get("command", cmd) != cmd else []),
         )
         prof = build_profile(m, load_topology(q), prov, slopes)
+        prof = _keep_host_share(prof, out or CALIBRATED_DIR)
         prof.save(out or CALIBRATED_DIR)
         profiles.append(prof)
     return profiles
+
+
+def _keep_host_share(prof: Any, directory: Path) -> Any:
+    """A refit keeps the host share measured beside a scale-up (benchmarks/bench_host_share.py): calibrating does
+    not measure it, so it would otherwise be lost."""
+    from harness.calibrated_profile import profile_file_name, read_profile
+
+    path = directory / profile_file_name(prof.query, prof.cpu_quota)
+    if prof.host is not None or not path.exists():
+        return prof
+    try:
+        old = read_profile(path)
+    except ValueError:
+        return prof
+    return prof.model_copy(update={"host": old.host}) if old.host is not None else prof
 
 
 def _print_profiles(profiles: list[Any]) -> None:

@@ -9,7 +9,10 @@ A rescale takes as long as on the local stack, and the call blocks for it as
 the local backend's does: new task managers start first while the job runs on
 (the calibrated start-up time), then the job stops for the method's downtime
 (calibrated against state size), and after a scale-down the idle task managers
-are stopped while the job already runs again. The task-manager count in the
+are stopped while the job already runs again. Where the profile measured the
+host's CPU (`HostShare`), new task managers started together share what the
+running stack leaves of the host, so a big scale-up starts slower than one
+task manager alone. The task-manager count in the
 record follows registered task managers, as Flink's
 `numRegisteredTaskManagers` does. An experiment that states its own restart
 time (`sim.rescale_downtime_s`, e.g. Gesscale's Raspberry Pi fog nodes) replaces
@@ -43,7 +46,7 @@ from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
 from harness.backends.sim.network import Placement
-from harness.calibrated_profile import QueryProfile
+from harness.calibrated_profile import HostShare, QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -251,6 +254,8 @@ class SimBackend:
         t_request = m.now
         before_tms, after_tms = sum(before_p.values()), sum(target_p.values())
         startup = costs.startup_s if after_tms > before_tms else 0.0
+        if startup > 0.0 and costs.host is not None:  # the new JVMs share what the running stack leaves
+            startup = costs.host.startup_s(after_tms - before_tms, startup, self._stack_cores(costs.host))
         inside = self.cfg.startup_inside_downtime
         if startup > 0.0 and not inside:  # new task managers start while the job runs on at its old configuration
             m.run_until(m.now + startup)
@@ -278,6 +283,18 @@ class SimBackend:
                                "downtime_s": downtime, "state_bytes": m.state_bytes, "method": self.method,
                                **({"node_choice": str(choice)} if self.placement is not None else {})})
         return RescaleResult(m.parallelism, m.cpu_share, downtime_s=downtime, method=method)
+
+    def _stack_cores(self, host: HostShare) -> float:
+        """CPU the running stack takes now: the fixed part, the generator and broker at the recent input rate
+        (over the metrics window), and the running task managers at their quota (a scale-up comes when they
+        are busy)."""
+        m = self._m()
+        n = max(1, int(round(self._window_s / m.dt)))
+        recent = self._job_arrivals[max(0, m.k - n): m.k]
+        rate = float(recent.mean()) / m.dt if len(recent) else 0.0
+        assert self.costs is not None
+        tms = sum(p * s for p, s in zip(m.par, m.share, strict=True)) * self.costs.tm_cores
+        return host.fixed_cores + host.cores_per_record * rate + tms
 
     def drain_events(self) -> list[BackendEvent]:
         """Recoveries of injected faults once the model reaches them (the model has no faults of its own)."""
@@ -365,6 +382,7 @@ class SimBackend:
                 "capacity_per_subtask": {nm: round(op.capacity(c.tm_cores), 3) for nm, op in zip(m.names, c.ops,
                                                                                              strict=True)},
                 "taskmanager_startup_s": c.startup_s,
+                "host_share": c.host.model_dump(mode="json") if c.host is not None else None,
                 "taskmanager_stop_s": c.stop_s,
                 "rescale_downtime": {k: v.model_dump(mode="json", exclude={"points"}) for k, v in c.downtime.items()},
             }

@@ -89,6 +89,10 @@ class SimConfig(BaseModel):
                           "up as the calibrated profile measured (`warmup`: consumers, class loading and the JIT, "
                           "by the CPU time they had); false, or a profile without it: every task manager is warm "
                           "from its first second")
+    host_share: bool = Field(
+        True, description="task managers started together share the host CPU the rest of the stack leaves, as "
+                          "the calibrated profile measured it (`host`); false, or a profile without it: each "
+                          "new task manager starts in the time one took alone")
     startup_inside_downtime: bool = Field(
         False, description="new task managers start after the job stopped, so their start-up is downtime (the "
                            "thesis' redeploy, ch. 6.4.1); false: they start first while the job runs (local)")

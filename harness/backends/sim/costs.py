@@ -7,7 +7,9 @@ the simulator as the same experiment, and a thesis-scale run takes the thesis' t
 (`sim.taskmanager_cpu`). Per-record cost grows with the state a subtask holds where calibration
 measured it (q3, q5, q8, q11). CPU is the calibrated fraction of the quota a busy task manager
 reaches, linear in the subtask's utilisation from its idle CPU. A fresh task manager is slower while
-its JVM warms up, by the calibrated curve (`WarmUp`) over the CPU time it has had.
+its JVM warms up, by the calibrated curve (`WarmUp`) over the CPU time it has had. Where the profile
+measured the host's CPU (`HostShare`), task managers started together share what the rest of the stack
+leaves of the host, so a big scale-up starts slower than one task manager alone.
 
 A query without a calibrated profile falls back to `queries/topologies/<q>.yaml`: its `capacity` is
 taken as records/s at `capacity_cpu` cores (1 CPU: a first guess at thesis scale), no overhead,
@@ -24,6 +26,7 @@ from harness.calibrated_profile import (
     CapacityFit,
     DowntimeModel,
     GaugeModel,
+    HostShare,
     OperatorReadings,
     QueryProfile,
     WarmUp,
@@ -69,6 +72,7 @@ class RunCosts:
     noisy: bool = True
     meter_delay_s: float = 0.0  # a scrape finds the meters' latest update this old (0: updated at the scrape)
     warmup: WarmUp | None = None  # a fresh task manager's speed while it warms up (None: warm from the start)
+    host: HostShare | None = None  # the host CPU task managers share with the stack (None: each gets its quota)
 
     def rescale_downtime(self, method: str, state_bytes: float) -> float:
         model = self.downtime.get(method) or self.downtime.get("in_place")
@@ -139,9 +143,11 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         source=f"calibrated {profile.provenance.date} on {profile.provenance.cpu_model} at {profile.cpu_quota:g} CPU, "
                f"{profile.provenance.taskmanager_jit} JIT"
                + _warmup_note(profile.warmup if cfg.taskmanager_warmup else None)
+               + (", measured host CPU share" if cfg.host_share and profile.host is not None else "")
                + f" ({profile.provenance.command})",
         meter_delay_s=meter_delay(profile),
         warmup=usable_warmup(profile.warmup) if cfg.taskmanager_warmup else None,
+        host=profile.host if cfg.host_share else None,
     )
 
 
