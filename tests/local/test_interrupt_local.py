@@ -1,5 +1,6 @@
 """Ctrl-C during a real local run, at a random moment (start-up or the loop): `bench run` exits 130,
-the record says `interrupted`, and the stack is torn down - no process left, `bench status` clean.
+the record says `interrupted`, and the stack is torn down - no process left, `bench status` clean. Before the
+interrupt, `bench status` in another process shows the run's live line (issue 12's live view, on a real run).
 
 Port offset 5400; work directory `$BENCH_INTERRUPT_WORKDIR` or /tmp/bench-interrupt-it. The moment is
 drawn from `$BENCH_INTERRUPT_SEED` (default: the clock), and printed, so a failure can be replayed.
@@ -54,6 +55,9 @@ def test_sigint_at_a_random_moment_of_a_local_run(tmp_path: Path) -> None:
     try:
         time.sleep(delay)
         assert proc.poll() is None, proc.communicate()[0]
+        # the run, seen from another shell while it goes on: `bench status` shows its live line
+        during = subprocess.run([BENCH, "status", "--workdir", str(WORKDIR), "--port-offset", str(OFFSET)],
+                                capture_output=True, text=True, timeout=60)
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
         out, _ = proc.communicate(timeout=240)
@@ -64,6 +68,7 @@ def test_sigint_at_a_random_moment_of_a_local_run(tmp_path: Path) -> None:
             proc.kill()
         LocalStack(LocalConfig(workdir=WORKDIR, port_offset=OFFSET)).down()
     assert proc.returncode == 130, out
+    assert "it-interrupt: static on q1 (local" in during.stdout, during.stdout + during.stderr
     assert "interrupted: record" in out and "local stack was torn down" in out and "Traceback" not in out, out
     (run_dir,) = find_run_dirs(results)
     rec = read_run_record(run_dir)
