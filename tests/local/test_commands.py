@@ -39,6 +39,14 @@ def test_status_of_a_stack_that_is_not_up_exits_3(app: typer.Typer, tmp_path: Pa
     assert "kafka" in res.output and "stopped" in res.output
 
 
+def test_status_shows_the_stack_directorys_and_the_install_caches_sizes(app: typer.Typer, tmp_path: Path) -> None:
+    (tmp_path / "kafka").mkdir()
+    (tmp_path / "kafka" / "segment.log").write_bytes(b"x" * (3 << 20))  # 3 MB of data, as a stopped broker leaves
+    res = CliRunner().invoke(app, ["status", "--workdir", str(tmp_path), "--port-offset", "3300"])
+    assert f"stack directory {tmp_path.resolve()}: 3.0 MB" in " ".join(res.output.split()), res.output
+    assert "install cache " in res.output
+
+
 def test_down_on_an_empty_workdir_is_fine(app: typer.Typer, tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["down", "--workdir", str(tmp_path), "--port-offset", "3300"])
     assert res.exit_code == 0, res.output
