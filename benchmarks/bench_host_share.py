@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.host_speed import sha256_mb_per_cpu_s
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -51,25 +53,18 @@ GROUP_MARKERS = (
 
 
 def cpu_speed(chunks: int = 7) -> dict[str, float]:
-    """This machine's speed per CPU-second of this thread (median of `chunks` timings of fixed work in CPU time,
-    so other processes' load does not enter it but the machine's speed per CPU-second does; the same job cost
-    3.3 times the CPU per record on one session's machine as on another's): SHA-256 MB (a hashing unit) and
-    thousands of interpreter loop iterations with a dict (branchy, memory-bound work, closer to a JVM's)."""
-    import hashlib as _h
-
-    buf = bytes(1 << 22)
-    sha, loop = [], []
+    """This machine's speed per CPU-second: SHA-256 MB (harness.host_speed's probe, the one runs and profiles
+    record) and thousands of interpreter loop iterations with a dict per CPU-second of this thread (branchy,
+    memory-bound work, closer to a JVM's; median of `chunks`)."""
+    loop = []
     for _ in range(chunks):
-        c0 = time.thread_time()
-        _h.sha256(buf).digest()
-        sha.append(len(buf) / 1e6 / max(time.thread_time() - c0, 1e-9))
         d: dict[int, int] = {}
         c0 = time.thread_time()
         for i in range(200_000):
             k = (i * 7919) & 4095
             d[k] = d.get(k, 0) + i
         loop.append(200.0 / max(time.thread_time() - c0, 1e-9))
-    return {"sha256_mb": float(np.median(sha)), "loop_k": float(np.median(loop))}
+    return {"sha256_mb": sha256_mb_per_cpu_s(), "loop_k": float(np.median(loop))}
 
 
 def boot_time() -> float:
@@ -452,7 +447,7 @@ def main() -> None:
     if a.cmd == "probe":
         speed = cpu_speed()
         print(f"per CPU-second: {speed['sha256_mb']:.0f} MB of SHA-256, {speed['loop_k']:.0f}k dict-loop iterations"
-              " (medians of 7)")
+              " (medians)")
     else:
         sample(a) if a.cmd == "sample" else report(a)
 

@@ -70,6 +70,9 @@ class Provenance(_Model):
         description="the task managers' JIT while measuring (local.taskmanager_jit; profiles from before it was "
                     "recorded were measured with the JVM's tiered default)")
     host_load: HostLoad
+    host_speed_sha256_mb: float | None = Field(
+        None, description="the measuring host's speed (harness.host_speed: MB of SHA-256 per CPU-second), taken "
+                          "when the query was measured; None: not measured (profiles from before it was recorded)")
     duration_s: float = Field(description="wall time of this query's measurement")
     quick: bool = False
     notes: list[str] = Field(default_factory=list)

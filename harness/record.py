@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness import arrow, yamlio
+from harness.host_speed import sha256_mb_per_cpu_s
 from harness.vocabulary import EventKind
 
 if TYPE_CHECKING:
@@ -170,13 +171,19 @@ def _normalise_table(table: pa.Table) -> pa.Table:
                             np.where(np.isnan(subtask), -1, subtask), arrow.numbers(table.column("value")))
 
 
-def host_facts() -> dict[str, Any]:
-    return {
+def host_facts(speed: bool = False) -> dict[str, Any]:
+    """The host a run ran on; with `speed` (runs that measure this host: local, k8s) its CPU speed per
+    CPU-second (harness.host_speed, ~0.3 s), so a comparison with a calibrated profile can tell whether both came
+    from machines of the same speed. A sim run measures no host and leaves it out (and stays fast)."""
+    out: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
     }
+    if speed:
+        out["speed_sha256_mb"] = sha256_mb_per_cpu_s()
+    return out
 
 
 def is_complete(run_dir: Path) -> bool:

@@ -132,6 +132,7 @@ def _run_experiment(
     events = EventLog()
     started = dt.datetime.now(dt.UTC)
     load_start = os.getloadavg()  # machine hygiene: a loaded host biases every local measurement
+    host = host_facts(speed=experiment.backend != "sim")  # before the stack loads it; a sim run measures no host
     status = "failed: did not start"
     timeseries: Any = empty_timeseries()
     backend_facts: dict[str, Any] = {}
@@ -222,7 +223,7 @@ def _run_experiment(
             "kafka": {**experiment.kafka.model_dump(mode="json"), "partitions": experiment.partitions},
             "backend": backend_facts,
             "versions": _versions(),
-            "host": {**host_facts(), "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg())},
+            "host": {**host, "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg())},
         }
         try:
             # an interrupted run is torn down quickly: no TSDB snapshot (its series are in the record)

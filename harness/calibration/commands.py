@@ -156,6 +156,7 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, j
         from harness.backends.local.config import LocalConfig
         from harness.backends.local.errors import StackError
         from harness.backends.local.stack import LocalStack
+        from harness.host_speed import sha256_mb_per_cpu_s
 
         stack = LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, taskmanager_cpu_quota=quota,
                                        taskmanager_jit=jit))
@@ -198,6 +199,7 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, j
                     m.facts["query_wall_s"] = time.monotonic() - t_q
                     m.facts["plan"] = {"quick": quick, "parallelisms": list(pars), "time_scale": time_scale}
                     m.facts["taskmanager_jit"] = jit.value
+                    m.facts["host_speed_sha256_mb"] = sha256_mb_per_cpu_s()  # this machine's, beside its samples
                     m.facts["command"] = _command(queries, quick)
                     m.save(root / q)
                     progress.console.print(f"{q}: measured in {(time.monotonic() - t_q) / 60:.1f} min "
@@ -242,7 +244,10 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             command=str(m.facts.get("command") or cmd), cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
             flink_version=local.flink_version, kafka_version=local.kafka_version, taskmanager_cpu_quota=quota,
             taskmanager_jit=m.facts.get("taskmanager_jit", TaskManagerJit.TIERED.value),
-            host_load=HostLoad(before_1m=math.nan), duration_s=float(m.facts.get("query_wall_s", math.nan)),
+            host_load=HostLoad(before_1m=math.nan),
+            # taken when the samples were (a refit on another machine must not stamp its own); absent: not measured
+            host_speed_sha256_mb=m.facts.get("host_speed_sha256_mb"),
+            duration_s=float(m.facts.get("query_wall_s", math.nan)),
             quick=bool(m.facts.get("plan", {}).get("quick", quick)),
             notes=[f"{p.name}: not saturated after raising the rate" for p in m.phases
                    if p.kind == "overload" and p.extra.get("backlog_growth") is not None

@@ -120,7 +120,11 @@ def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, P
     if stale:
         notes.append(f"made with another configuration (stale; `--rerun-stale` replaces them), left out: "
                      f"{', '.join(stale)}")
-    return write_report(ReportInput(f"Fidelity: {matrix.name}", source, notes, cells, taus, records), out,
+    from harness.fidelity.machines import speed_lines
+
+    machines = speed_lines([x for c in by_cell.values() for x in c["local"]],
+                           [x for c in by_cell.values() for x in c["sim"]])
+    return write_report(ReportInput(f"Fidelity: {matrix.name}", source, notes, cells, taus, records, machines), out,
                         matrix.name)
 
 

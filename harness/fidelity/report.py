@@ -1,7 +1,8 @@
 """The fidelity report: Markdown and a self-contained HTML twin (figures inline as PNG).
 
 Sections: what was run (file, scale, time scale and how the scale was chosen, seeds, n, host load
-of the local runs, the calibrated profiles used), the targets met per cell, per-cell tables of
+of the local runs, the calibrated profiles used), whether the profile and the local runs came from machines of
+the same speed (flagged when not), the targets met per cell, per-cell tables of
 local vs sim with the sim's 95 % CI and the relative difference, Kendall's tau of the rankings,
 and per cell a figure of task managers and latency over time (local vs each sim repetition).
 """
@@ -23,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from harness.analysis.metrics import MeanCI  # noqa: E402
 from harness.fidelity.compare import LABELS, METRICS, CellComparison, Tau  # noqa: E402
+from harness.fidelity.machines import WARNING  # noqa: E402
 from harness.record import RunRecord  # noqa: E402
 from harness.vocabulary import Metric  # noqa: E402
 
@@ -44,6 +46,7 @@ class ReportInput:
     cells: list[CellComparison]
     taus: list[Tau]
     records: dict[str, tuple[list[RunRecord], list[RunRecord]]] = field(default_factory=dict)  # cell -> (local, sim)
+    machines: list[str] = field(default_factory=list)  # the profile's machine speed vs the local runs' (machines.py)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -89,6 +92,15 @@ def _cell_rows(c: CellComparison) -> list[list[str]]:
 
 def _tau_rows(taus: Sequence[Tau]) -> list[list[str]]:
     return [[t.scope, LABELS.get(t.metric, t.metric), _fmt(t.tau), _fmt(t.p_value), str(t.n)] for t in taus]
+
+
+def _md_warning(line: str) -> str:
+    return f"**{WARNING}**{line[len(WARNING):]}" if line.startswith(WARNING) else line
+
+
+def _html_warning(line: str) -> str:
+    esc = html.escape(line)
+    return f"<b class='miss'>{WARNING}</b>{esc[len(WARNING):]}" if line.startswith(WARNING) else esc
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -143,6 +155,9 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     headline = [f"{LABELS[k]}: target met in {met[k]} of {measurable[k]} cells" for k in met]
     md = [f"# {inp.title}\n", f"Produced by `bench fidelity {inp.source}`.\n"]
     md += [f"- {n}\n" for n in inp.notes]
+    if inp.machines:
+        md.append("\n## Machine speed (profile vs local runs)\n\n"
+                  + "".join(f"- {_md_warning(x)}\n" for x in inp.machines))
     md.append("\n## Headline\n\n" + "".join(f"- {h}\n" for h in headline))
     for t in inp.taus:
         if t.scope == "all cells":
@@ -153,7 +168,11 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
          f"<style>{CSS}</style></head><body><h1>{html.escape(inp.title)}</h1>",
          f"<p class='muted'>Produced by <code>bench fidelity {html.escape(inp.source)}</code>.</p><ul>"]
     h += [f"<li>{html.escape(n)}</li>" for n in inp.notes]
-    h.append("</ul><h2>Headline</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
+    h.append("</ul>")
+    if inp.machines:
+        h.append("<h2>Machine speed (profile vs local runs)</h2><ul>" + "".join(
+            f"<li>{_html_warning(x)}</li>" for x in inp.machines) + "</ul>")
+    h.append("<h2>Headline</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
     h.append("<h2>Targets per cell</h2>" + _html_table(summary_head, _summary_rows(inp.cells)))
     h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
     md.append("\n## Cells\n")

@@ -177,6 +177,34 @@ def test_profile_round_trips_through_yaml(tmp_path: Path, fitted: QueryProfile) 
     assert "bench calibrate" in (tmp_path / f"q1.cpu-{QUOTA:g}.yaml").read_text().splitlines()[0]
 
 
+def test_the_measuring_hosts_speed_round_trips_and_an_older_profile_has_none(tmp_path: Path,
+                                                                           fitted: QueryProfile) -> None:
+    """The probe (harness.host_speed) taken when the query was measured; a profile written before it was
+    recorded loads as None (not measured), never 0."""
+    measured = fitted.model_copy(update={"provenance": fitted.provenance.model_copy(
+        update={"host_speed_sha256_mb": 1234.5})})
+    path = measured.save(tmp_path)
+    back = load_profile("q1", tmp_path)
+    assert back is not None and back.provenance.host_speed_sha256_mb == 1234.5
+    older = "".join(line for line in path.read_text().splitlines(keepends=True) if "host_speed_sha256_mb" not in line)
+    assert older != path.read_text()
+    path.write_text(older)
+    again = load_profile("q1", tmp_path)
+    assert again is not None and again.provenance.host_speed_sha256_mb is None
+    assert fitted.provenance.host_speed_sha256_mb is None  # a Provenance that was given none
+
+
+def test_the_sim_carries_its_profiles_host_speed_and_none_when_the_profile_has_none(fitted: QueryProfile) -> None:
+    from harness.backends.sim.config import SimConfig
+    from harness.backends.sim.costs import run_costs
+
+    measured = fitted.model_copy(update={"provenance": fitted.provenance.model_copy(
+        update={"host_speed_sha256_mb": 1234.5})})
+    topo = load_topology("q1")
+    assert run_costs(topo, SimConfig(), QUOTA, profile=measured).host_speed_sha256_mb == 1234.5
+    assert run_costs(topo, SimConfig(), QUOTA, profile=fitted).host_speed_sha256_mb is None
+
+
 def test_the_sim_picks_the_profile_measured_nearest_its_cpus(tmp_path: Path, fitted: QueryProfile) -> None:
     """Profiles of one query at several quotas live side by side; capacity per CPU is not constant, so the one
     measured nearest (by ratio) the run's task-manager size is used, a tie going to the larger quota."""

@@ -147,6 +147,10 @@ def test_cli_runs_sim_reports_and_resumes(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     md = (out / "fid-tiny.md").read_text()
     assert "## Targets per cell" in md and "| ds2 |" in md and "Kendall tau" in md
+    # the stand-ins are sim records (no host measured) and the committed profile predates the probe
+    assert "local runs' host speed not measured" in md and "profile speed not measured" in md
+    sim_meta = read_run_record(results / "fid-tiny" / "sim" / "ds2-r0").meta
+    assert "speed_sha256_mb" not in sim_meta["host"] and "host_speed_sha256_mb" in sim_meta["backend"]["costs"]
     assert (out / "fid-tiny-figures" / "ds2.png").exists()
     html = (out / "fid-tiny.html").read_text()
     assert html.count("data:image/png;base64,") == 2
@@ -221,3 +225,65 @@ def test_scale_chosen_from_the_calibrated_capacity(tmp_path: Path) -> None:
     said = describe_scale(at).describe()
     assert "needs" in said
     assert ("calibrated capacities" in said) == (load_profile(exp.query) is not None), said
+
+
+class _Rec:
+    """A record's metadata only: what the machine-speed comparison reads."""
+
+    def __init__(self, meta: dict) -> None:
+        self.meta = meta
+
+
+def _local(speed: float | None) -> _Rec:
+    return _Rec({"host": {"cpus": 2, **({"speed_sha256_mb": speed} if speed is not None else {})}})
+
+
+def _sim(speed: float | None, calibrated: bool = True) -> _Rec:
+    return _Rec({"backend": {"costs": {"source": "calibrated 2026-11-26 on a CPU at 0.1 CPU" if calibrated
+                                       else "first guess (queries/topologies/q1.yaml)",
+                                       "calibrated": calibrated, "host_speed_sha256_mb": speed}}})
+
+
+def _report(tmp_path: Path, machines: list[str]) -> tuple[str, str]:
+    from harness.fidelity.report import ReportInput, write_report
+
+    md, html = write_report(ReportInput("t", "f.yaml", [], [], [], {}, machines), tmp_path, "t")
+    return md.read_text(), html.read_text()
+
+
+def test_a_profile_from_a_slower_machine_is_flagged_with_the_factor(tmp_path: Path) -> None:
+    from harness.fidelity.machines import WARNING, speed_lines
+
+    lines = speed_lines([_local(1950.0), _local(2050.0)], [_sim(600.0), _sim(600.0)])
+    flagged = [x for x in lines if x.startswith(WARNING)]
+    assert len(flagged) == 1
+    assert "measured on a machine 3.3 x slower than the local runs" in flagged[0]
+    assert "profile 600, local median 2000" in flagged[0] and "not rescaled" in flagged[0]
+    faster = speed_lines([_local(600.0)], [_sim(2000.0)])
+    assert any("3.3 x faster than the local runs" in x for x in faster)
+    md, html = _report(tmp_path, lines)
+    assert "## Machine speed (profile vs local runs)" in md and f"**{WARNING}** the sim's profile" in md
+    assert f"<b class='miss'>{WARNING}</b>" in html
+
+
+def test_equal_speeds_within_the_tolerance_raise_nothing(tmp_path: Path) -> None:
+    from harness.fidelity.machines import WARNING, speed_lines
+
+    lines = speed_lines([_local(2000.0)], [_sim(1800.0)])  # 11 % apart, tolerance 15 %
+    assert not any(x.startswith(WARNING) for x in lines)
+    assert any("the same machine speed within 15%" in x for x in lines)
+    assert any(x.startswith(WARNING) for x in speed_lines([_local(2000.0)], [_sim(1700.0)]))  # 18 %: flagged
+    md, _ = _report(tmp_path, lines)
+    assert WARNING not in md
+
+
+def test_an_unmeasured_speed_is_named_never_compared_as_zero() -> None:
+    from harness.fidelity.machines import WARNING, speed_lines
+
+    lines = speed_lines([_local(2000.0)], [_sim(None)])
+    assert any("profile speed not measured" in x for x in lines) and not any(x.startswith(WARNING) for x in lines)
+    lines = speed_lines([_local(None)], [_sim(600.0)])
+    assert any("local runs' host speed not measured" in x for x in lines)
+    assert any("the machines are not compared" in x for x in lines)
+    lines = speed_lines([_local(2000.0)], [_sim(None, calibrated=False)])
+    assert any("first guess, no measured profile" in x for x in lines)

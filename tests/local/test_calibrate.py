@@ -39,6 +39,7 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert pv.flink_version == "2.2.1" and pv.kafka_version == "4.1.1" and pv.taskmanager_cpu_quota == 0.25
     assert pv.cpu_model and pv.host_cpus == os.cpu_count() and "calibrate" in pv.command and pv.quick
     assert pv.taskmanager_jit == "c1"  # the default, which the runs use too
+    assert pv.host_speed_sha256_mb is not None and pv.host_speed_sha256_mb > 0  # the machine's speed per CPU-second
     assert math.isfinite(pv.host_load.before_1m) and math.isfinite(pv.host_load.during_mean_1m)
     assert 0.0 <= pv.host_load.host_cpu_busy <= 1.0
     src, mp, sink = (prof.operators[n] for n in ("bids_source", "map", "sink"))
@@ -85,5 +86,6 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert "measured in" not in r2.output and samples.stat().st_mtime_ns == before
     again = load_profile("q1", out)
     assert again is not None and again.operators["map"].capacity == pytest.approx(mp.capacity, rel=1e-6)
+    assert again.provenance.host_speed_sha256_mb == pv.host_speed_sha256_mb  # the measuring machine's, not the refit's
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(WORKDIR) in " ".join(p.info["cmdline"] or [])]
     assert not leftovers, [p.info["cmdline"][:3] for p in leftovers]

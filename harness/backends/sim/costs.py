@@ -73,6 +73,8 @@ class RunCosts:
     meter_delay_s: float = 0.0  # a scrape finds the meters' latest update this old (0: updated at the scrape)
     warmup: WarmUp | None = None  # a fresh task manager's speed while it warms up (None: warm from the start)
     host: HostShare | None = None  # the host CPU task managers share with the stack (None: each gets its quota)
+    # the profile's measuring host's speed (harness.host_speed); None: not measured, or no profile (first guess)
+    host_speed_sha256_mb: float | None = None
 
     def rescale_downtime(self, method: str, state_bytes: float) -> float:
         model = self.downtime.get(method) or self.downtime.get("in_place")
@@ -148,6 +150,7 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         meter_delay_s=meter_delay(profile),
         warmup=usable_warmup(profile.warmup) if cfg.taskmanager_warmup else None,
         host=profile.host if cfg.host_share else None,
+        host_speed_sha256_mb=profile.provenance.host_speed_sha256_mb,
     )
 
 

@@ -1,0 +1,72 @@
+"""Whether the sim's calibrated profile and the local runs it is compared with came from machines of the
+same speed (pure).
+
+A profile's costs are CPU-seconds per record on the machine that measured them; a local run today may run
+on a machine several times faster or slower per CPU-second (3.3x between two sessions' machines), and then
+a sim-vs-local difference is partly the machines'. Both record `harness.host_speed`'s probe (the profile in
+its provenance, a local run in its host facts); this compares them and says so. It only reports: the sim's
+costs are never rescaled by the probe (model, don't tune). Unknown stays unknown: a profile or run from
+before the probe was recorded is "not measured", never a speed of 0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from harness.host_speed import UNIT, speed_ratio
+
+TOLERANCE = 0.15  # machines whose probes differ by more than this fraction (either way) are flagged
+WARNING = "Warning:"
+
+
+def _local_speed(rec: Any) -> float | None:
+    v = (rec.meta.get("host") or {}).get("speed_sha256_mb")
+    return float(v) if isinstance(v, int | float) and v > 0 else None
+
+
+def _profiles(sims: Sequence[Any]) -> dict[str, tuple[bool, float | None]]:
+    """The sim runs' cost sources: source -> (calibrated, the profile's probe or None)."""
+    out: dict[str, tuple[bool, float | None]] = {}
+    for rec in sims:
+        costs = (rec.meta.get("backend") or {}).get("costs") or {}
+        v = costs.get("host_speed_sha256_mb")
+        out[str(costs.get("source", "?"))] = (bool(costs.get("calibrated")),
+                                              float(v) if isinstance(v, int | float) and v > 0 else None)
+    return out
+
+
+def speed_lines(local: Sequence[Any], sims: Sequence[Any], tolerance: float = TOLERANCE) -> list[str]:
+    """One line per cost source the sim runs used: the profile's probe against the local runs' (their median),
+    flagged (starting with WARNING) when they differ by more than `tolerance`."""
+    speeds = [s for s in (_local_speed(r) for r in local) if s is not None]
+    lines = []
+    if speeds:
+        med = statistics.median(speeds)
+        lines.append(f"local runs' host speed: median {med:.0f} {UNIT} (min {min(speeds):.0f}, max {max(speeds):.0f}, "
+                     f"n = {len(speeds)} of {len(local)} runs)")
+    else:
+        med = None
+        lines.append(f"local runs' host speed not measured (none of {len(local)} runs recorded it: made before "
+                     "the probe was recorded)")
+    for source, (calibrated, prof) in sorted(_profiles(sims).items()):
+        if not calibrated:
+            lines.append(f"sim costs {source}: first guess, no measured profile (no machine speed to compare)")
+        elif prof is None:
+            lines.append(f"sim costs {source}: profile speed not measured (profiles from before the probe was "
+                         "recorded): it may come from a machine of another speed than the local runs")
+        elif (ratio := speed_ratio(med, prof)) is None:
+            lines.append(f"sim costs {source}: profile measured at {prof:.0f} {UNIT}; the local runs' speed is "
+                         "not known, so the machines are not compared")
+        else:
+            if max(ratio, 1.0 / ratio) - 1.0 > tolerance:
+                how = f"{ratio:.1f} x slower" if ratio > 1.0 else f"{1.0 / ratio:.1f} x faster"
+                lines.append(f"{WARNING} the sim's profile was measured on a machine {how} than the local runs "
+                             f"(profile {prof:.0f}, local median {med:.0f} {UNIT}; tolerance {tolerance:.0%}): "
+                             f"its costs per record are that machine's (not rescaled), so sim vs local differences "
+                             f"include the machines' ({source})")
+            else:
+                lines.append(f"sim costs {source}: profile measured at {prof:.0f} {UNIT}, local runs {med:.0f}: "
+                             f"the same machine speed within {tolerance:.0%}")
+    return lines
