@@ -21,10 +21,10 @@ from tests.sim.conftest import constant
 from workloads.arrivals import ArrivalConfig
 
 CORES = 0.1
-RATE = 30_000.0
+RATE = 100_000.0  # well above one source subtask's capacity at 0.1 CPU (asserted in `profile`)
 ALONE_S = 6.0  # the profile's start-up of one task manager on its own
-# a 2-core host whose stack takes 0.3 + 30 us x 30k rec/s = 1.2 cores beside the task managers
-SATURATED = HostShare(cpus=2.0, fixed_cores=0.3, cores_per_record=30e-6, startup_cpu_s=3.0, startup_cores=1.0)
+# a 2-core host whose stack takes 0.3 + 9 us x 100k rec/s = 1.2 cores beside the task managers
+SATURATED = HostShare(cpus=2.0, fixed_cores=0.3, cores_per_record=9e-6, startup_cpu_s=3.0, startup_cores=1.0)
 # the same stack on a host with cores to spare
 ROOMY = SATURATED.model_copy(update={"cpus": 16.0})
 
@@ -32,12 +32,14 @@ ROOMY = SATURATED.model_copy(update={"cpus": 16.0})
 def profile(host: HostShare | None) -> QueryProfile:
     base = load_profile("q1", cores=CORES)
     assert base is not None
+    source = base.operators["bids_source"]
+    assert RATE > 2 * source.capacity, "the scale-up must matter: one source subtask may not carry RATE"
     stat = base.taskmanager_startup_s.model_copy(update={"mean": ALONE_S})
     return base.model_copy(update={"host": host, "taskmanager_startup_s": stat})
 
 
 def scaled_up(host: HostShare | None, **cfg: object) -> tuple[SimBackend, dict]:
-    """q1 at 30k rec/s on one task manager per operator, scaled up to 3 + 3 + 2 at t = 15 s."""
+    """q1 at 100k rec/s on one task manager per operator, scaled up to 3 + 3 + 2 at t = 15 s."""
     b = SimBackend()
     b.start_with(load_topology("q1"), constant(RATE, 200), SimConfig(readings="exact", **cfg),  # type: ignore[arg-type]
                  1, tm_cores=CORES, profile=profile(host), arrivals=ArrivalConfig(kind="deterministic"))
@@ -60,7 +62,7 @@ def test_a_scale_up_on_a_saturated_host_starts_its_task_managers_later() -> None
     busy, rescale = scaled_up(SATURATED)
     free, rescale_free = scaled_up(ROOMY)
     none, rescale_none = scaled_up(None)
-    # five new JVMs share 2 - 0.3 - 30e-6 x 30k - 3 x 0.1 = 0.5 cores: 3 CPU-s each at 0.1 cores = 30 s
+    # five new JVMs share 2 - 0.3 - 9e-6 x 100k - 3 x 0.1 = 0.5 cores: 3 CPU-s each at 0.1 cores = 30 s
     assert rescale["startup_s"] == pytest.approx(30.0, rel=0.01)
     assert rescale_free["startup_s"] == pytest.approx(ALONE_S)
     assert rescale_none["startup_s"] == pytest.approx(ALONE_S)
