@@ -21,9 +21,13 @@ TOLERANCE = 0.15  # machines whose probes differ by more than this fraction (eit
 WARNING = "Warning:"
 
 
+def _speed(value: Any) -> float | None:
+    """A recorded probe, or None where none was recorded (never 0)."""
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
 def _local_speed(rec: Any) -> float | None:
-    v = (rec.meta.get("host") or {}).get("speed_sha256_mb")
-    return float(v) if isinstance(v, int | float) and v > 0 else None
+    return _speed((rec.meta.get("host") or {}).get("speed_sha256_mb"))
 
 
 def _profiles(sims: Sequence[Any]) -> dict[str, tuple[bool, float | None]]:
@@ -31,9 +35,7 @@ def _profiles(sims: Sequence[Any]) -> dict[str, tuple[bool, float | None]]:
     out: dict[str, tuple[bool, float | None]] = {}
     for rec in sims:
         costs = (rec.meta.get("backend") or {}).get("costs") or {}
-        v = costs.get("host_speed_sha256_mb")
-        out[str(costs.get("source", "?"))] = (bool(costs.get("calibrated")),
-                                              float(v) if isinstance(v, int | float) and v > 0 else None)
+        out[str(costs.get("source", "?"))] = (bool(costs.get("calibrated")), _speed(costs.get("host_speed_sha256_mb")))
     return out
 
 
