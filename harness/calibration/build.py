@@ -333,11 +333,15 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
     stop = Stat.of([float(p.extra["stop_s"]) for p in resc if p.extra.get("stop_s") is not None])
     downtime: dict[str, DowntimeModel] = {}
     for method in sorted({str(p.extra.get("method")) for p in resc if p.extra.get("ok")}):
-        pts = [(p.extra.get("state_bytes_before") or 0.0, p.extra["downtime_s"]) for p in resc
-               if p.extra.get("method") == method and p.extra.get("ok")]
-        pts = [(0.0 if not math.isfinite(s) else s, d) for s, d in pts]
-        slope, source = (downtime_slopes or {}).get(method, (fit.pooled_slope(pts), f"{m.query} alone"))
-        downtime[method] = fit.downtime_model(pts, slope, source)
+        by_dir: dict[str, list[tuple[float, float]]] = {"up": [], "down": []}
+        for p in resc:
+            if p.extra.get("method") == method and p.extra.get("ok"):
+                s = p.extra.get("state_bytes_before")
+                s = 0.0 if s is None or not math.isfinite(s) else float(s)
+                by_dir["down" if p.extra.get("direction") == "down" else "up"].append((s, float(p.extra["downtime_s"])))
+        slope, source = (downtime_slopes or {}).get(method, (fit.pooled_slope(by_dir["up"] or by_dir["down"]),
+                                                             f"{m.query} alone"))
+        downtime[method] = fit.downtime_model(by_dir["up"], by_dir["down"], slope, source)
     prov = provenance.model_copy(update={"host_load": _host_load(m)})
     return QueryProfile(
         query=m.query, provenance=prov, cpu_quota=q, operators=ops,

@@ -228,11 +228,12 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
     pooled: dict[str, list[tuple[float, float]]] = {}
     for m in measured.values():
         for p in m.phases:
-            if p.kind == "rescale" and p.extra.get("ok"):
+            # the slope over scale-ups only: the same kind of restart (fresh task managers) in every query
+            if p.kind == "rescale" and p.extra.get("ok") and p.extra.get("direction", "up") == "up":
                 s = p.extra.get("state_bytes_before")
                 pooled.setdefault(p.extra["method"], []).append(
                     (float(s) if s is not None else math.nan, float(p.extra["downtime_s"])))
-    slopes = {meth: (fit.pooled_slope(pts), f"pooled over {', '.join(sorted(measured))} ({len(pts)} rescales)")
+    slopes = {meth: (fit.pooled_slope(pts), f"pooled over {', '.join(sorted(measured))} ({len(pts)} scale-ups)")
               for meth, pts in pooled.items()}
     local = LocalConfig()
     cmd = _command(queries, quick)
@@ -276,12 +277,17 @@ def _keep_host_share(prof: Any, directory: Path) -> Any:
     return prof.model_copy(update={"host": old.host}) if old.host is not None else prof
 
 
+def _up_down(d: Any) -> str:
+    """A downtime model's scale-up base, and its scale-down base where measured apart."""
+    return f"{d.base_s:.1f}" + (f"|{d.down_base_s:.1f}" if d.down_base_s is not None else "")
+
+
 def _print_profiles(profiles: list[Any]) -> None:
     from rich.table import Table
 
     table = Table(title="calibrated capacities (records/s per subtask at share 1.0 of the quota)")
     for col in ("query", "operator", "capacity", "at 0.5", "at 0.25", "selectivity", "CPU us/record",
-                "busy gain/offset", "TM start s", "downtime in_place/savepoint/reactive s", "host load"):
+                "busy gain/offset", "TM start s", "downtime up|down in_place/savepoint/reactive s", "host load"):
         table.add_column(col)
     for prof in profiles:
         first = True
@@ -296,7 +302,7 @@ def _print_profiles(profiles: list[Any]) -> None:
                 f"{op.selectivity:.3f}", f"{op.cpu.cores_per_record * 1e6:.1f}",
                 f"{op.readings.busy.gain:.2f}/{op.readings.busy.offset:+.2f}",
                 f"{prof.taskmanager_startup_s.mean:.1f}" if first else "",
-                "/".join(f"{d[m].base_s:.1f}" if m in d else "-" for m in ("in_place", "savepoint", "reactive"))
+                "/".join(_up_down(d[m]) if m in d else "-" for m in ("in_place", "savepoint", "reactive"))
                 if first else "",
                 f"{prof.provenance.host_load.during_mean_1m:.1f}" if first else "",
             )

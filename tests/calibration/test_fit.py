@@ -266,8 +266,21 @@ def test_gauge_model_noise_and_step_lag() -> None:
 def test_downtime_slope_pooled_over_queries() -> None:
     pts = [(0.0, 5.0), (1e9, 15.0), (2e9, 25.0)]
     assert fit.pooled_slope(pts) == pytest.approx(10.0)
-    m = fit.downtime_model([(1e9, 16.0)], 10.0, "pooled")
+    m = fit.downtime_model([(1e9, 16.0)], [], 10.0, "pooled")
     assert m.base_s == pytest.approx(6.0) and m.downtime(3e9) == pytest.approx(36.0)
+    assert m.down_base_s is None and m.downtime(3e9, fresh_taskmanagers=False) == pytest.approx(36.0)
+
+
+def test_downtime_on_fresh_task_managers_apart_from_running_ones() -> None:
+    """A scale-up restarts the job on cold JVMs, a scale-down on warm ones: two bases, one slope."""
+    m = fit.downtime_model([(0.0, 5.0), (1e9, 7.0)], [(0.0, 0.5), (1e9, 2.5)], 1.0, "pooled")
+    assert m.base_s == pytest.approx(5.5) and m.down_base_s == pytest.approx(1.0)
+    assert m.downtime(2e9) == pytest.approx(7.5)
+    assert m.downtime(2e9, fresh_taskmanagers=False) == pytest.approx(3.0)
+    only_down = fit.downtime_model([], [(0.0, 2.0)], 0.0, "x")
+    assert only_down.base_s == pytest.approx(2.0) and only_down.down_base_s == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        fit.downtime_model([], [], 0.0, "x")
     assert fit.pooled_slope([(0.0, 5.0), (1e9, 1.0)]) == 0.0  # never a negative cost of state
 
 
