@@ -334,11 +334,12 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
     downtime: dict[str, DowntimeModel] = {}
     for method in sorted({str(p.extra.get("method")) for p in resc if p.extra.get("ok")}):
         by_dir: dict[str, list[tuple[float, float]]] = {"up": [], "down": []}
-        for p in resc:
-            if p.extra.get("method") == method and p.extra.get("ok"):
-                s = p.extra.get("state_bytes_before")
-                s = 0.0 if s is None or not math.isfinite(s) else float(s)
-                by_dir["down" if p.extra.get("direction") == "down" else "up"].append((s, float(p.extra["downtime_s"])))
+        for r in resc:
+            if r.extra.get("method") == method and r.extra.get("ok"):
+                state_b = r.extra.get("state_bytes_before")
+                state_b = 0.0 if state_b is None or not math.isfinite(state_b) else float(state_b)
+                side = "down" if r.extra.get("direction") == "down" else "up"
+                by_dir[side].append((state_b, float(r.extra["downtime_s"])))
         slope, source = (downtime_slopes or {}).get(method, (fit.pooled_slope(by_dir["up"] or by_dir["down"]),
                                                              f"{m.query} alone"))
         downtime[method] = fit.downtime_model(by_dir["up"], by_dir["down"], slope, source)
