@@ -240,8 +240,8 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
     profiles = []
     for q, m in measured.items():
         prov = Provenance(
-            date=dt.datetime.fromtimestamp((root / q / "measurement.json").stat().st_mtime, dt.UTC).isoformat(
-                timespec="seconds"),
+            date=str(m.facts.get("measured_at") or dt.datetime.fromtimestamp(
+                (root / q / "measurement.json").stat().st_mtime, dt.UTC).isoformat(timespec="seconds")),
             command=str(m.facts.get("command") or cmd), cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
             flink_version=local.flink_version, kafka_version=local.kafka_version, taskmanager_cpu_quota=quota,
             taskmanager_jit=m.facts.get("taskmanager_jit", TaskManagerJit.TIERED.value),

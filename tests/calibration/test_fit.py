@@ -414,3 +414,20 @@ def test_the_mean_fraction_is_the_curves_integral() -> None:
     xs = np.linspace(0.0, 3.0, 30001)
     assert dead.mean_fraction(0.0, 3.0) == pytest.approx(float(np.mean([dead.fraction(x) for x in xs])), rel=1e-3)
     assert dead.mean_fraction(1.5, 3.5) == pytest.approx(w.mean_fraction(1.0, 3.0), rel=1e-12)  # a shifted curve
+
+
+def test_a_refit_dates_the_profile_when_its_samples_were_measured_not_when_copied(tmp_path: Path) -> None:
+    """The date is the measurement's own record: copying a state directory changes files' times, not it."""
+    import os
+    import shutil
+
+    from harness.calibration.commands import _fit_all
+    from harness.topology import load_topology
+
+    m = synthetic_measurement()
+    m.save(tmp_path / "a" / "q1")
+    measured_at = Measurement.load(tmp_path / "a" / "q1").facts["measured_at"]
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    os.utime(tmp_path / "b" / "q1" / "measurement.json", (0, 0))  # 1970: what the file's time would say
+    prof = _fit_all(["q1"], tmp_path / "b", QUOTA, False, tmp_path / "out", load_topology)[0]
+    assert prof.provenance.date == measured_at and not prof.provenance.date.startswith("1970")
