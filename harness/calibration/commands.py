@@ -253,6 +253,7 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             notes=[f"{p.name}: not saturated after raising the rate" for p in m.phases
                    if p.kind == "overload" and p.extra.get("backlog_growth") is not None
                    and p.extra["backlog_growth"] <= 0]
+            + _shortfalls(m)
             + ([f"fitted again from the recorded samples by `{cmd}`"] if m.facts.get("command", cmd) != cmd else []),
         )
         prof = build_profile(m, load_topology(q), prov, slopes)
@@ -275,6 +276,20 @@ def _keep_host_share(prof: Any, directory: Path) -> Any:
     except ValueError:
         return prof
     return prof.model_copy(update={"host": old.host}) if old.host is not None else prof
+
+
+def _shortfalls(m: Any) -> list[str]:
+    """Phases in which the generator got less into Kafka than asked for (by over 10 %): their overload may not
+    have been one. Nothing where its count was not recorded."""
+    from harness.calibration import fit
+
+    out = []
+    for p in m.phases:
+        if p.kind in ("coldstart", "overload", "share") and math.isfinite(p.rate) and p.rate > 0:
+            got = fit.offered_rate(m.host, p.t0, p.t1)
+            if math.isfinite(got) and got < 0.9 * p.rate:
+                out.append(f"{p.name}: the generator offered {got:,.0f} of the {p.rate:,.0f} records/s asked for")
+    return out
 
 
 def _up_down(d: Any) -> str:

@@ -118,6 +118,19 @@ def sources_rate(samples: pd.DataFrame, sources: Sequence[str], t0: float, t1: f
     return float(sum(finite)) if finite else math.nan
 
 
+def offered_rate(host: pd.DataFrame, t0: float, t1: float) -> float:
+    """Records/s Kafka acknowledged from the load generator between t0 and t1: the counter rate of the last
+    generator instance sampled in the span (a phase restarts the generator, and its count with it); NaN when
+    the generator's count was not recorded there (older measurements, or an endpoint that did not answer)."""
+    if "produced" not in host or "gen" not in host:
+        return math.nan
+    seg = host[(host.t >= t0) & (host.t <= t1)].dropna(subset=["produced", "gen"])
+    if seg.empty:
+        return math.nan
+    last = seg[seg.gen == seg.sort_values("t").gen.iloc[-1]].sort_values("t")
+    return counter_rate(last.t.to_numpy(dtype=float), last.produced.to_numpy(dtype=float))
+
+
 def first_record_delay(samples: pd.DataFrame, sources: Sequence[str], t0: float) -> float:
     """Seconds from t0 until the job's sources took their first record: for each source subtask, the middle of
     the last sample before its `rec_out` counter left 0 (or t0) and the first one after; the earliest subtask

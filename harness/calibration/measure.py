@@ -199,7 +199,7 @@ class QueryCalibration:
         plan, d = self.plan, self.plan.durations
         est = self.rate_capacity
         self.backend = LocalBackend(self.stack)
-        self.recorder = Recorder(self.stack)
+        self.recorder = Recorder(self.stack, generator=lambda: self.backend._generator)
         t_start = time.monotonic()
         self.say(f"{self.topology.query}: starting the job (all operators at parallelism 1)")
         # cold start, warm-up and probe: the estimate may be far off, the probe measures the real saturated rate

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -431,3 +432,72 @@ def test_a_refit_dates_the_profile_when_its_samples_were_measured_not_when_copie
     os.utime(tmp_path / "b" / "q1" / "measurement.json", (0, 0))  # 1970: what the file's time would say
     prof = _fit_all(["q1"], tmp_path / "b", QUOTA, False, tmp_path / "out", load_topology)[0]
     assert prof.provenance.date == measured_at and not prof.provenance.date.startswith("1970")
+
+
+def _with_offered(m: Measurement, phase: str, fraction: float, gen: int = 7) -> Measurement:
+    """The generator's acknowledged count sampled each second of `phase`, at `fraction` of its asked-for rate."""
+    ph = next(p for p in m.phases if p.name == phase)
+    ts = np.arange(ph.t0, ph.t1 + 1e-9, 1.0)
+    rows = pd.DataFrame({"t": ts, "phase": phase, "load1": 0.5, "host_busy": 0.3,
+                         "produced": fraction * ph.rate * (ts - ph.t0), "gen": gen})
+    m.host = pd.concat([m.host, rows], ignore_index=True)
+    return m
+
+
+def test_the_cold_start_counts_as_overloaded_by_what_kafka_acknowledged_not_by_pending_records() -> None:
+    """A fresh source's pendingRecords reads low for its first seconds: with the generator's count recorded,
+    the backlog is what Kafka acknowledged less what the sources took."""
+    from harness.calibration.build import warmup
+    from harness.topology import load_topology
+
+    m = synthetic_measurement()
+    cold = m.samples.phase == "coldstart"
+    m.samples.loc[cold & (m.samples.operator == "bids_source"), "pending"] = 0.0  # read low throughout
+    w = warmup(m, load_topology("q1"))
+    assert w is not None and not w.saturated  # by pendingRecords alone: never overloaded
+    w = warmup(_with_offered(m, "coldstart", 1.0), load_topology("q1"))
+    assert w is not None and w.saturated
+    # a generator that got only 60 % of the asked-for rate into Kafka, below what the sources took: no overload
+    w = warmup(_with_offered(synthetic_measurement(), "coldstart", 0.6, gen=8), load_topology("q1"))
+    assert w is not None and not w.saturated
+
+
+def test_offered_rate_is_the_last_generator_instances_count_and_unknown_without_one() -> None:
+    host = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0, 4.0], "produced": [0.0, 100.0, 200.0, 0.0, 50.0],
+                         "gen": [1, 1, 1, 2, 2]})
+    assert fit.offered_rate(host, 0.0, 2.0) == pytest.approx(100.0)
+    assert fit.offered_rate(host, 0.0, 4.0) == pytest.approx(50.0)  # restarted at t = 3: the new count only
+    assert math.isnan(fit.offered_rate(host, 10.0, 20.0))
+    assert math.isnan(fit.offered_rate(host.drop(columns=["produced"]), 0.0, 4.0))
+
+
+def test_a_profile_notes_phases_whose_load_the_generator_could_not_offer(tmp_path: Path) -> None:
+    from harness.calibration.commands import _fit_all
+    from harness.topology import load_topology
+
+    m = _with_offered(synthetic_measurement(), "overload", 0.5)
+    m.save(tmp_path / "q1")
+    prof = _fit_all(["q1"], tmp_path, QUOTA, False, tmp_path / "out", load_topology)[0]
+    short = [n for n in prof.provenance.notes if "the generator offered" in n]
+    assert len(short) == 1 and short[0].startswith("overload: the generator offered")
+
+
+def test_the_recorder_samples_the_generators_count_and_leaves_a_gap_when_it_does_not_answer() -> None:
+    from harness.calibration.recorder import Recorder
+
+    class Gen:
+        def __init__(self, pid: int | None, total: int | None) -> None:
+            self.pid, self._total = pid, total
+
+        def metrics(self) -> Any:
+            if self._total is None:
+                raise RuntimeError("endpoint down")
+            return type("M", (), {"total": self._total})()
+
+    gen: Any = Gen(41, 1234)
+    rec = Recorder(stack=None, generator=lambda: gen)
+    assert rec._offered() == {"produced": 1234.0, "gen": 41}
+    gen = Gen(42, None)
+    assert rec._offered() == {}
+    gen = None
+    assert rec._offered() == {} and Recorder(stack=None)._offered() == {}
