@@ -186,15 +186,25 @@ class Stat(_Model):
 
 
 class DowntimeModel(_Model):
-    """Seconds without processing for one rescale: base_s + s_per_gb x checkpointed state (GB)."""
+    """Seconds without processing for one rescale: base + s_per_gb x checkpointed state (GB).
+
+    The base depends on where the job restarts (measured apart by `bench calibrate`): a scale-up restarts
+    it on freshly started task managers, whose cold JVMs load the job's classes at their quota
+    (`base_s`); a scale-down restarts it on running, warm ones (`down_base_s`)."""
 
     base_s: float
+    down_base_s: float | None = Field(
+        None, description="base of a rescale that starts no task manager; None: not measured apart (base_s)")
     s_per_gb: float = 0.0
-    points: list[tuple[float, float]] = Field(default_factory=list, description="(state bytes, downtime s)")
+    points: list[tuple[float, float]] = Field(default_factory=list,
+                                              description="scale-ups' (state bytes, downtime s)")
+    down_points: list[tuple[float, float]] = Field(default_factory=list,
+                                                   description="scale-downs' (state bytes, downtime s)")
     slope_from: str = Field("", description="where s_per_gb came from (this query, or pooled over queries)")
 
-    def downtime(self, state_bytes: float) -> float:
-        return max(0.0, self.base_s + self.s_per_gb * max(0.0, state_bytes) / 1e9)
+    def downtime(self, state_bytes: float, fresh_taskmanagers: bool = True) -> float:
+        base = self.base_s if fresh_taskmanagers or self.down_base_s is None else self.down_base_s
+        return max(0.0, base + self.s_per_gb * max(0.0, state_bytes) / 1e9)
 
 
 class Meters(_Model):

@@ -228,19 +228,20 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
     pooled: dict[str, list[tuple[float, float]]] = {}
     for m in measured.values():
         for p in m.phases:
-            if p.kind == "rescale" and p.extra.get("ok"):
+            # the slope over scale-ups only: the same kind of restart (fresh task managers) in every query
+            if p.kind == "rescale" and p.extra.get("ok") and p.extra.get("direction", "up") == "up":
                 s = p.extra.get("state_bytes_before")
                 pooled.setdefault(p.extra["method"], []).append(
                     (float(s) if s is not None else math.nan, float(p.extra["downtime_s"])))
-    slopes = {meth: (fit.pooled_slope(pts), f"pooled over {', '.join(sorted(measured))} ({len(pts)} rescales)")
+    slopes = {meth: (fit.pooled_slope(pts), f"pooled over {', '.join(sorted(measured))} ({len(pts)} scale-ups)")
               for meth, pts in pooled.items()}
     local = LocalConfig()
     cmd = _command(queries, quick)
     profiles = []
     for q, m in measured.items():
         prov = Provenance(
-            date=dt.datetime.fromtimestamp((root / q / "measurement.json").stat().st_mtime, dt.UTC).isoformat(
-                timespec="seconds"),
+            date=str(m.facts.get("measured_at") or dt.datetime.fromtimestamp(
+                (root / q / "measurement.json").stat().st_mtime, dt.UTC).isoformat(timespec="seconds")),
             command=str(m.facts.get("command") or cmd), cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
             flink_version=local.flink_version, kafka_version=local.kafka_version, taskmanager_cpu_quota=quota,
             taskmanager_jit=m.facts.get("taskmanager_jit", TaskManagerJit.TIERED.value),
@@ -252,6 +253,7 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             notes=[f"{p.name}: not saturated after raising the rate" for p in m.phases
                    if p.kind == "overload" and p.extra.get("backlog_growth") is not None
                    and p.extra["backlog_growth"] <= 0]
+            + _shortfalls(m)
             + ([f"fitted again from the recorded samples by `{cmd}`"] if m.facts.get("command", cmd) != cmd else []),
         )
         prof = build_profile(m, load_topology(q), prov, slopes)
@@ -276,12 +278,31 @@ def _keep_host_share(prof: Any, directory: Path) -> Any:
     return prof.model_copy(update={"host": old.host}) if old.host is not None else prof
 
 
+def _shortfalls(m: Any) -> list[str]:
+    """Phases in which the generator got less into Kafka than asked for (by over 10 %): their overload may not
+    have been one. Nothing where its count was not recorded."""
+    from harness.calibration import fit
+
+    out = []
+    for p in m.phases:
+        if p.kind in ("coldstart", "overload", "share") and math.isfinite(p.rate) and p.rate > 0:
+            got = fit.offered_rate(m.host, p.t0, p.t1)
+            if math.isfinite(got) and got < 0.9 * p.rate:
+                out.append(f"{p.name}: the generator offered {got:,.0f} of the {p.rate:,.0f} records/s asked for")
+    return out
+
+
+def _up_down(d: Any) -> str:
+    """A downtime model's scale-up base, and its scale-down base where measured apart."""
+    return f"{d.base_s:.1f}" + (f"|{d.down_base_s:.1f}" if d.down_base_s is not None else "")
+
+
 def _print_profiles(profiles: list[Any]) -> None:
     from rich.table import Table
 
     table = Table(title="calibrated capacities (records/s per subtask at share 1.0 of the quota)")
     for col in ("query", "operator", "capacity", "at 0.5", "at 0.25", "selectivity", "CPU us/record",
-                "busy gain/offset", "TM start s", "downtime in_place/savepoint/reactive s", "host load"):
+                "busy gain/offset", "TM start s", "downtime up|down in_place/savepoint/reactive s", "host load"):
         table.add_column(col)
     for prof in profiles:
         first = True
@@ -296,7 +317,7 @@ def _print_profiles(profiles: list[Any]) -> None:
                 f"{op.selectivity:.3f}", f"{op.cpu.cores_per_record * 1e6:.1f}",
                 f"{op.readings.busy.gain:.2f}/{op.readings.busy.offset:+.2f}",
                 f"{prof.taskmanager_startup_s.mean:.1f}" if first else "",
-                "/".join(f"{d[m].base_s:.1f}" if m in d else "-" for m in ("in_place", "savepoint", "reactive"))
+                "/".join(_up_down(d[m]) if m in d else "-" for m in ("in_place", "savepoint", "reactive"))
                 if first else "",
                 f"{prof.provenance.host_load.during_mean_1m:.1f}" if first else "",
             )

@@ -15,7 +15,8 @@ plateaus this module fits:
   least squares over plateau means) and the standard deviation of one meter update at each level;
 - `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
 - `state_cost`: relative per-record cost growth with the state a subtask holds;
-- `downtime_model`: rescale downtime = base + slope x state GB, the slope pooled over queries;
+- `downtime_model`: rescale downtime = base + slope x state GB, the base apart for scale-ups (fresh task
+  managers) and scale-downs, the slope pooled over queries' scale-ups;
 - `warmup`: a fresh task manager's rate against the CPU time it has had, as a fraction of the warm rate
   (saturating exponential, least squares with scipy).
 """
@@ -115,6 +116,19 @@ def sources_rate(samples: pd.DataFrame, sources: Sequence[str], t0: float, t1: f
              for _, g in seg.sort_values("t").groupby(["operator", "subtask"])]
     finite = [r for r in rates if math.isfinite(r)]
     return float(sum(finite)) if finite else math.nan
+
+
+def offered_rate(host: pd.DataFrame, t0: float, t1: float) -> float:
+    """Records/s Kafka acknowledged from the load generator between t0 and t1: the counter rate of the last
+    generator instance sampled in the span (a phase restarts the generator, and its count with it); NaN when
+    the generator's count was not recorded there (older measurements, or an endpoint that did not answer)."""
+    if "produced" not in host or "gen" not in host:
+        return math.nan
+    seg = host[(host.t >= t0) & (host.t <= t1)].dropna(subset=["produced", "gen"])
+    if seg.empty:
+        return math.nan
+    last = seg[seg.gen == seg.sort_values("t").gen.iloc[-1]].sort_values("t")
+    return counter_rate(last.t.to_numpy(dtype=float), last.produced.to_numpy(dtype=float))
 
 
 def first_record_delay(samples: pd.DataFrame, sources: Sequence[str], t0: float) -> float:
@@ -328,13 +342,20 @@ def pooled_slope(points: Sequence[tuple[float, float]], min_spread_bytes: float 
     return max(0.0, line.slope) if math.isfinite(line.slope) else 0.0
 
 
-def downtime_model(points: Sequence[tuple[float, float]], slope_s_per_gb: float, slope_from: str) -> DowntimeModel:
-    """This query's base downtime given a slope: mean of downtime - slope x GB over its points."""
-    if not points:
+def downtime_model(up: Sequence[tuple[float, float]], down: Sequence[tuple[float, float]], slope_s_per_gb: float,
+                   slope_from: str) -> DowntimeModel:
+    """This query's base downtimes given a slope: mean of downtime - slope x GB over the scale-ups' points
+    (restarts on fresh task managers) and, apart, over the scale-downs' (on running ones)."""
+    if not up and not down:
         raise ValueError("no rescale measured for this method")
-    base = float(np.mean([d - slope_s_per_gb * s / 1e9 for s, d in points]))
-    return DowntimeModel(base_s=max(0.0, base), s_per_gb=slope_s_per_gb,
-                         points=[(float(s), float(d)) for s, d in points], slope_from=slope_from)
+
+    def base(points: Sequence[tuple[float, float]]) -> float:
+        return max(0.0, float(np.mean([d - slope_s_per_gb * s / 1e9 for s, d in points])))
+
+    b_up = base(up) if up else base(down)
+    return DowntimeModel(base_s=b_up, down_base_s=base(down) if down else None, s_per_gb=slope_s_per_gb,
+                         points=[(float(s), float(d)) for s, d in up],
+                         down_points=[(float(s), float(d)) for s, d in down], slope_from=slope_from)
 
 
 def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, cores: float,

@@ -11,6 +11,7 @@ and an interrupted calibration resumes with the next query.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import math
@@ -67,6 +68,8 @@ class Measurement:
         directory.mkdir(parents=True, exist_ok=True)
         self.samples.to_parquet(directory / "samples.parquet", index=False)
         self.host.to_parquet(directory / "host.parquet", index=False)
+        # when it was measured, kept in the file (a copied state directory has new modification times)
+        self.facts.setdefault("measured_at", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         meta = {"query": self.query, "quota": self.quota, "facts": self.facts,
                 "phases": [asdict(p) for p in self.phases]}
         tmp = directory / "measurement.json.tmp"
@@ -196,7 +199,7 @@ class QueryCalibration:
         plan, d = self.plan, self.plan.durations
         est = self.rate_capacity
         self.backend = LocalBackend(self.stack)
-        self.recorder = Recorder(self.stack)
+        self.recorder = Recorder(self.stack, generator=lambda: self.backend._generator)
         t_start = time.monotonic()
         self.say(f"{self.topology.query}: starting the job (all operators at parallelism 1)")
         # cold start, warm-up and probe: the estimate may be far off, the probe measures the real saturated rate

@@ -5,7 +5,9 @@ without Prometheus' own sampling): busy / idle / backpressured ms per second, is
 the exact record counters, Status.JVM.CPU.Load and .Time, the sources' pending records and
 event-time lag; and from the operating system the task manager process' CPU time (/proc) and its
 cgroup's throttling. Per host: the 1-minute load average and the fraction of all CPUs busy
-(/proc/stat), so every measurement carries the machine's state with it.
+(/proc/stat), so every measurement carries the machine's state with it; and the load generator's
+count of records Kafka acknowledged (`produced`, per generator instance `gen`: a phase restarts it),
+so what was offered is measured, not assumed to be what was asked for.
 
 The reporter's labels say which subtask a task manager runs (one slot each), so rows are keyed by
 operator and subtask directly. Rows are plain dicts; `frame()` turns them into a DataFrame.
@@ -114,8 +116,10 @@ def parse_reporter(text: str, job_id: str | None) -> dict[str, Any]:
 class Recorder:
     """A background thread sampling every task manager and the host once a second."""
 
-    def __init__(self, stack: Any, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, stack: Any, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 generator: Callable[[], Any] | None = None) -> None:
         self.stack = stack
+        self.generator = generator  # the running load generator (replaced per phase), or None
         self.interval_s = interval_s
         self.clock = clock
         self.t0 = clock()
@@ -149,10 +153,21 @@ class Recorder:
                 db, dtot = busy - last_host[0], total - last_host[1]
                 last_host = (busy, total)
                 self.host.append({"t": self.now(), "phase": self.phase, "load1": os.getloadavg()[0],
-                                  "host_busy": db / dtot if dtot > 0 else float("nan")})
+                                  "host_busy": db / dtot if dtot > 0 else float("nan"), **self._offered()})
             except Exception as exc:  # noqa: BLE001 - a missed sample is a gap, never a crash of the calibration
                 log.info("calibration sample missed at t=%.1f s: %s", self.now(), exc)
             self._stop.wait(max(0.0, self.interval_s - (self.clock() - started)))
+
+    def _offered(self) -> dict[str, Any]:
+        """The generator's acknowledged records so far and which instance counted them (empty: unknown)."""
+        gen = self.generator() if self.generator is not None else None
+        if gen is None or gen.pid is None:
+            return {}
+        try:
+            return {"produced": float(gen.metrics().total), "gen": int(gen.pid)}
+        except Exception as exc:  # noqa: BLE001 - the endpoint between two phases: a gap, not a zero
+            log.debug("generator count missed: %s", exc)
+            return {}
 
     def sample(self) -> None:
         stack = self.stack

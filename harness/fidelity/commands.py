@@ -18,11 +18,15 @@ err = Console(stderr=True, soft_wrap=True)
 def register(app: typer.Typer) -> None:
     @app.command()
     def fidelity(
-        file: Annotated[Path, typer.Argument(help="matrix YAML: every cell runs on local and on sim")],
+        files: Annotated[list[Path], typer.Argument(
+            help="matrix YAML(s): every cell runs on local and on sim; several files make one report, ranked "
+                 "across all their cells")],
         reps: Annotated[int, typer.Option(help="sim repetitions per cell (noise seeds 1..N)")] = 3,
         local_reps: Annotated[int, typer.Option(help="local repetitions per cell")] = 1,
         results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
         out: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/fidelity"),
+        name: Annotated[str | None, typer.Option(
+            help="the report's name (its files' stem); required with several files, default the matrix's")] = None,
         lock: Annotated[Path | None, typer.Option(
             help="flock this file around each local run (the shared machine's lock)")] = None,
         report_only: Annotated[bool, typer.Option(help="run nothing: report on what is recorded")] = False,
@@ -41,20 +45,32 @@ def register(app: typer.Typer) -> None:
         if reps < 1 or local_reps < 1:
             err.print("[bold red]error:[/] --reps and --local-reps must be >= 1")
             raise typer.Exit(2)
+        if len(files) > 1 and not name:
+            err.print("[bold red]error:[/] several files make one report: name it with --name")
+            raise typer.Exit(2)
+        matrices: list[Matrix] = []
+        runs: list[Any] = []
         try:
-            raw = read_yaml(file)
-            matrix: Matrix = validate_model(Matrix, raw, str(file))
-            runs = fidelity_runs(matrix, str(file), results, reps, local_reps)
+            for file in files:
+                matrix: Matrix = validate_model(Matrix, read_yaml(file), str(file))
+                matrices.append(matrix)
+                runs += fidelity_runs(matrix, str(file), results, reps, local_reps)
         except ConfigError as exc:
             err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from None
+        names = [m.name for m in matrices]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            err.print(f"[bold red]error:[/] the files share the matrix name {', '.join(twice)}: their runs would be "
+                      "one directory's")
+            raise typer.Exit(2)
         failed = 0
         if not report_only:
             todo = [r for r in runs if not (sim_only and r.backend == "local")]
             stale = stale_runs(todo)
             if stale and not rerun_stale:
-                err.print(f"{file}: {len(stale)} run(s) under {results / matrix.name} were made with another "
-                          "configuration (fields: old -> new):", markup=False, highlight=False)
+                err.print(f"{len(stale)} run(s) under {results} were made with another configuration "
+                          "(fields: old -> new):", markup=False, highlight=False)
                 for line in describe_stale(stale):
                     err.print(line, markup=False, highlight=False)
                 err.print("nothing ran; --rerun-stale replaces them, or use another --results directory",
@@ -62,7 +78,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
-                task = progress.add_task(matrix.name, total=len(todo))
+                task = progress.add_task(name or matrices[0].name, total=len(todo))
                 sub = progress.add_task("", total=1.0, visible=False)
 
                 def on_done(r: Any, status: str) -> None:
@@ -78,14 +94,14 @@ def register(app: typer.Typer) -> None:
                                     total=total, visible=True)
 
                 run_all(todo, lock, on_done, on_progress)
-        md, html_path = build(matrix, str(file), runs, out)
+        md, html_path = build(matrices, " ".join(str(f) for f in files), runs, out, name or matrices[0].name)
         console.print(f"report: {md} and {html_path}")
         if failed:
             raise typer.Exit(1)
 
 
-def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, Path]:
-    """Read the recorded runs, compare, and write the report (missing runs are left out and named)."""
+def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: str) -> tuple[Path, Path]:
+    """Read the recorded runs, compare, and write the report `name` (missing runs are left out and named)."""
     from harness.fidelity.compare import compare_cell, rank_agreement, run_metrics
     from harness.fidelity.report import ReportInput, write_report
     from harness.matrix import CellState
@@ -95,28 +111,37 @@ def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, P
     missing: list[str] = []
     stale: list[str] = []
     exps: dict[str, Any] = {}
+    # cells of several matrices that share an id are told apart by their matrix's name
+    ids = {(_matrix_of(r), r.cell_id) for r in runs}
+    plain = [c for _, c in ids]
+    qualify = len(plain) != len(set(plain))
+
+    def key(r: Any) -> str:
+        return f"{_matrix_of(r)}/{r.cell_id}" if qualify else r.cell_id
+
     for r in runs:
-        exps.setdefault(r.cell_id, r.experiment)
+        exps.setdefault(key(r), r.experiment)
+        label = f"{_matrix_of(r)}/{r.run_id}" if qualify else r.run_id
         state = r.plan().state
         if state == CellState.STALE:  # made with another configuration: never compared as this cell
-            stale.append(r.run_id)
+            stale.append(label)
             continue
         if state != CellState.DONE:
-            missing.append(r.run_id)
+            missing.append(label)
             continue
-        by_cell.setdefault(r.cell_id, {"local": [], "sim": []})[r.backend].append(read_run_record(r.run_dir))
+        by_cell.setdefault(key(r), {"local": [], "sim": []})[r.backend].append(read_run_record(r.run_dir))
     cells = []
     records = {}
     for cell_id, recs in by_cell.items():
         if not recs["local"] or not recs["sim"]:
             continue
         exp = exps[cell_id]
-        group = cell_id.replace(exp.autoscaler.name, "").strip("_") or "all"
+        group = cell_id.replace(exp.autoscaler.name, "").strip("_/") or "all"
         cells.append(compare_cell(cell_id, group, exp.autoscaler.name, [run_metrics(x) for x in recs["local"]],
                                   [run_metrics(x) for x in recs["sim"]]))
         records[cell_id] = (recs["local"], recs["sim"])
     taus = rank_agreement(cells)
-    notes = _notes(matrix, runs, by_cell, missing)
+    notes = _notes(matrices, runs, by_cell, missing)
     if stale:
         notes.append(f"made with another configuration (stale; `--rerun-stale` replaces them), left out: "
                      f"{', '.join(stale)}")
@@ -124,22 +149,30 @@ def build(matrix: Any, source: str, runs: list[Any], out: Path) -> tuple[Path, P
 
     machines = speed_lines([x for c in by_cell.values() for x in c["local"]],
                            [x for c in by_cell.values() for x in c["sim"]])
-    return write_report(ReportInput(f"Fidelity: {matrix.name}", source, notes, cells, taus, records, machines), out,
-                        matrix.name)
+    return write_report(ReportInput(f"Fidelity: {name}", source, notes, cells, taus, records, machines), out, name)
 
 
-def _notes(matrix: Any, runs: list[Any], by_cell: dict[str, dict[str, list[Any]]], missing: list[str]) -> list[str]:
+def _matrix_of(run: Any) -> str:
+    """The matrix a fidelity run belongs to: its results are under <results>/<matrix>/<backend>/<run>."""
+    return str(run.run_dir.parent.parent.name)
+
+
+def _notes(matrices: list[Any], runs: list[Any], by_cell: dict[str, dict[str, list[Any]]],
+           missing: list[str]) -> list[str]:
     notes = []
-    if matrix.description:
-        notes.append(" ".join(str(matrix.description).split()))
-    exp = runs[0].experiment if runs else None
-    if exp is not None:
-        notes.append(
-            f"pattern {exp.pattern.name}: scale {exp.pattern.scale:g}, time scale {exp.pattern.time_scale:g}; "
+    for matrix in matrices:
+        if matrix.description:
+            notes.append((f"{matrix.name}: " if len(matrices) > 1 else "") + " ".join(str(matrix.description).split()))
+    setups: dict[str, None] = {}  # each distinct set-up once, in the order of the runs
+    for r in runs:
+        exp = r.experiment
+        setups.setdefault(
+            f"pattern {exp.pattern.name}: time scale {exp.pattern.time_scale:g}; "
             f"loop period {exp.loop.period_s:g} s, window {exp.loop.metrics_window_s:g} s, cool-down "
             f"{exp.loop.cooldown_s:g} s; at most {exp.scale_manager.max_taskmanagers} task managers of "
             f"{exp.local.taskmanager_cpu_quota:g} CPU; {exp.partitions} partitions per topic; rescale "
             f"{exp.rescale_method}; Kafka retention {exp.kafka.retention_s or 'none'}")
+    notes += list(setups)
     from harness.fidelity.scale import describe_scale
 
     seen: set[tuple[str, str]] = set()

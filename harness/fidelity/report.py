@@ -183,8 +183,9 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
         local, sim = inp.records.get(c.cell_id, ([], []))
         if local or sim:
             png = _figure(c.cell_id, local, sim)
-            (fig_dir / f"{c.cell_id}.png").write_bytes(png)
-            md.append(f"\n![{c.cell_id}]({fig_dir.name}/{c.cell_id}.png)\n")
+            fig_name = c.cell_id.replace("/", "_") + ".png"  # a cell of one of several matrices: matrix/cell
+            (fig_dir / fig_name).write_bytes(png)
+            md.append(f"\n![{c.cell_id}]({fig_dir.name}/{fig_name})\n")
             h.append(f"<img alt='{html.escape(c.cell_id)}' src='data:image/png;base64,"
                      f"{base64.b64encode(png).decode()}'>")
     h.append("</body></html>")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -266,8 +267,21 @@ def test_gauge_model_noise_and_step_lag() -> None:
 def test_downtime_slope_pooled_over_queries() -> None:
     pts = [(0.0, 5.0), (1e9, 15.0), (2e9, 25.0)]
     assert fit.pooled_slope(pts) == pytest.approx(10.0)
-    m = fit.downtime_model([(1e9, 16.0)], 10.0, "pooled")
+    m = fit.downtime_model([(1e9, 16.0)], [], 10.0, "pooled")
     assert m.base_s == pytest.approx(6.0) and m.downtime(3e9) == pytest.approx(36.0)
+    assert m.down_base_s is None and m.downtime(3e9, fresh_taskmanagers=False) == pytest.approx(36.0)
+
+
+def test_downtime_on_fresh_task_managers_apart_from_running_ones() -> None:
+    """A scale-up restarts the job on cold JVMs, a scale-down on warm ones: two bases, one slope."""
+    m = fit.downtime_model([(0.0, 5.0), (1e9, 7.0)], [(0.0, 0.5), (1e9, 2.5)], 1.0, "pooled")
+    assert m.base_s == pytest.approx(5.5) and m.down_base_s == pytest.approx(1.0)
+    assert m.downtime(2e9) == pytest.approx(7.5)
+    assert m.downtime(2e9, fresh_taskmanagers=False) == pytest.approx(3.0)
+    only_down = fit.downtime_model([], [(0.0, 2.0)], 0.0, "x")
+    assert only_down.base_s == pytest.approx(2.0) and only_down.down_base_s == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        fit.downtime_model([], [], 0.0, "x")
     assert fit.pooled_slope([(0.0, 5.0), (1e9, 1.0)]) == 0.0  # never a negative cost of state
 
 
@@ -401,3 +415,89 @@ def test_the_mean_fraction_is_the_curves_integral() -> None:
     xs = np.linspace(0.0, 3.0, 30001)
     assert dead.mean_fraction(0.0, 3.0) == pytest.approx(float(np.mean([dead.fraction(x) for x in xs])), rel=1e-3)
     assert dead.mean_fraction(1.5, 3.5) == pytest.approx(w.mean_fraction(1.0, 3.0), rel=1e-12)  # a shifted curve
+
+
+def test_a_refit_dates_the_profile_when_its_samples_were_measured_not_when_copied(tmp_path: Path) -> None:
+    """The date is the measurement's own record: copying a state directory changes files' times, not it."""
+    import os
+    import shutil
+
+    from harness.calibration.commands import _fit_all
+    from harness.topology import load_topology
+
+    m = synthetic_measurement()
+    m.save(tmp_path / "a" / "q1")
+    measured_at = Measurement.load(tmp_path / "a" / "q1").facts["measured_at"]
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    os.utime(tmp_path / "b" / "q1" / "measurement.json", (0, 0))  # 1970: what the file's time would say
+    prof = _fit_all(["q1"], tmp_path / "b", QUOTA, False, tmp_path / "out", load_topology)[0]
+    assert prof.provenance.date == measured_at and not prof.provenance.date.startswith("1970")
+
+
+def _with_offered(m: Measurement, phase: str, fraction: float, gen: int = 7) -> Measurement:
+    """The generator's acknowledged count sampled each second of `phase`, at `fraction` of its asked-for rate."""
+    ph = next(p for p in m.phases if p.name == phase)
+    ts = np.arange(ph.t0, ph.t1 + 1e-9, 1.0)
+    rows = pd.DataFrame({"t": ts, "phase": phase, "load1": 0.5, "host_busy": 0.3,
+                         "produced": fraction * ph.rate * (ts - ph.t0), "gen": gen})
+    m.host = pd.concat([m.host, rows], ignore_index=True)
+    return m
+
+
+def test_the_cold_start_counts_as_overloaded_by_what_kafka_acknowledged_not_by_pending_records() -> None:
+    """A fresh source's pendingRecords reads low for its first seconds: with the generator's count recorded,
+    the backlog is what Kafka acknowledged less what the sources took."""
+    from harness.calibration.build import warmup
+    from harness.topology import load_topology
+
+    m = synthetic_measurement()
+    cold = m.samples.phase == "coldstart"
+    m.samples.loc[cold & (m.samples.operator == "bids_source"), "pending"] = 0.0  # read low throughout
+    w = warmup(m, load_topology("q1"))
+    assert w is not None and not w.saturated  # by pendingRecords alone: never overloaded
+    w = warmup(_with_offered(m, "coldstart", 1.0), load_topology("q1"))
+    assert w is not None and w.saturated
+    # a generator that got only 60 % of the asked-for rate into Kafka, below what the sources took: no overload
+    w = warmup(_with_offered(synthetic_measurement(), "coldstart", 0.6, gen=8), load_topology("q1"))
+    assert w is not None and not w.saturated
+
+
+def test_offered_rate_is_the_last_generator_instances_count_and_unknown_without_one() -> None:
+    host = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0, 4.0], "produced": [0.0, 100.0, 200.0, 0.0, 50.0],
+                         "gen": [1, 1, 1, 2, 2]})
+    assert fit.offered_rate(host, 0.0, 2.0) == pytest.approx(100.0)
+    assert fit.offered_rate(host, 0.0, 4.0) == pytest.approx(50.0)  # restarted at t = 3: the new count only
+    assert math.isnan(fit.offered_rate(host, 10.0, 20.0))
+    assert math.isnan(fit.offered_rate(host.drop(columns=["produced"]), 0.0, 4.0))
+
+
+def test_a_profile_notes_phases_whose_load_the_generator_could_not_offer(tmp_path: Path) -> None:
+    from harness.calibration.commands import _fit_all
+    from harness.topology import load_topology
+
+    m = _with_offered(synthetic_measurement(), "overload", 0.5)
+    m.save(tmp_path / "q1")
+    prof = _fit_all(["q1"], tmp_path, QUOTA, False, tmp_path / "out", load_topology)[0]
+    short = [n for n in prof.provenance.notes if "the generator offered" in n]
+    assert len(short) == 1 and short[0].startswith("overload: the generator offered")
+
+
+def test_the_recorder_samples_the_generators_count_and_leaves_a_gap_when_it_does_not_answer() -> None:
+    from harness.calibration.recorder import Recorder
+
+    class Gen:
+        def __init__(self, pid: int | None, total: int | None) -> None:
+            self.pid, self._total = pid, total
+
+        def metrics(self) -> Any:
+            if self._total is None:
+                raise RuntimeError("endpoint down")
+            return type("M", (), {"total": self._total})()
+
+    gen: Any = Gen(41, 1234)
+    rec = Recorder(stack=None, generator=lambda: gen)
+    assert rec._offered() == {"produced": 1234.0, "gen": 41}
+    gen = Gen(42, None)
+    assert rec._offered() == {}
+    gen = None
+    assert rec._offered() == {} and Recorder(stack=None)._offered() == {}

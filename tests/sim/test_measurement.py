@@ -41,7 +41,8 @@ QUOTA = 0.25
 
 
 def profile(busy: GaugeModel | None = None, startup_s: float = 20.0, mid_state_per_gb: float = 0.0,
-            downtime: float = 5.0, caps: tuple[float, float] = (8_000, 4_000)) -> QueryProfile:
+            downtime: float = 5.0, caps: tuple[float, float] = (8_000, 4_000),
+            down_downtime: float | None = None) -> QueryProfile:
     """A calibrated profile of tests.sim.conftest.pipeline(): src 8k/s, mid 4k/s at 0.25 CPU (no overhead)."""
     def op(cap: float, sel: float = 1.0, state: StateCost | None = None) -> OperatorProfile:
         fit = CapacityFit(cores_per_record=QUOTA / cap, overhead_cores=0.0, points=2, method="test")
@@ -59,7 +60,8 @@ def profile(busy: GaugeModel | None = None, startup_s: float = 20.0, mid_state_p
         query="test", provenance=prov, cpu_quota=QUOTA,
         operators={"src": op(caps[0]), "mid": op(caps[1], state=state), "sink": op(100_000, 0.0)},
         meters=Meters(interval_s=5.0), taskmanager_startup_s=Stat(mean=startup_s, n=1),
-        rescale_downtime={"in_place": DowntimeModel(base_s=downtime), "savepoint": DowntimeModel(base_s=2 * downtime)},
+        rescale_downtime={"in_place": DowntimeModel(base_s=downtime, down_base_s=down_downtime),
+                          "savepoint": DowntimeModel(base_s=2 * downtime)},
     )
 
 
@@ -221,6 +223,21 @@ def test_a_scale_up_waits_for_task_manager_start_up_and_the_call_blocks_like_loc
     # a scale-down needs no start-up
     b.rescale({"mid": 1}, None)
     assert b.now() == pytest.approx(330.0)
+
+
+def test_a_restart_on_running_task_managers_takes_the_scale_downs_measured_downtime() -> None:
+    """Calibrated apart: 5 s onto a fresh (cold) task manager, 1.5 s onto running ones."""
+    b = start(constant(2_000, 900), par={"src": 1, "mid": 2, "sink": 1},
+              prof=profile(startup_s=20.0, downtime=5.0, down_downtime=1.5))
+    b.advance_to(300)
+    up = b.rescale({"mid": 3}, None)
+    assert up.downtime_s == pytest.approx(5.0) and b.now() == pytest.approx(325.0)
+    down = b.rescale({"mid": 1}, None)
+    assert down.downtime_s == pytest.approx(1.5) and 326.0 <= b.now() <= 327.0  # at the sim's 1-s step
+    # without a scale-down's measurement (older profiles) both restarts take the one base
+    b = start(constant(2_000, 900), par={"src": 1, "mid": 2, "sink": 1}, prof=profile(startup_s=20.0, downtime=5.0))
+    b.advance_to(300)
+    assert b.rescale({"mid": 1}, None).downtime_s == pytest.approx(5.0)
 
 
 def test_the_thesis_redeploy_puts_start_up_inside_the_downtime() -> None:

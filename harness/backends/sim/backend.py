@@ -260,7 +260,8 @@ class SimBackend:
         if startup > 0.0 and not inside:  # new task managers start while the job runs on at its old configuration
             m.run_until(m.now + startup)
         fixed = self.cfg.rescale_downtime_s  # an experiment's stated restart (e.g. Gesscale's Raspberry Pi)
-        downtime = fixed if fixed is not None else costs.rescale_downtime(self.method, m.state_bytes)
+        downtime = fixed if fixed is not None else costs.rescale_downtime(self.method, m.state_bytes,
+                                                                          fresh_taskmanagers=after_tms > before_tms)
         if inside:  # the thesis' redeploy: stop, scale the task managers, deploy a new job manager, restore
             redeploy = self.cfg.jobmanager_redeploy_s
             downtime += startup + (costs.startup_s if redeploy is None else redeploy)

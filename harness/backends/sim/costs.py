@@ -76,9 +76,10 @@ class RunCosts:
     # the profile's measuring host's speed (harness.host_speed); None: not measured, or no profile (first guess)
     host_speed_sha256_mb: float | None = None
 
-    def rescale_downtime(self, method: str, state_bytes: float) -> float:
+    def rescale_downtime(self, method: str, state_bytes: float, fresh_taskmanagers: bool = True) -> float:
+        """`fresh_taskmanagers`: the job restarts on task managers started for this rescale (a scale-up)."""
         model = self.downtime.get(method) or self.downtime.get("in_place")
-        return model.downtime(state_bytes) if model else 0.0
+        return model.downtime(state_bytes, fresh_taskmanagers) if model else 0.0
 
     @property
     def state_dependent(self) -> bool:
