@@ -501,3 +501,28 @@ def test_the_recorder_samples_the_generators_count_and_leaves_a_gap_when_it_does
     assert rec._offered() == {}
     gen = None
     assert rec._offered() == {} and Recorder(stack=None)._offered() == {}
+
+
+def test_a_backpressured_source_never_counts_as_the_saturated_one() -> None:
+    """With no CPU-bound operator, the sources that limited a backlogged phase are the ones not held back from
+    downstream; a source blocked most of the time (q3 at 0.25 CPU: 68 records/s, 0.92 backpressured while the
+    join stalled) limited nothing, and when every source is blocked nothing limited the phase measurably."""
+    from harness.calibration.build import OpPlateau, bottlenecks
+    from harness.topology import load_topology
+
+    topo = load_topology("q3")
+    phase = PhaseRecord(name="share-person_source-0.25", kind="share", t0=0.0, t1=30.0)
+
+    def pl(op: str, rate: float, bp: float, cores: float = 0.02, pending: float = math.nan) -> OpPlateau:
+        p = fit.Plateau(phase=phase.name, share=1.0, rate_in=rate, rate_out=rate, cores=cores,
+                        busy=np.array([0.1]), backpressured=np.array([bp]), idle=np.array([0.0]),
+                        cpu_jvm=np.array([0.1]), flagged=bp, pending=pending, pending_growth=0.0)
+        return OpPlateau(phase, op, p, np.zeros(0), pd.DataFrame())
+
+    rest = [pl("person_filter", 400.0, 0.6), pl("join", 400.0, 0.0), pl("sink", 20.0, 0.0)]
+    free = [pl("auction_source", 68.0, 0.92, pending=1e6), pl("person_source", 324.0, 0.1, pending=1e6)]
+    assert bottlenecks(free + rest, topo, QUOTA) == {"person_source"}
+    blocked = [pl("auction_source", 68.0, 0.92, pending=1e6), pl("person_source", 324.0, 0.54, pending=1e6)]
+    assert bottlenecks(blocked + rest, topo, QUOTA) == set()
+    unread = [pl("auction_source", 68.0, math.nan, pending=1e6), pl("person_source", 324.0, math.nan, pending=1e6)]
+    assert bottlenecks(unread + rest, topo, QUOTA) == {"auction_source", "person_source"}  # unknown: not blocked

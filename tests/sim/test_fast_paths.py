@@ -181,9 +181,15 @@ def test_a_ds2_run_is_bit_identical_to_the_reference_paths(tmp_path: Path, query
         assert ts.equals(ref_ts)
         assert events.equals(ref_events)
     assert len(every.snaps) == len(ref.snaps) > 200
+    compared = 0
     for a, b in zip(every.snaps, ref.snaps, strict=True):
         assert _same(_plain(a), _plain(b)), f"snapshot at t={a.t} differs"
-        assert a.operators == b.operators  # a lazy operator equals the plain one of the same values
+        for op in a.operators.values():
+            # a lazy operator equals the plain one of the same values (`==`; built from its own values, as a
+            # NaN computed apart in the reference run never equals its own: _same above compared those)
+            assert op == OperatorMetrics(**{f.name: getattr(op, f.name) for f in dataclasses.fields(op)})
+            compared += 1
+    assert compared > 100
     # the plain run took only the snapshots DS2 decided on, each the same as the reference's at that time
     ref_at = {s.t: s for s in ref.snaps}
     assert 2 < len(fast.snaps) < len(ref.snaps) / 4
