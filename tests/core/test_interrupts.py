@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -134,16 +135,36 @@ def started_matrix(tmp_path: Path, duration_s: int) -> tuple[subprocess.Popen[st
     return proc, results
 
 
+def read_until(proc: subprocess.Popen[str], text: str, timeout_s: float) -> str:
+    """The process' output up to the line that contains `text` (a thread reads, so the wait has a deadline)."""
+    seen: list[str] = []
+    found = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if text in line:
+                found.set()
+                return
+        found.set()  # the output ended first
+
+    threading.Thread(target=reader, daemon=True).start()
+    found.wait(timeout_s)
+    return "".join(seen)
+
+
 def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
-    # runs of two simulated days take seconds even on a fast machine: the first Ctrl-C's in-flight runs
-    # are still going when the second comes (an 8,400 s run could finish within the 0.2 s between them,
-    # and the second signal then met a process already in its interpreter shutdown: killed, exit -2)
+    # the second Ctrl-C comes as soon as the first was acknowledged, while the matrix still stops its in-flight
+    # runs (a fixed 0.2 s pause raced them: on a fast machine the stop was over and the process had exited)
     proc, _results = started_matrix(tmp_path, 172800)
     os.killpg(proc.pid, signal.SIGINT)
-    time.sleep(0.2)
+    first = read_until(proc, "interrupt again to abort at once", 30)
+    assert "interrupt again to abort at once" in first, first
     sent = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    rest, _ = proc.communicate(timeout=60)
+    out = first + rest
     assert proc.returncode == 130, out
     assert "aborted by a second interrupt" in out and "Traceback" not in out, out
     assert time.monotonic() - sent < 3.0
