@@ -8,6 +8,10 @@ after the phase began:
 
     .venv/bin/python benchmarks/bench_pending_reading.py .bench/calibration/s9/full-q0.1-c1/q1 \
         .bench/calibration/s9/full-q0.1-c1/q11 [--at 10 15 20 30 45 60 80]
+
+`--run DIR` does the same for a local run record: the lag series against the generator's acknowledged count less
+the sources' records taken (their rate integrated over the record's samples: an estimate to a few per cent),
+every 10 s of the run.
 """
 
 from __future__ import annotations
@@ -45,11 +49,34 @@ def ratios(m: Measurement, at: list[float], phase: str = "coldstart") -> list[tu
     return out
 
 
+def run_ratios(run_dir: Path, every_s: float = 10.0) -> pd.DataFrame:
+    """A local run's lag reading against the true backlog, in `every_s` bins (see the module docstring)."""
+    from harness.record import read_run_record
+    from harness.vocabulary import Metric
+
+    ts = read_run_record(run_dir).timeseries
+    p = ts.pivot_table(index="ts", columns=["metric", "operator"], values="value", aggfunc="sum")
+    produced = p[(Metric.PRODUCED_TOTAL.value, "")]
+    lag = p[(Metric.LAG.value, "")]
+    src = [c for c in p.columns if c[0] == Metric.RECORDS_IN.value and str(c[1]).endswith("_source")]
+    rate = p[src].sum(axis=1, min_count=1).fillna(0.0)
+    dt = pd.Series(p.index, index=p.index).diff().fillna(0.0)
+    true = produced - (rate * dt).cumsum()
+    df = pd.DataFrame({"lag reading": lag, "true backlog": true}).dropna()
+    df = df[df["true backlog"] > 0]
+    df["reading / true"] = df["lag reading"] / df["true backlog"]
+    return df.groupby((df.index // every_s) * every_s).mean()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+", type=Path, help="recorded calibration queries (<state>/<full-q...>/<query>)")
+    ap.add_argument("dirs", nargs="*", type=Path, help="recorded calibration queries (<state>/<full-q...>/<query>)")
     ap.add_argument("--at", nargs="+", type=float, default=[10, 15, 20, 30, 45, 60, 80])
+    ap.add_argument("--run", type=Path, help="a local run record instead")
     args = ap.parse_args()
+    if args.run is not None:
+        print(run_ratios(args.run).round(2).to_string())
+        return
     rows = []
     for d in args.dirs:
         m = Measurement.load(d)
