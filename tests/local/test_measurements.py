@@ -259,6 +259,19 @@ def _true_rate(snap: MetricsSnapshot, op: str) -> float:
     return m.records_in_per_s / m.parallelism / (m.busy_ms_per_s / 1000.0)
 
 
+def _measured_true_rate(backend: Any, op: str, window_s: float = 20.0, tries: int = 4) -> tuple[MetricsSnapshot, float]:
+    """`op`'s true rate from the first window in which Flink's busy time measured it. A Kafka source can read
+    0 ms busy for a whole window (seen at t = 40 s in one full run): no rate to divide by, so unknown, and the
+    next window is read instead of failing on a division by zero."""
+    for _ in range(tries):
+        snap = backend.snapshot(window_s)
+        m = snap.operators[op]
+        if m.busy_ms_per_s > 0 and m.records_in_per_s > 0:
+            return snap, _true_rate(snap, op)
+        backend.advance_to(backend.now() + window_s)
+    raise AssertionError(f"{op}'s busy time read 0 in {tries} windows of {window_s:g} s: its true rate is unknown")
+
+
 def test_ds2_asks_for_the_parallelism_that_keeps_up(stack: Any) -> None:
     from autoscalers.ds2 import DS2, DS2Config
     from harness.backends.local.backend import LocalBackend
@@ -275,9 +288,9 @@ def test_ds2_asks_for_the_parallelism_that_keeps_up(stack: Any) -> None:
         backend.start(exp, build_pattern(exp.pattern, exp.seed, "q1"), load_topology("q1"))
         source = backend.topology.sources[0].name
         backend.advance_to(40)
-        full = backend.snapshot(20)
-        share = min(1.0, max(SOURCE_SHARE_FLOOR, rate / (target_subtasks * _true_rate(full, source))))
-        print(f"\nfull quota: {_describe(full)}; source true rate {_true_rate(full, source):.0f}/s, share {share:.2f}")
+        full, true_rate = _measured_true_rate(backend, source)
+        share = min(1.0, max(SOURCE_SHARE_FLOOR, rate / (target_subtasks * true_rate)))
+        print(f"\nfull quota: {_describe(full)}; source true rate {true_rate:.0f}/s, share {share:.2f}")
         assert backend.rescale({}, {source: share}).ok
         backend.advance_to(backend.now() + 30)
         snap = backend.snapshot(20)
