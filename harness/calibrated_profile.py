@@ -69,6 +69,9 @@ class Provenance(_Model):
         TaskManagerJit.TIERED,
         description="the task managers' JIT while measuring (local.taskmanager_jit; profiles from before it was "
                     "recorded were measured with the JVM's tiered default)")
+    taskmanager_memory: str | None = Field(
+        None, description="the task managers' process memory while measuring (local.taskmanager_memory); None: "
+                          "the local stack's default of the day (profiles from before it was recorded)")
     host_load: HostLoad
     host_speed_sha256_mb: float | None = Field(
         None, description="the measuring host's speed (harness.host_speed: MB of SHA-256 per CPU-second), taken "
@@ -402,4 +405,4 @@ def _none_to_nan(obj: object) -> object:
     return obj
 
 
-_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host"}
+_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host", "taskmanager_memory"}

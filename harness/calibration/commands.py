@@ -8,6 +8,7 @@ nothing). Exit codes: 0 ok, 1 a measurement failed, 2 bad input.
 import datetime as dt
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -82,6 +83,9 @@ def register(app: typer.Typer) -> None:
         jit: Annotated[TaskManagerJit, typer.Option(
             help="the task managers' JIT (local.taskmanager_jit): measure with the one the runs use")
                        ] = TaskManagerJit.C1,
+        taskmanager_memory: Annotated[str | None, typer.Option(
+            help="the task managers' process memory (local.taskmanager_memory, e.g. 1536m; default the local "
+                 "stack's): a query whose heap state outgrows it fails its rescales (q5, q8 at 768m)")] = None,
         state_dir: Annotated[Path, typer.Option(help="recorded samples (resume from here)")] = Path(
             ".bench/calibration"),
         out: Annotated[Path | None, typer.Option(help="profile directory (default queries/topologies/calibrated)")
@@ -117,12 +121,16 @@ def register(app: typer.Typer) -> None:
         if not 0 < quota <= 8 or time_scale <= 0:
             err.print("[bold red]error:[/] --quota must be in (0, 8] cores and --time-scale > 0")
             raise typer.Exit(2)
+        if taskmanager_memory is not None and not re.fullmatch(r"[1-9][0-9]*(m|mb|g|gb)", taskmanager_memory.lower()):
+            err.print(f"[bold red]error:[/] --taskmanager-memory {taskmanager_memory!r}: expected a size like 1536m "
+                      "or 2g (Flink's taskmanager.memory.process.size)")
+            raise typer.Exit(2)
         started = time.monotonic()
         mode = (f"{'quick' if quick else 'full'}-q{quota:g}" + (f"-x{time_scale:g}" if time_scale != 1.0 else "")
                 + ("" if jit is TaskManagerJit.TIERED else f"-{jit.value}"))
         root = state_dir / mode
         code = _run(queries, pars, quick, quota, jit, root, out, workdir, port_offset, time_scale, refit, fresh,
-                    wait_quiet_load, wait_max_s, seed, load_topology)
+                    wait_quiet_load, wait_max_s, seed, load_topology, taskmanager_memory)
         console.print(f"calibration took {(time.monotonic() - started) / 60:.1f} min (state in {root})")
         if code:
             raise typer.Exit(code)
@@ -130,7 +138,8 @@ def register(app: typer.Typer) -> None:
 
 def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, jit: TaskManagerJit, root: Path,
          out: Path | None, workdir: Path, port_offset: int, time_scale: float, refit: bool, fresh: bool,
-         wait_load: float | None, wait_max_s: float, seed: int, load_topology: Any) -> int:
+         wait_load: float | None, wait_max_s: float, seed: int, load_topology: Any,
+         memory: str | None = None) -> int:
     import shutil
 
     from harness.calibration.measure import Measurement, QueryCalibration
@@ -158,8 +167,9 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, j
         from harness.backends.local.stack import LocalStack
         from harness.host_speed import sha256_mb_per_cpu_s
 
-        stack = LocalStack(LocalConfig(workdir=workdir, port_offset=port_offset, taskmanager_cpu_quota=quota,
-                                       taskmanager_jit=jit))
+        local = LocalConfig(workdir=workdir, port_offset=port_offset, taskmanager_cpu_quota=quota,
+                            taskmanager_jit=jit, **({"taskmanager_memory": memory} if memory else {}))
+        stack = LocalStack(local)
         total = 60.0 + sum(p.estimate_s for p in plans.values())
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                       TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -199,6 +209,7 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, j
                     m.facts["query_wall_s"] = time.monotonic() - t_q
                     m.facts["plan"] = {"quick": quick, "parallelisms": list(pars), "time_scale": time_scale}
                     m.facts["taskmanager_jit"] = jit.value
+                    m.facts["taskmanager_memory"] = local.taskmanager_memory
                     m.facts["host_speed_sha256_mb"] = sha256_mb_per_cpu_s()  # this machine's, beside its samples
                     m.facts["command"] = _command(queries, quick)
                     m.save(root / q)
@@ -245,6 +256,7 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             command=str(m.facts.get("command") or cmd), cpu_model=cpu_model_name(), host_cpus=os.cpu_count() or 1,
             flink_version=local.flink_version, kafka_version=local.kafka_version, taskmanager_cpu_quota=quota,
             taskmanager_jit=m.facts.get("taskmanager_jit", TaskManagerJit.TIERED.value),
+            taskmanager_memory=m.facts.get("taskmanager_memory"),
             host_load=HostLoad(before_1m=math.nan),
             # taken when the samples were (a refit on another machine must not stamp its own); absent: not measured
             host_speed_sha256_mb=m.facts.get("host_speed_sha256_mb"),

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from harness.calibration import fit
-from harness.calibration.plan import COLD_OVERLOAD, OVERLOAD, QueryPlan, stateful_operator
+from harness.calibration.plan import COLD_OVERLOAD, OVERLOAD, PROBE_RAISE, QueryPlan, stateful_operator
 from harness.calibration.recorder import Recorder
 from harness.topology import Topology
 from workloads.generator import expected_shares
@@ -202,19 +202,14 @@ class QueryCalibration:
         self.recorder = Recorder(self.stack, generator=lambda: self.backend._generator)
         t_start = time.monotonic()
         self.say(f"{self.topology.query}: starting the job (all operators at parallelism 1)")
-        # cold start, warm-up and probe: the estimate may be far off, the probe measures the real saturated rate
-        warm = ([COLD_OVERLOAD * est] * int(round(d.cold_s)) + [0.8 * est] * int(round(d.warmup_s))
-                + [OVERLOAD * est] * int(round(plan.measure_s + 120)))
-        # fresh task managers for the cold start: the stack is kept between queries, and a task manager that
-        # already ran a job is warm (measured: q11 after q1 ran at its warm rate from its first second)
-        for tm in self.stack.taskmanager_ids():
-            self.stack.stop_taskmanager(tm)
+        # warm-up and probe: the estimate may be far off (a first guess, another machine's profile), the probe
+        # measures the real saturated rate; the cold start comes last, planned from what was measured
+        warm = [0.8 * est] * int(round(d.warmup_s)) + [OVERLOAD * est] * int(round(plan.measure_s + 120))
         self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(warm), 1.0), self.topology)
         self.recorder.job_id = self.backend.state.job_id
         self.recorder.start()
         startup_s = getattr(self.backend, "startup_s", math.nan)
         try:
-            self._coldstart(d.cold_s, COLD_OVERLOAD * est)
             self._warmup(d.warmup_s)
             c = self._overload(OVERLOAD * est, "probe")
             if not math.isfinite(c):
@@ -235,7 +230,8 @@ class QueryCalibration:
             seen = [p.extra.get("throughput") for p in self.phases if p.kind == "overload"]
             seen += [self._throughput(p) for p in self.phases if p.kind == "ladder"]
             c = max([c] + [float(v) for v in seen if v is not None and math.isfinite(float(v))])
-            self._overload(OVERLOAD * c, "overload", restart_now=True)
+            over = self._overload(OVERLOAD * c, "overload", restart_now=True)
+            warm_rate = max(c, over) if math.isfinite(over) else c
             for op in plan.operators:
                 for sh in plan.shares:
                     self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})
@@ -244,6 +240,7 @@ class QueryCalibration:
                 self.backend.rescale(dict(self.backend.state.parallelism), {op: 1.0})
             self._parallelisms()
             self._rescales()
+            self._coldstart(d.cold_s, COLD_OVERLOAD * warm_rate)
         finally:
             self.recorder.stop()
             self._teardown()
@@ -253,14 +250,29 @@ class QueryCalibration:
                            self.recorder.host_frame(), facts)
 
     def _coldstart(self, seconds: float, rate: float) -> None:
-        """The fresh task managers at their quota, offered more than the warm job takes: how fast a new
-        task manager gets going (the backlog must grow throughout, else the curve is the offered rate)."""
+        """A new job on fresh task managers at their quota, offered more than the warm job's measured rate: how
+        fast a new task manager gets going (the backlog must grow throughout, else the curve is the offered rate).
+        Last, so the rate comes from this machine's measurement, not from the estimate (on a machine 3x faster
+        than the previous profile's, a cold start planned from it was never overloaded)."""
+        from harness.backends.local.backend import LocalBackend
+
         if seconds <= 0:
             return
+        self.recorder.phase = "coldstart-setup"
+        self._teardown()
+        # the stack is kept between phases and queries, and a task manager that already ran a job is warm
+        # (measured: q11 after q1 ran at its warm rate from its first second)
+        for tm in self.stack.taskmanager_ids():
+            self.stack.stop_taskmanager(tm)
+        self.backend = LocalBackend(self.stack)
+        sched = [rate] * int(round(seconds + 60))
+        self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(sched), 1.0), self.topology)
+        self.recorder.job_id = self.backend.state.job_id
         lag0 = self._lag()  # NaN at the job's first second (no source sample yet)
         rec = self._phase("coldstart", "coldstart", seconds, 0.0, rate=rate)
         lag1 = self._lag()
-        rec.extra.update({"bin_s": self.plan.durations.cold_bin_s, "backlog_before": lag0, "backlog_after": lag1})
+        rec.extra.update({"bin_s": self.plan.durations.cold_bin_s, "backlog_before": lag0, "backlog_after": lag1,
+                          "job_startup_s": getattr(self.backend, "startup_s", math.nan)})
 
     def _warmup(self, seconds: float) -> None:
         """Run the fresh JVMs' JIT compilers at a full CPU: at the task manager's quota it takes minutes,
@@ -295,7 +307,7 @@ class QueryCalibration:
             self.measured_rate = measured
             if grew or not restart:
                 return measured
-            rate = 2.0 * max(rate, measured if math.isfinite(measured) else 0.0)
+            rate = PROBE_RAISE * max(rate, measured if math.isfinite(measured) else 0.0)
             self.offered = rate
             self.say(f"{self.topology.query}: not saturated (backlog {lag0:.0f} -> {lag1:.0f}); "
                      f"offering {rate:,.0f}/s")

@@ -3,12 +3,10 @@
 One job per query, every operator at parallelism 1 on its own task manager (one slot each, as
 in every run), fed by the load generator from a fresh consumer group:
 
-0. `coldstart`: the fresh task managers at their quota, offered more than the job's warm capacity:
-   the job's rate while their JVMs warm up (class loading, the JIT), the curve the simulator gives
-   every new task manager. Then `warmup`: the JVMs compile the query's hot code at a full CPU (at a 0.25-CPU quota the
-   JIT takes minutes and every rate measured meanwhile is the compiler's), then `probe`: the
-   generator offers more than the estimate, the sources' saturated rate is measured (raised and
-   repeated if the backlog did not grow), and its backlog is drained.
+0. `warmup`: the JVMs compile the query's hot code at a full CPU (at a 0.25-CPU quota the JIT takes
+   minutes and every rate measured meanwhile is the compiler's), then `probe`: the generator offers
+   more than the estimate, the sources' saturated rate is measured (raised and repeated if the
+   backlog did not grow), and its backlog is drained.
 1. `ladder`: the generator steps through fractions of the measured saturated rate; every
    operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
    meter lag at each step).
@@ -21,6 +19,10 @@ in every run), fed by the load generator from a fresh consumer group:
 5. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
    with each method; task-manager start-up is timed before each scale-up, stop after each
    scale-down, and the checkpointed state size recorded with every downtime.
+6. `coldstart`: a new job on fresh task managers at their quota, offered more than the warm job's
+   measured rate: the job's rate while their JVMs warm up (class loading, the JIT), the curve the
+   simulator gives every new task manager. Last, because only now is the warm rate known on this
+   machine (planned from an estimate, a cold start on a 3x faster machine was never overloaded).
 Durations are seconds of wall time; `--quick` shortens every phase and measures one rescale
 method fewer (reactive), and `time_scale` shrinks everything further (the integration test).
 """
@@ -34,7 +36,8 @@ from harness.topology import Topology
 LADDER = (0.15, 0.35, 0.55, 0.75)  # fractions of the estimated bottleneck capacity
 LADDER_QUICK = (0.2, 0.45, 0.7)
 OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
-COLD_OVERLOAD = 1.2  # ... while the fresh task managers warm up (less: its backlog is drained afterwards)
+COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task managers warm up
+PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
@@ -48,7 +51,7 @@ class Durations:
     settle_s: float = 6.0  # discarded at the start of a phase (meters, buffers, the generator)
     rescale_settle_s: float = 5.0  # running time after a rescale before the next one
     parallelism_s: float = 20.0
-    warmup_s: float = 25.0  # the JVMs' JIT at a full CPU before anything is measured
+    warmup_s: float = 30.0  # the JVMs' JIT at a full CPU before anything is measured
     cold_s: float = 90.0  # fresh task managers at their quota, overloaded: the warm-up curve
     cold_bin_s: float = 10.0  # one point of that curve
 
@@ -93,7 +96,7 @@ class QueryPlan:
     def estimate_s(self) -> float:
         """Expected wall time including job start and rescales (for the progress bar)."""
         rescale = 2 * len(self.methods) * (20.0 + self.durations.rescale_settle_s)
-        return 25.0 + self.measure_s + rescale
+        return 2 * 25.0 + self.measure_s + rescale  # two job starts: the measured one, the cold start's
 
 
 def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1,),

@@ -39,6 +39,7 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert pv.flink_version == "2.2.1" and pv.kafka_version == "4.1.1" and pv.taskmanager_cpu_quota == 0.25
     assert pv.cpu_model and pv.host_cpus == os.cpu_count() and "calibrate" in pv.command and pv.quick
     assert pv.taskmanager_jit == "c1"  # the default, which the runs use too
+    assert pv.taskmanager_memory == "768m"  # the local stack's default, recorded
     assert pv.host_speed_sha256_mb is not None and pv.host_speed_sha256_mb > 0  # the machine's speed per CPU-second
     assert math.isfinite(pv.host_load.before_1m) and math.isfinite(pv.host_load.during_mean_1m)
     assert 0.0 <= pv.host_load.host_cpu_busy <= 1.0
@@ -75,6 +76,8 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert w is not None and w.cores == pytest.approx(0.25) and w.warm_rate == pytest.approx(max(sat_src), rel=0.5)
     assert len(w.points) >= 3 and all(0.0 <= f < 1.5 for _, f in w.points)
     assert 0.0 <= w.initial_fraction <= 1.0 and w.tau_cpu_s > 0
+    # planned from the warm rate measured before it, the cold start was overloaded: its curve is the job's
+    assert w.saturated, "the cold start took all it was offered: its curve is the offered rate, not the job's"
     # the written file carries the command in its header and reads back as YAML
     assert "bench calibrate" in (out / "q1.yaml").read_text().splitlines()[0]
     assert yaml.safe_load((out / "q1.yaml").read_text())["query"] == "q1"
