@@ -150,6 +150,21 @@ class StateCost(_Model):
     n: int = 0
 
 
+class PendingModel(_Model):
+    """A Kafka source's `pendingRecords` against the true backlog of its partitions.
+
+    Its consumer prefetches up to `buffer_records` per subtask (fetch.max.bytes' worth of records) that the
+    reading no longer counts, and the reading is as old as that buffer takes to drain, so records that
+    arrived meanwhile are missing too: reading = max(0, backlog - min(buffer, backlog) x arrivals / taken).
+    Measured in the overloaded cold start (`bench calibrate`): a fresh job takes little, so its reading
+    stays near 0 for tens of seconds while the backlog grows; a source that keeps up reads about 0."""
+
+    buffer_records: float = Field(description="records per source subtask the reading does not count")
+    points: list[tuple[float, float]] = Field(
+        default_factory=list, description="(seconds into the cold start, buffer estimate) it was fitted from")
+    n: int = 0
+
+
 class OperatorReadings(_Model):
     busy: GaugeModel = Field(default_factory=GaugeModel)
     backpressured: GaugeModel = Field(default_factory=GaugeModel)
@@ -158,6 +173,8 @@ class OperatorReadings(_Model):
         default_factory=GaugeModel,
         description="Status.JVM.CPU.Load against true cores / the quota in force (JDK 17 reads the cgroup quota, "
                     "also after a run-time change)")
+    pending: PendingModel | None = Field(
+        None, description="a source's pendingRecords against the true backlog; None: not measured (read exactly)")
 
 
 class OperatorProfile(_Model):
@@ -405,4 +422,4 @@ def _none_to_nan(obj: object) -> object:
     return obj
 
 
-_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host", "taskmanager_memory"}
+_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host", "taskmanager_memory", "pending"}

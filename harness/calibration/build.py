@@ -23,6 +23,7 @@ from harness.calibrated_profile import (
     Meters,
     OperatorProfile,
     OperatorReadings,
+    PendingModel,
     Provenance,
     QueryProfile,
     SharePoint,
@@ -322,6 +323,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             backpressured=fit.gauge_model(levels_bp, bp_r),
             cpu=fit.gauge_model(levels_cpu, cpu_r),
             cpu_jvm=fit.gauge_model(levels_jvm, jvm_r),
+            pending=pending(m, topology, spec.name) if spec.is_source else None,
         )
         state = None
         if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
@@ -403,6 +405,39 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
         grew = not pend.empty and growth > 0.1 * cold.rate * span
     return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew,
                       dead_s=dead)
+
+
+def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0) -> PendingModel | None:
+    """A source's pendingRecords against its true backlog in the `coldstart` phase (one subtask, fresh topics,
+    overloaded): the backlog is what Kafka acknowledged into its topic (the generator's count x the topic's
+    share of the load) less what it took; rates over the trailing `rate_s`. None where the generator's count
+    was not recorded (measurements before session 9)."""
+    from workloads.generator import expected_shares
+
+    cold = next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
+    spec = next(o for o in topology.operators if o.name == source)
+    if cold is None or "produced" not in m.host or "gen" not in m.host or m.samples.empty:
+        return None
+    host = m.host[(m.host.t >= cold.t0) & (m.host.t <= cold.t1)].dropna(subset=["produced", "gen"])
+    if host.empty:
+        return None
+    host = host[host.gen == host.sort_values("t").gen.iloc[-1]].sort_values("t")
+    share = expected_shares(list(topology.topics)).get(spec.topic or "", 0.0)
+    g = m.samples[(m.samples.phase == cold.name) & (m.samples.operator == source)].dropna(subset=["rec_out"])
+    g = g[g.subtask == 0].sort_values("t") if "subtask" in g else g.sort_values("t")
+    if len(g) < 2 or share <= 0:
+        return None
+    t = g.t.to_numpy(dtype=float)
+    took = g.rec_out.to_numpy(dtype=float)
+    produced = share * np.interp(t, host.t.to_numpy(dtype=float), host.produced.to_numpy(dtype=float),
+                                 left=np.nan, right=np.nan)
+    earlier = t - rate_s
+    took0 = np.interp(earlier, t, took, left=np.nan)
+    prod0 = share * np.interp(earlier, host.t.to_numpy(dtype=float), host.produced.to_numpy(dtype=float),
+                              left=np.nan, right=np.nan)
+    reading = g.pending.to_numpy(dtype=float) if "pending" in g else np.full(len(t), np.nan)
+    return fit.pending_buffer(t - cold.t0, produced - took, reading, (produced - prod0) / rate_s,
+                              (took - took0) / rate_s)
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:

@@ -35,6 +35,7 @@ from harness.calibrated_profile import (
     CpuModel,
     DowntimeModel,
     GaugeModel,
+    PendingModel,
     SharePoint,
     StateCost,
     WarmUp,
@@ -385,3 +386,21 @@ def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, c
     return WarmUp(initial_fraction=float(f0), tau_cpu_s=float(tau), cores=cores, warm_rate=warm_rate,
                   points=[(float(x + dead_s), float(y)) for x, y in zip(t, f, strict=True)], rmse=rmse,
                   saturated=saturated, dead_s=float(dead_s))
+
+
+def pending_buffer(seconds: Sequence[float], backlog: Sequence[float], reading: Sequence[float],
+                   arrived: Sequence[float], taken: Sequence[float], min_points: int = 5) -> PendingModel | None:
+    """The records a Kafka source's pendingRecords does not count (`PendingModel`), per sample:
+    (backlog - reading) x taken / arrived, where the reading says something (above 0, below the backlog) and
+    the source took and received records; the median over them. None with fewer than `min_points` such
+    samples (a cold start that was not overloaded, or no reading)."""
+    t, b, r, a, k = (np.asarray(x, dtype=float) for x in (seconds, backlog, reading, arrived, taken))
+    ok = np.isfinite(t) & np.isfinite(b) & np.isfinite(r) & np.isfinite(a) & np.isfinite(k)
+    ok &= (r > 0) & (b > r) & (a > 0) & (k > 0)
+    if int(ok.sum()) < min_points:
+        return None
+    est = (b[ok] - r[ok]) * k[ok] / a[ok]
+    every = max(1, len(est) // 10)  # about ten of them kept with the profile, to see how steady it was
+    return PendingModel(buffer_records=float(np.median(est)), n=int(ok.sum()),
+                        points=[(round(float(x), 1), round(float(y))) for x, y in zip(t[ok][::every], est[::every],
+                                                                                      strict=True)])

@@ -24,6 +24,7 @@ from harness.calibrated_profile import (
     Meters,
     OperatorProfile,
     OperatorReadings,
+    PendingModel,
     Provenance,
     QueryProfile,
     Stat,
@@ -157,6 +158,46 @@ def test_lag_rate_is_taken_over_the_metrics_window_like_the_catalogue() -> None:
     b.advance_to(600)
     assert b.snapshot(15).kafka_lag_rate == pytest.approx(2_000, rel=0.05)
     assert b.snapshot(60).kafka_lag_rate == pytest.approx(2_000, rel=0.05)
+
+
+def with_pending(prof: QueryProfile, buffer: float) -> QueryProfile:
+    src = prof.operators["src"]
+    readings = src.readings.model_copy(update={"pending": PendingModel(buffer_records=buffer)})
+    return prof.model_copy(update={"operators": {**prof.operators, "src": src.model_copy(update={"readings": readings})}})
+
+
+def test_pending_records_miss_the_consumers_buffer_and_what_arrived_while_it_drained() -> None:
+    """Measured on the local stack (`bench calibrate`'s cold start): a saturated source's pendingRecords reads
+    its backlog less about 230k records x arrivals / records taken; a source that keeps up reads about 0."""
+    caps = (8_000, 500)  # the mid operator takes 500/s: the source is held back to 500/s, 6k/s arrive
+    truth = start(constant(6_000, 900), prof=profile(caps=caps))
+    read = start(constant(6_000, 900), prof=with_pending(profile(caps=caps), 50_000))
+    truth.advance_to(60)
+    read.advance_to(60)
+    true_lag = truth.snapshot(15).kafka_lag
+    assert true_lag > 250_000  # about 5.5k/s for a minute
+    early = read.snapshot(15)
+    # the reading misses min(50k, backlog) x 6000 / 500 = 600k: nothing to read yet, nor any growth
+    assert early.kafka_lag == 0.0 and early.kafka_lag_rate == 0.0
+    assert early.operators["src"].lag == 0.0
+    truth.advance_to(600)
+    read.advance_to(600)
+    t, r = truth.snapshot(15), read.snapshot(15)
+    assert r.kafka_lag == pytest.approx(t.kafka_lag - 600_000, rel=0.01)
+    assert r.kafka_lag_rate == pytest.approx(t.kafka_lag_rate, rel=0.02)  # grown past the buffer: same slope
+    # a source that keeps up reads about nothing, as Flink's gauge does (session 9's ladder phases: < 1k)
+    calm = start(constant(300, 300), prof=with_pending(profile(caps=caps), 50_000))
+    calm.advance_to(200)
+    assert calm.snapshot(15).kafka_lag < 1.0
+
+
+def test_exact_readings_keep_the_true_backlog() -> None:
+    caps = (8_000, 500)
+    truth = start(constant(6_000, 300), prof=profile(caps=caps), readings="exact")
+    exact = start(constant(6_000, 300), prof=with_pending(profile(caps=caps), 50_000), readings="exact")
+    truth.advance_to(120)
+    exact.advance_to(120)
+    assert exact.snapshot(15).kafka_lag == truth.snapshot(15).kafka_lag > 500_000
 
 
 # ---------------------------------------------------------------- partitions, retention, start-up

@@ -17,6 +17,9 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   calibrated idle CPU and the fraction of its quota a saturated task manager reaches, linear in the
   subtask's utilisation; `cpu_jvm` = Status.JVM.CPU.Load as the calibrated function of the same (the
   JVM reads the cgroup quota in force, so both signals are relative to it).
+- A Kafka source's pendingRecords misses what its consumers prefetched (the calibrated buffer) and what
+  arrived while that buffer drained (`pending_reading`), so a fresh or slow job reads a small backlog
+  that barely grows; the sum over sources is the job's lag, and its slope the lag rate.
 - The sources' event-time lag gauge (the thesis' latency, ch. 5.3) is the age of the last record
   each subtask emitted, averaged over subtasks; a subtask that has not emitted since a restart has
   no value (NaN), and while the job is down no gauge answers at all.
@@ -249,6 +252,15 @@ def _kinds(model: SimModel, i: int) -> _Kinds:
     return kinds
 
 
+def pending_reading(backlog: np.ndarray, arrived: np.ndarray, taken: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """A Kafka source's pendingRecords as Flink reads it (`harness.calibrated_profile.PendingModel`): the records
+    its consumers prefetched (up to `buffer`, over its subtasks) are not counted, nor those that arrived while
+    the reading aged by as long as that buffer takes to drain: max(0, backlog - min(buffer, backlog) x
+    arrived / taken). A source that takes nothing reads 0 while records arrive (a job that just started)."""
+    missing = np.minimum(buffer, backlog) * arrived / np.maximum(taken, 1e-9)
+    return np.maximum(0.0, backlog - missing)
+
+
 def _gauge(g: GaugeModel, level: float) -> tuple[float, float]:
     """(bias-corrected mean, noise sd) of a gauge at a true level."""
     mean = _clip01(g.offset + g.gain * level)
@@ -325,6 +337,12 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         vals = [r[col] for r in ii_up if r[col] == r[col]]
         return sum(vals) / len(vals) if vals else nan
 
+    def mean_up(values: np.ndarray) -> float:
+        """avg_over_time of per-scrape readings (one per scraped row) at the scrapes the job answered."""
+        vals = [v for v, ok in zip(values.tolist(), up, strict=True) if ok and v == v]
+        return sum(vals) / len(vals) if vals else nan
+
+    job_lag_read: np.ndarray | None = None  # the summed sources' pending-records reading at each scrape
     operators: dict[str, OperatorMetrics] = {}
     cpu_sum = jvm_sum = 0.0
     n_tm = 0
@@ -403,8 +421,20 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             rin = nan
         buffer = gauge_mean(o + O_BUFFER)
         lag_sub: list[float | None] = [None] * nk
+        pend = c.readings.pending if noisy and is_src else None
+        if pend is not None:  # Flink's reading of the pending records at each scrape, not the true backlog
+            lag_read = pending_reading(ii[:, o + O_LAG], ii[:, o + O_ARRIVED], ii[:, o + O_IN],
+                                       pend.buffer_records * ii[:, o + O_PAR])
+            job_lag_read = lag_read if job_lag_read is None else job_lag_read + lag_read
+        elif is_src:
+            job_lag_read = ii[:, o + O_LAG] if job_lag_read is None else job_lag_read + ii[:, o + O_LAG]
         if is_src:  # each subtask's pending records: its partition group's, split evenly
-            lag0, lag_all = gauge_mean(o + O_LAG_LANE0), gauge_mean(o + O_LAG)
+            if pend is not None:
+                true_all = ii[:, o + O_LAG]
+                read_frac = np.divide(lag_read, true_all, out=np.ones_like(true_all), where=true_all > 0)
+                lag0, lag_all = mean_up(ii[:, o + O_LAG_LANE0] * read_frac), mean_up(lag_read)
+            else:
+                lag0, lag_all = gauge_mean(o + O_LAG_LANE0), gauge_mean(o + O_LAG)
             per = [lag0 / counts[0]] + ([(lag_all - lag0) / counts[1]] if nk > 1 else [])
             lag_sub = [max(0.0, v) if v == v else None for v in per]
         cpu_sum += sum(cpu_l)
@@ -414,7 +444,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         if is_src:
             src_lags.append(gauge_mean(o + O_RECLAG))
             if noisy:
-                lag_rate = slope(ii[:, o + O_LAG], scrape * dt) if len(ii_l) >= 2 else nan
+                lag_rate = slope(lag_read if pend is not None else ii[:, o + O_LAG], scrape * dt) \
+                    if len(ii_l) >= 2 else nan
             else:
                 lag_rate = slope(rows[-der_win:, o + O_LAG], dt)
         # each subtask's reading, built when an autoscaler first reads them (most snapshots nobody does)
@@ -433,14 +464,15 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             cpu_load=sum(cpu_l) / n_sub,
             cpu_jvm_load=sum(jvm_l) / n_sub,
             cpu_share=share,
-            lag=gauge_mean(o + O_LAG) if is_src else None,
+            lag=(lag_all if pend is not None else gauge_mean(o + O_LAG)) if is_src else None,
             lag_rate=lag_rate,
             input_rate=(rr[o + O_ARRIVED] if rr is not None else nan) if is_src else None,
             # ND_max is where the subtasks run now (a placement fact, not a sampled Flink gauge)
             network_delay_max_ms=now_l[o + O_NDMAX] if model.network else nan,
         )
     if noisy:
-        job_lag_rate = slope(ii[:, J_LAG], scrape * dt) if len(ii_l) >= 2 else nan
+        job_lag_rate = slope(job_lag_read if job_lag_read is not None else ii[:, J_LAG], scrape * dt) \
+            if len(ii_l) >= 2 else nan
     else:
         job_lag_rate = slope(rows[-der_win:, J_LAG], dt)
     why: dict[str, str] = {}
@@ -465,7 +497,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         window_s=window_s,
         topology=topo,
         operators=operators,
-        kafka_lag=gauge_mean(J_LAG),
+        kafka_lag=mean_up(job_lag_read) if noisy and job_lag_read is not None else gauge_mean(J_LAG),
         kafka_lag_rate=job_lag_rate,
         input_rate=rr[J_ARRIVED] if rr is not None else nan,
         throughput=rr[J_TAKEN] if rr is not None else nan,
