@@ -163,7 +163,8 @@ def test_lag_rate_is_taken_over_the_metrics_window_like_the_catalogue() -> None:
 def with_pending(prof: QueryProfile, buffer: float) -> QueryProfile:
     src = prof.operators["src"]
     readings = src.readings.model_copy(update={"pending": PendingModel(buffer_records=buffer)})
-    return prof.model_copy(update={"operators": {**prof.operators, "src": src.model_copy(update={"readings": readings})}})
+    ops = {**prof.operators, "src": src.model_copy(update={"readings": readings})}
+    return prof.model_copy(update={"operators": ops})
 
 
 def test_pending_records_miss_the_consumers_buffer_and_what_arrived_while_it_drained() -> None:
