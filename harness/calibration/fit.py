@@ -388,8 +388,8 @@ def warmup(seconds: Sequence[float], rates: Sequence[float], warm_rate: float, c
                   saturated=saturated, dead_s=float(dead_s))
 
 
-def pending_buffer(seconds: Sequence[float], backlog: Sequence[float], reading: Sequence[float],
-                   arrived: Sequence[float], taken: Sequence[float], min_points: int = 5) -> PendingModel | None:
+def pending_buffer(seconds: np.ndarray, backlog: np.ndarray, reading: np.ndarray, arrived: np.ndarray,
+                   taken: np.ndarray, min_points: int = 5) -> PendingModel | None:
     """The records a Kafka source's pendingRecords does not count (`PendingModel`), per sample:
     (backlog - reading) x taken / arrived, where the reading says something (above 0, below the backlog) and
     the source took and received records; the median over them. None with fewer than `min_points` such
