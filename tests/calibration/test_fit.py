@@ -526,3 +526,30 @@ def test_a_backpressured_source_never_counts_as_the_saturated_one() -> None:
     assert bottlenecks(blocked + rest, topo, QUOTA) == set()
     unread = [pl("auction_source", 68.0, math.nan, pending=1e6), pl("person_source", 324.0, math.nan, pending=1e6)]
     assert bottlenecks(unread + rest, topo, QUOTA) == {"auction_source", "person_source"}  # unknown: not blocked
+
+
+def test_the_pending_records_buffer_is_recovered_from_a_cold_starts_samples() -> None:
+    """Samples made by the reading's model (backlog less buffer x arrivals / taken) give the buffer back; a
+    reading stuck at 0 (nothing to learn from) or a cold start with too few informative samples gives None."""
+    rng = np.random.default_rng(3)
+    t = np.arange(5.0, 90.0)
+    taken = np.minimum(40_000.0, 2_000.0 * t)  # a fresh job speeding up to 40k/s; 44k/s arrive
+    arrived = np.full_like(t, 44_000.0)
+    backlog = np.cumsum(arrived - taken) + 100_000.0
+    buffer = 230_000.0
+    reading = np.maximum(0.0, backlog - np.minimum(buffer, backlog) * arrived / taken)
+    reading = np.where(reading > 0, reading * (1 + rng.normal(0, 0.01, len(t))), 0.0)
+    model = fit.pending_buffer(t, backlog, reading, arrived, taken)
+    assert model is not None and model.buffer_records == pytest.approx(buffer, rel=0.05)
+    assert model.n == int((reading > 0).sum()) and 0 < len(model.points) <= 11
+    assert fit.pending_buffer(t, backlog, np.zeros_like(t), arrived, taken) is None  # the reading never said
+    assert fit.pending_buffer(t[:3], backlog[:3], reading[:3], arrived[:3], taken[:3]) is None
+
+
+def test_the_committed_q1_profile_measured_its_pending_records_reading() -> None:
+    """Measured on this machine: a bids source's reading misses about 230k records (fetch.max.bytes' worth)."""
+    prof = load_profile("q1", cores=0.1)
+    assert prof is not None
+    pend = prof.operators["bids_source"].readings.pending
+    assert pend is not None and 50_000 < pend.buffer_records < 1_000_000 and pend.n >= 20
+    assert prof.operators["map"].readings.pending is None  # only a Kafka source reads a backlog
