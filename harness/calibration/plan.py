@@ -45,14 +45,14 @@ RESCALE_METHODS_QUICK = ("in_place", "savepoint")
 
 @dataclass(frozen=True)
 class Durations:
-    level_s: float = 18.0  # one ladder level
-    overload_s: float = 18.0
+    level_s: float = 15.0  # one ladder level
+    overload_s: float = 15.0
     share_s: float = 14.0
     settle_s: float = 6.0  # discarded at the start of a phase (meters, buffers, the generator)
     rescale_settle_s: float = 5.0  # running time after a rescale before the next one
     parallelism_s: float = 20.0
-    warmup_s: float = 30.0  # the JVMs' JIT at a full CPU before anything is measured
-    cold_s: float = 90.0  # fresh task managers at their quota, overloaded: the warm-up curve
+    warmup_s: float = 25.0  # the JVMs' JIT at a full CPU before anything is measured
+    cold_s: float = 60.0  # fresh task managers at their quota, overloaded: the warm-up curve (tau <= 15 s at 0.25 CPU)
     cold_bin_s: float = 10.0  # one point of that curve
 
     def scaled(self, f: float) -> Durations:
