@@ -553,3 +553,27 @@ def test_the_committed_q1_profile_measured_its_pending_records_reading() -> None
     pend = prof.operators["bids_source"].readings.pending
     assert pend is not None and 50_000 < pend.buffer_records < 1_000_000 and pend.n >= 20
     assert prof.operators["map"].readings.pending is None  # only a Kafka source reads a backlog
+
+
+def test_a_source_at_its_own_cpu_limit_limits_beside_a_saturated_map() -> None:
+    """Measured at 0.25 CPU: q1's source and map both throttled at 127k/s, the source 5 % backpressured, so both
+    limited; a source that a slower map held back was throttled in under 10 % of periods: only the map."""
+    from harness.calibration.build import OpPlateau, bottlenecks
+
+    topo = load_topology("q1")
+    phase = PhaseRecord(name="overload", kind="overload", t0=0.0, t1=15.0)
+
+    def pl(op: str, rate: float, bp: float, throttled: float, pending: float = math.nan) -> OpPlateau:
+        p = fit.Plateau(phase=phase.name, share=1.0, rate_in=rate, rate_out=rate, cores=0.2,
+                        busy=np.array([0.2]), backpressured=np.array([bp]), idle=np.array([0.0]),
+                        cpu_jvm=np.array([0.2]), flagged=bp, pending=pending, pending_growth=0.0,
+                        throttled=throttled)
+        return OpPlateau(phase, op, p, np.zeros(0), pd.DataFrame())
+
+    sink = pl("sink", 127_000.0, 0.0, 0.0)
+    both = [pl("bids_source", 127_000.0, 0.05, 0.93, pending=1e6), pl("map", 127_000.0, 0.0, 0.9), sink]
+    assert bottlenecks(both, topo, 0.25) == {"bids_source", "map"}
+    held = [pl("bids_source", 69_000.0, 0.09, 0.05, pending=1e6), pl("map", 69_000.0, 0.0, 1.0), sink]
+    assert bottlenecks(held, topo, 0.25) == {"map"}
+    blocked = [pl("bids_source", 69_000.0, 0.6, 0.9, pending=1e6), pl("map", 69_000.0, 0.0, 1.0), sink]
+    assert bottlenecks(blocked, topo, 0.25) == {"map"}
