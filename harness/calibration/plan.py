@@ -62,8 +62,8 @@ class Durations:
 
 
 FULL = Durations()
-QUICK = Durations(level_s=11.0, overload_s=13.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
-                  parallelism_s=15.0, warmup_s=18.0, cold_s=50.0)
+QUICK = Durations(level_s=10.0, overload_s=12.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
+                  parallelism_s=15.0, warmup_s=15.0, cold_s=45.0)
 
 
 def stateful_operator(topology: Topology) -> str:
