@@ -157,7 +157,9 @@ class PendingModel(_Model):
     reading no longer counts, and the reading is as old as that buffer takes to drain, so records that
     arrived meanwhile are missing too: reading = max(0, backlog - min(buffer, backlog) x arrivals / taken).
     Measured in the overloaded cold start (`bench calibrate`): a fresh job takes little, so its reading
-    stays near 0 for tens of seconds while the backlog grows; a source that keeps up reads about 0."""
+    stays near 0 for tens of seconds while the backlog grows; a source that keeps up reads about 0. Fast
+    sources held about the same buffer throughout (q1, q2, q11: 205k-245k bids records); a slow one's grew
+    through the minute (q5 at 4.6k/s: 1.5k -> 97k), so its median is the cold start's, below the steady one."""
 
     buffer_records: float = Field(description="records per source subtask the reading does not count")
     points: list[tuple[float, float]] = Field(
