@@ -75,7 +75,12 @@ def test_committed_profile_is_physically_sensible(path: Path) -> None:
             assert abs(fitted - measured) <= FIT_TOLERANCE * full, (
                 f"{name} at share {share}: fitted {fitted:.0f} rec/s, measured {measured:.0f}")
     assert prof.taskmanager_startup_s.mean > 0.0
-    assert all(m.base_s >= 0.0 for m in prof.rescale_downtime.values())
+    for method, m in prof.rescale_downtime.items():  # the line passes through the query's own measurements
+        known = [(st, d) for st, d in m.points if math.isfinite(st)]
+        if known:
+            mean_state = float(np.mean([st for st, _ in known]))
+            assert m.downtime(mean_state) == pytest.approx(float(np.mean([d for _, d in known])), abs=0.05), method
+        assert all(m.downtime(st) >= 0.0 for st in (0.0, 1e8, 1e9)), method
 
 
 @pytest.mark.parametrize("query", COMMITTED)

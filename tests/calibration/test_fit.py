@@ -577,3 +577,15 @@ def test_a_source_at_its_own_cpu_limit_limits_beside_a_saturated_map() -> None:
     assert bottlenecks(held, topo, 0.25) == {"map"}
     blocked = [pl("bids_source", 69_000.0, 0.6, 0.9, pending=1e6), pl("map", 69_000.0, 0.0, 1.0), sink]
     assert bottlenecks(blocked, topo, 0.25) == {"map"}
+
+
+def test_a_querys_downtime_line_goes_through_its_own_point_with_the_pooled_slope() -> None:
+    """q5's in-place restart with 76 MB of state took 15.5 s; the slope pooled over the queries (732 s/GB)
+    would predict 56 s there from a base clipped at 0. The line keeps the pooled slope and passes through the
+    measured point (a negative base), and a point without a known state counts at face value."""
+    m = fit.downtime_model([(76e6, 15.5)], [(76e6, 31.0)], 732.0, "pooled")
+    assert m.base_s < 0 and m.downtime(76e6) == pytest.approx(15.5)
+    assert m.downtime(76e6, fresh_taskmanagers=False) == pytest.approx(31.0)
+    assert m.downtime(176e6) == pytest.approx(15.5 + 73.2) and m.downtime(0.0) == 0.0
+    unknown = fit.downtime_model([(math.nan, 13.8)], [], 732.0, "pooled")
+    assert unknown.base_s == pytest.approx(13.8)
