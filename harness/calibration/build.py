@@ -182,9 +182,12 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
         return {pl.operator for pl in phase_plateaus if pl.operator in srcs and not _blocked(pl)}
     # a source at its own CPU limit with its own backlog, not held back from downstream, limited itself too
     # (measured: q1 at 0.25 CPU, source and map both throttled at 127k/s, the source backpressured 5 % of its
-    # time; a source held back by a slower map was throttled in under 10 % of periods)
-    co = {pl.operator for pl in phase_plateaus if pl.operator in srcs and _cpu_bound(pl, quota)
-          and not _blocked(pl) and backlogged([pl], topology)}
+    # time; a source held back by a slower map was throttled in under 10 % of periods). At full shares, or
+    # where the source is the one given a lower share: with another operator throttled by a lower share, that
+    # one limited (a source at 100k/s of its 125k was throttled in half the periods there)
+    co = {pl.operator for pl in phase_plateaus if pl.operator in srcs
+          and (pl.phase.kind == "overload" or pl.phase.operator == pl.operator)
+          and _cpu_bound(pl, quota) and not _blocked(pl) and backlogged([pl], topology)}
     return {op for op in hot if not (hot & _descendants(topology, op))} | co
 
 

@@ -210,7 +210,15 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
     result: CapacityFit | None = None
     if len(used) >= 2 and np.ptp([u[0] for u in used]) > 0.02 * quota:
-        line = fit_line([u[0] for u in used], [u[1] for u in used])  # capacity = a x cores + c
+        # capacity = a x cores + c through the saturation at the highest share (the one runs use; a plain
+        # least-squares line through three shares passed 6 % below it: q1's source at 0.25 CPU), its slope
+        # from the lower shares
+        top = max(sat, key=lambda p: p.share)
+        x1, y1 = used[sat.index(top)]
+        dx = np.array([u[0] - x1 for u in used])
+        dy = np.array([u[1] - y1 for u in used])
+        slope = float(dx @ dy / (dx @ dx)) if float(dx @ dx) > 0 else math.nan
+        line = Line(slope=slope, intercept=y1 - slope * x1, r2=math.nan, n=len(used))
         if line.slope > 0 and line.intercept <= 0:
             k = 1.0 / line.slope
             overhead = -line.intercept * k
@@ -244,16 +252,20 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
 
 def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float,
                  anchors: Sequence[tuple[float, float]] = ()) -> CapacityFit:
-    """An operator that processed r records/s unsaturated at share s can do at least r there: raise the line
-    until it agrees with every such observation. Where a saturation was measured at fewer cores (`anchors`:
-    (cores, records/s)), the line turns about the nearest one below, so it still passes that measurement
+    """An operator that processed r records/s unsaturated at share s, or saturated at the highest share, can
+    do at least r there: raise the line until it agrees with every such observation. Where a saturation was
+    measured at fewer cores (`anchors`: (cores, records/s)), the line turns about the nearest one below, so it
+    still passes that measurement
     (a small task manager's fixed overhead makes capacity grow faster than its CPU); else the CPU per record
     is lowered with the overhead kept."""
     sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
     k, overhead = f.cores_per_record, f.overhead_cores
     lifted = False
+    top = max((p.share for p in points), default=1.0)
     for p in sorted(points, key=lambda p: p.share):
-        if p.saturated or not math.isfinite(p.capacity) or p.capacity <= 0:
+        # a saturation at the highest share is a lower bound too, where the line is read: at the CPU a saturated
+        # task manager gets (measured: q1's source saturated at 125k/s on 0.257 cores of a 0.25 quota)
+        if (p.saturated and p.share < top) or not math.isfinite(p.capacity) or p.capacity <= 0:
             continue
         cores = p.share * quota * sat_f
         if (cores - overhead) / k >= p.capacity:  # the line already allows it
@@ -270,7 +282,7 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
     if not lifted:
         return f
     return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points,
-                       method=f.method + ", lifted to the fastest unsaturated rate seen")
+                       method=f.method + ", lifted to the fastest rate seen")
 
 
 # ---------------------------------------------------------------- readings
