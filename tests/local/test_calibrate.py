@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness.calibrated_profile import load_profile
+from harness.calibrated_profile import load_profile, profile_file_name
 from harness.cli import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.calibration_e2e]  # make test-calibrate
@@ -84,8 +84,8 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     # planned from the warm rate measured before it, the cold start was overloaded: its curve is the job's
     assert w.saturated, "the cold start took all it was offered: its curve is the offered rate, not the job's"
     # the written file carries the command in its header and reads back as YAML
-    assert "bench calibrate" in (out / "q1.yaml").read_text().splitlines()[0]
-    assert yaml.safe_load((out / "q1.yaml").read_text())["query"] == "q1"
+    assert "bench calibrate" in (out / profile_file_name("q1", 0.25)).read_text().splitlines()[0]
+    assert yaml.safe_load((out / profile_file_name("q1", 0.25)).read_text())["query"] == "q1"
     # resumable: the samples are kept, a second run measures nothing (no stack, samples untouched) and refits
     samples = next(state.glob("*/q1/samples.parquet"))
     before = samples.stat().st_mtime_ns
