@@ -4,7 +4,7 @@ Brings up Kafka, Flink and Prometheus (port offset 7100, work directory $BENCH_C
 /tmp/bench-calibrate-it), measures q1 through every phase (ladder, overload, two lower CPU shares per
 operator, in-place and savepoint rescales) and checks the profile it writes: numbers a user relies
 on, in physically possible ranges and consistent with each other, plus its provenance; then that a
-second run resumes from the recorded samples without measuring again. About 4 minutes.
+second run resumes from the recorded samples without measuring again. About 3 minutes; in `make test`.
 """
 
 from __future__ import annotations
