@@ -26,7 +26,7 @@ description: two autoscalers on a short q1 cosine; the scale is whatever keeps a
 base:
   backend: local
   query: q1
-  pattern: {name: cosine, scale: 0.002, time_scale: 20, params: {duration_min: 60}}
+  pattern: {name: cosine, scale: 0.1, time_scale: 20, params: {duration_min: 60}}
   autoscaler: ds2
   initial_parallelism: 1
   loop: {period_s: 15, metrics_window_s: 15, cooldown_s: 30}
@@ -147,8 +147,8 @@ def test_cli_runs_sim_reports_and_resumes(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     md = (out / "fid-tiny.md").read_text()
     assert "## Targets per cell" in md and "| ds2 |" in md and "Kendall tau" in md
-    # the stand-ins are sim records (no host measured) and the committed profile predates the probe
-    assert "local runs' host speed not measured" in md and "profile speed not measured" in md
+    # the stand-ins are sim records (no host measured); the committed q1 profile at 0.25 CPU records its machine's
+    assert "local runs' host speed not measured" in md and "profile measured at" in md
     sim_meta = read_run_record(results / "fid-tiny" / "sim" / "ds2-r0").meta
     assert "speed_sha256_mb" not in sim_meta["host"] and "host_speed_sha256_mb" in sim_meta["backend"]["costs"]
     assert (out / "fid-tiny-figures" / "ds2.png").exists()
