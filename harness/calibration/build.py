@@ -385,7 +385,7 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     """The cold-start curve: the sources' records/s per bin of the `coldstart` phase (fresh task managers at
     share 1.0, overloaded) over the warm job's saturated rate at the same share: the mean of the phases that
     saturated (probe and overload; they differ by 10-20 % on a shared host, more than one would trust alone)."""
-    cold = next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
+    cold = _coldstart(m)
     warm = [float(p.extra["throughput"]) for p in m.phases if p.kind == "overload" and _grew(p)
             and p.extra.get("throughput") is not None and math.isfinite(float(p.extra["throughput"]))]
     if cold is None or not warm or m.samples.empty:
@@ -430,14 +430,11 @@ def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0
     was not recorded (measurements before session 9)."""
     from workloads.generator import expected_shares
 
-    cold = next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
-    spec = next(o for o in topology.operators if o.name == source)
-    if cold is None or "produced" not in m.host or "gen" not in m.host or m.samples.empty:
+    cold = _coldstart(m)
+    count = fit.generator_count(m.host, cold.t0, cold.t1) if cold is not None else None
+    if cold is None or count is None or m.samples.empty:
         return None
-    host = m.host[(m.host.t >= cold.t0) & (m.host.t <= cold.t1)].dropna(subset=["produced", "gen"])
-    if host.empty:
-        return None
-    host = host[host.gen == host.sort_values("t").gen.iloc[-1]].sort_values("t")
+    spec = topology.op(source)
     share = expected_shares(list(topology.topics)).get(spec.topic or "", 0.0)
     g = m.samples[(m.samples.phase == cold.name) & (m.samples.operator == source)].dropna(subset=["rec_out"])
     g = g[g.subtask == 0].sort_values("t") if "subtask" in g else g.sort_values("t")
@@ -445,15 +442,17 @@ def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0
         return None
     t = g.t.to_numpy(dtype=float)
     took = g.rec_out.to_numpy(dtype=float)
-    produced = share * np.interp(t, host.t.to_numpy(dtype=float), host.produced.to_numpy(dtype=float),
-                                 left=np.nan, right=np.nan)
     earlier = t - rate_s
+    produced, prod0 = (share * np.interp(x, *count, left=np.nan, right=np.nan) for x in (t, earlier))
     took0 = np.interp(earlier, t, took, left=np.nan)
-    prod0 = share * np.interp(earlier, host.t.to_numpy(dtype=float), host.produced.to_numpy(dtype=float),
-                              left=np.nan, right=np.nan)
     reading = g.pending.to_numpy(dtype=float) if "pending" in g else np.full(len(t), np.nan)
     return fit.pending_buffer(t - cold.t0, produced - took, reading, (produced - prod0) / rate_s,
                               (took - took0) / rate_s)
+
+
+def _coldstart(m: Measurement) -> PhaseRecord | None:
+    """The measurement's finished `coldstart` phase, if it had one."""
+    return next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:

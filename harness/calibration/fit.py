@@ -119,17 +119,24 @@ def sources_rate(samples: pd.DataFrame, sources: Sequence[str], t0: float, t1: f
     return float(sum(finite)) if finite else math.nan
 
 
-def offered_rate(host: pd.DataFrame, t0: float, t1: float) -> float:
-    """Records/s Kafka acknowledged from the load generator between t0 and t1: the counter rate of the last
-    generator instance sampled in the span (a phase restarts the generator, and its count with it); NaN when
-    the generator's count was not recorded there (older measurements, or an endpoint that did not answer)."""
+def generator_count(host: pd.DataFrame, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(t, records Kafka acknowledged) of the last load-generator instance sampled between t0 and t1 (a phase
+    restarts the generator, and its count with it); None when the generator's count was not recorded there
+    (older measurements, or an endpoint that did not answer)."""
     if "produced" not in host or "gen" not in host:
-        return math.nan
+        return None
     seg = host[(host.t >= t0) & (host.t <= t1)].dropna(subset=["produced", "gen"])
     if seg.empty:
-        return math.nan
+        return None
     last = seg[seg.gen == seg.sort_values("t").gen.iloc[-1]].sort_values("t")
-    return counter_rate(last.t.to_numpy(dtype=float), last.produced.to_numpy(dtype=float))
+    return last.t.to_numpy(dtype=float), last.produced.to_numpy(dtype=float)
+
+
+def offered_rate(host: pd.DataFrame, t0: float, t1: float) -> float:
+    """Records/s Kafka acknowledged from the load generator between t0 and t1 (`generator_count`); NaN where
+    its count was not recorded."""
+    count = generator_count(host, t0, t1)
+    return math.nan if count is None else counter_rate(*count)
 
 
 def first_record_delay(samples: pd.DataFrame, sources: Sequence[str], t0: float) -> float:

@@ -342,7 +342,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         vals = [v for v, ok in zip(values.tolist(), up, strict=True) if ok and v == v]
         return sum(vals) / len(vals) if vals else nan
 
-    job_lag_read: np.ndarray | None = None  # the summed sources' pending-records reading at each scrape
+    unread: np.ndarray | None = None  # records the sources' pending-records readings miss, at each scrape
     operators: dict[str, OperatorMetrics] = {}
     cpu_sum = jvm_sum = 0.0
     n_tm = 0
@@ -425,9 +425,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         if pend is not None:  # Flink's reading of the pending records at each scrape, not the true backlog
             lag_read = pending_reading(ii[:, o + O_LAG], ii[:, o + O_ARRIVED], ii[:, o + O_IN],
                                        pend.buffer_records * ii[:, o + O_PAR])
-            job_lag_read = lag_read if job_lag_read is None else job_lag_read + lag_read
-        elif is_src:
-            job_lag_read = ii[:, o + O_LAG] if job_lag_read is None else job_lag_read + ii[:, o + O_LAG]
+            unread = ii[:, o + O_LAG] - lag_read if unread is None else unread + ii[:, o + O_LAG] - lag_read
         if is_src:  # each subtask's pending records: its partition group's, split evenly
             if pend is not None:
                 true_all = ii[:, o + O_LAG]
@@ -471,8 +469,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             network_delay_max_ms=now_l[o + O_NDMAX] if model.network else nan,
         )
     if noisy:
-        job_lag_rate = slope(job_lag_read if job_lag_read is not None else ii[:, J_LAG], scrape * dt) \
-            if len(ii_l) >= 2 else nan
+        job_lag_read = ii[:, J_LAG] if unread is None else ii[:, J_LAG] - unread
+        job_lag_rate = slope(job_lag_read, scrape * dt) if len(ii_l) >= 2 else nan
     else:
         job_lag_rate = slope(rows[-der_win:, J_LAG], dt)
     why: dict[str, str] = {}
@@ -497,7 +495,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         window_s=window_s,
         topology=topo,
         operators=operators,
-        kafka_lag=mean_up(job_lag_read) if noisy and job_lag_read is not None else gauge_mean(J_LAG),
+        kafka_lag=mean_up(ii[:, J_LAG] - unread) if unread is not None else gauge_mean(J_LAG),
         kafka_lag_rate=job_lag_rate,
         input_rate=rr[J_ARRIVED] if rr is not None else nan,
         throughput=rr[J_TAKEN] if rr is not None else nan,
