@@ -173,3 +173,17 @@ def test_readme_shows_the_workflow_commands_with_cells_that_exist() -> None:
             assert res.exit_code == 0, res.output
             cells = {r["run_id"].rsplit("-r", 1)[0] for r in json.loads(res.stdout)["runs"]}
             assert cell in cells, f"{matrix}/{cell}: no such cell (cells: {sorted(cells)[:8]} ...)"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--taskmanager-memory", "lots"], "--taskmanager-memory 'lots': expected a size like 1536m"),
+    (["--query", "q99"], "--query: unknown ['q99']"),
+    (["--quota", "0"], "--quota must be in (0, 8] cores"),
+])
+def test_calibrate_rejects_bad_input_before_anything_starts(tmp_path: Path, args: list[str], says: str) -> None:
+    """Named option, what was wrong, what would be valid; no stack started and no state or profile written."""
+    r = CliRunner().invoke(app, ["calibrate", *args, "--state-dir", str(tmp_path / "state"),
+                                 "--out", str(tmp_path / "out"), "--workdir", str(tmp_path / "stack")])
+    assert r.exit_code == 2
+    assert says in " ".join(r.output.split())
+    assert not any(tmp_path.iterdir())
