@@ -91,9 +91,7 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                 ))
             if not subs:
                 continue
-            rate_in = float(np.nanmean([s[0] for s in subs]))
-            rate_out = float(np.nanmean([s[1] for s in subs]))
-            cores = float(np.nanmean([s[2] for s in subs]))
+            rate_in, rate_out, cores = (_mean_known([s[i] for s in subs]) for i in range(3))
             rows = pd.concat([s[3] for s in subs])
             quota = m.quota * _share(ph, op)
 
@@ -137,6 +135,13 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
             )
             out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows))
     return out
+
+
+def _mean_known(xs: Sequence[float]) -> float:
+    """The mean of the values measured; NaN when none was (a throttled task manager answered once in a
+    short plateau: no rate), without numpy's empty-slice warning."""
+    known = [x for x in xs if math.isfinite(x)]
+    return float(np.mean(known)) if known else math.nan
 
 
 def _is_source(m: Measurement, op: str) -> bool:
@@ -358,8 +363,8 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         by_dir: dict[str, list[tuple[float, float]]] = {"up": [], "down": []}
         for r in resc:
             if r.extra.get("method") == method and r.extra.get("ok"):
-                state_b = r.extra.get("state_bytes_before")
-                state_b = 0.0 if state_b is None or not math.isfinite(state_b) else float(state_b)
+                state_b = r.extra.get("state_bytes_before")  # no checkpoint yet: unknown, kept NaN (not 0 bytes)
+                state_b = math.nan if state_b is None else float(state_b)
                 side = "down" if r.extra.get("direction") == "down" else "up"
                 by_dir[side].append((state_b, float(r.extra["downtime_s"])))
         slope, source = (downtime_slopes or {}).get(method, (fit.pooled_slope(by_dir["up"] or by_dir["down"]),

@@ -25,7 +25,15 @@ import numpy as np
 import pandas as pd
 
 from harness.calibration import fit
-from harness.calibration.plan import COLD_OVERLOAD, OVERLOAD, PROBE_RAISE, QueryPlan, stateful_operator
+from harness.calibration.plan import (
+    COLD_OVERLOAD,
+    GROWN_STATE_BYTES,
+    GROWN_STATE_METHODS,
+    OVERLOAD,
+    PROBE_RAISE,
+    QueryPlan,
+    stateful_operator,
+)
 from harness.calibration.recorder import Recorder
 from harness.topology import Topology
 from workloads.generator import expected_shares
@@ -232,6 +240,13 @@ class QueryCalibration:
             c = max([c] + [float(v) for v in seen if v is not None and math.isfinite(float(v))])
             over = self._overload(OVERLOAD * c, "overload", restart_now=True)
             warm_rate = max(c, over) if math.isfinite(over) else c
+            # rescales while the state is still small (the stateful queries' restarts take minutes with what
+            # the later phases add); then overloaded again on warm task managers for the shares
+            warm_tms = set(self.stack.taskmanager_ids())
+            self._rescales()
+            self._generate([self.offered] * int(plan.measure_s + 120))
+            if set(self.stack.taskmanager_ids()) - warm_tms:  # a task manager started by a rescale stayed
+                self._rewarm(d.settle_s)
             for op in plan.operators:
                 for sh in plan.shares:
                     self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})
@@ -239,7 +254,7 @@ class QueryCalibration:
                                 operator=op, share=sh)
                 self.backend.rescale(dict(self.backend.state.parallelism), {op: 1.0})
             self._parallelisms()
-            self._rescales()
+            self._grown_state_rescales()
             self._coldstart(d.cold_s, COLD_OVERLOAD * warm_rate)
         finally:
             self.recorder.stop()
@@ -352,44 +367,104 @@ class QueryCalibration:
 
     def _rescales(self) -> None:
         """Each method: 1 -> 2 -> 1 on the stateful (else middle) operator at a moderate rate."""
-        d = self.plan.durations
         b = self.backend
         op = stateful_operator(self.topology)
-        measured = getattr(self, "measured_rate", math.nan)
-        moderate = 0.5 * (measured if math.isfinite(measured) else self.rate_capacity)
-        self._generate([moderate] * 3600)
-        self.recorder.phase = "rescale-settle"
-        self._wait(d.rescale_settle_s)
+        rate = self._moderate()
         base = dict(b.state.parallelism)
         for method in self.plan.methods:
             for direction, target in (("up", {**base, op: base[op] + 1}), ("down", dict(base))):
-                b.method = method  # type: ignore[assignment]
-                state = self._state_bytes()
-                extra: dict[str, Any] = {"method": method, "direction": direction, "state_bytes_before": state}
-                t0 = time.monotonic()
-                if direction == "up" and method != "reactive":
-                    # time a task manager's start-up on its own: the rescale then finds it registered
-                    self.stack.start_taskmanager(wait=True)
-                    extra["startup_s"] = time.monotonic() - t0
-                t1 = time.monotonic()
-                self.recorder.phase = f"rescale-{method}-{direction}"
-                res = b.rescale(target, None)
-                took = time.monotonic() - t1
-                extra.update({"ok": res.ok, "error": res.error, "downtime_s": res.downtime_s,
-                              "call_s": took, "after": res.parallelism})
-                if direction == "down" and res.ok:
-                    extra["stop_s"] = max(0.0, took - res.downtime_s)  # idle task managers stopped afterwards
-                if method == "reactive" and direction == "up" and res.ok:
-                    extra["startup_s"] = max(0.0, took - res.downtime_s)
-                self.say(f"{self.topology.query}: {method} {direction}: downtime {res.downtime_s:.1f} s"
-                         + ("" if res.ok else f" FAILED {res.error}"))
-                self._phase(f"rescale-{method}-{direction}", "rescale", d.rescale_settle_s, 0.0, rate=moderate,
-                            operator=op, extra=extra)
-                if not res.ok:
+                if not self._rescale_once(method, direction, target, op, rate):
                     break
             if b.state.parallelism != base:  # a failed or reactive step left another layout: go back
                 b.method = "in_place"
                 b.rescale(base, None)
+                self.recorder.job_id = b.state.job_id
+
+    def _grown_state_rescales(self) -> None:
+        """In-place and savepoint scale-ups again, with the state the job has grown since the first rescales: a
+        second state size per method, so the downtime's slope per GB is measured within a query (the first
+        rescales come early, while the state is small). Only where the state at least doubled to 20 MB or
+        more (q3's join, q5's and q8's windows); the cold start that follows starts a new job anyway."""
+        first = [float(p.extra["state_bytes_before"]) for p in self.phases if p.kind == "rescale"
+                 and p.extra.get("state_bytes_before") is not None and math.isfinite(p.extra["state_bytes_before"])]
+        now = self._await_state()
+        if not first or not math.isfinite(now) or now < max(2.0 * max(first), GROWN_STATE_BYTES):
+            return
+        b = self.backend
+        op = stateful_operator(self.topology)
+        rate = self._moderate()
+        target = dict(b.state.parallelism)
+        for method in GROWN_STATE_METHODS:
+            target = {**target, op: target[op] + 1}
+            if not self._rescale_once(method, "up", target, op, rate, suffix="-grown"):
+                return
+
+    def _moderate(self) -> float:
+        """Half the measured saturated rate, offered while rescaling (the job catches up after each)."""
+        measured = getattr(self, "measured_rate", math.nan)
+        moderate = 0.5 * (measured if math.isfinite(measured) else self.rate_capacity)
+        self._generate([moderate] * 3600)
+        self.recorder.phase = "rescale-settle"
+        self._wait(self.plan.durations.rescale_settle_s)
+        return moderate
+
+    def _rescale_once(self, method: str, direction: str, target: dict[str, int], op: str, rate: float,
+                      suffix: str = "") -> bool:
+        """One timed rescale with the state it had to move; True if it succeeded."""
+        b = self.backend
+        b.method = method  # type: ignore[assignment]
+        state = self._await_state()
+        extra: dict[str, Any] = {"method": method, "direction": direction, "state_bytes_before": state}
+        t0 = time.monotonic()
+        if direction == "up" and method != "reactive":
+            # time a task manager's start-up on its own: the rescale then finds it registered
+            self.stack.start_taskmanager(wait=True)
+            extra["startup_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        name = f"rescale-{method}-{direction}{suffix}"
+        self.recorder.phase = name
+        res = b.rescale(target, None)
+        self.recorder.job_id = b.state.job_id  # a savepoint rescale resubmits the job under a new id
+        took = time.monotonic() - t1
+        extra.update({"ok": res.ok, "error": res.error, "downtime_s": res.downtime_s,
+                      "call_s": took, "after": res.parallelism})
+        if direction == "down" and res.ok:
+            extra["stop_s"] = max(0.0, took - res.downtime_s)  # idle task managers stopped afterwards
+        if method == "reactive" and direction == "up" and res.ok:
+            extra["startup_s"] = max(0.0, took - res.downtime_s)
+        self.say(f"{self.topology.query}: {method} {direction}{suffix}: downtime {res.downtime_s:.1f} s"
+                 + (f" with {state / 1e6:.1f} MB of state" if math.isfinite(state) else "")
+                 + ("" if res.ok else f" FAILED {res.error}"))
+        self._phase(name, "rescale", self.plan.durations.rescale_settle_s, 0.0, rate=rate, operator=op,
+                    extra=extra)
+        return bool(res.ok)
+
+    def _await_state(self) -> float:
+        """The job's latest checkpointed state size. A resubmitted job (savepoint) has none until its first
+        checkpoint, within one interval: wait for it (bounded); still none is unknown (NaN), never 0 bytes."""
+        interval = float(getattr(self.stack.cfg, "checkpoint_interval_s", 10.0))
+        end = self.backend.now() + 1.5 * interval + 2.0
+        state = self._state_bytes()
+        while not math.isfinite(state) and self.backend.now() < end:
+            self.recorder.phase = "rescale-checkpoint"
+            self._wait(1.0)
+            state = self._state_bytes()
+        return state
+
+    def _rewarm(self, seconds: float) -> None:
+        """A task manager started by a rescale that stayed has had only its minutes at the quota: every task
+        manager runs at a full CPU for a moment (the JIT), then at its quota again, before capacities are
+        measured."""
+        boost = max(1.0, self.quota)
+        for tm in self.stack.taskmanager_ids():
+            self.stack.set_taskmanager_cpu(tm, boost)
+        try:
+            self.recorder.phase = "rewarm"
+            self._wait(seconds)
+        finally:
+            self.backend.rescaler.apply_cpu(self.backend.state, {op: 1.0 for op in self.topology.names})
+            self.recorder.phase = "rewarm-settle"
+            self._wait(self.plan.durations.settle_s)
 
     def _teardown(self) -> None:
         b = self.backend

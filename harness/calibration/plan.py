@@ -12,14 +12,20 @@ in every run), fed by the load generator from a fresh consumer group:
    meter lag at each step).
 2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
    share 1.0 (its capacity) and everything upstream of it is backpressured.
-3. `share`: still overloaded, each operator in turn runs at lower CPU shares of its task
-   manager's quota (cgroup, no restart), which makes it the bottleneck: its capacity there.
-4. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
-   how capacity scales with subtasks (Kafka partitions, key groups).
-5. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
+3. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
    with each method; task-manager start-up is timed before each scale-up, stop after each
-   scale-down, and the checkpointed state size recorded with every downtime.
-6. `coldstart`: a new job on fresh task managers at their quota, offered more than the warm job's
+   scale-down, and the checkpointed state size recorded with every downtime (a resubmitted job's
+   first checkpoint is awaited). Early, while the state is small: with what the later phases add,
+   q3's in-place restarts took 107-201 s each at 0.25 CPU (125 MB of state).
+4. `share`: overloaded again (every task manager briefly at a full CPU first: a rescale may have
+   started one), each operator in turn runs at lower CPU shares of its task manager's quota
+   (cgroup, no restart), which makes it the bottleneck: its capacity there.
+5. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
+   how capacity scales with subtasks (Kafka partitions, key groups).
+6. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
+   savepoint scale-up with the larger state, a second point of each method's downtime against
+   state size within the query.
+7. `coldstart`: a new job on fresh task managers at their quota, offered more than the warm job's
    measured rate: the job's rate while their JVMs warm up (class loading, the JIT), the curve the
    simulator gives every new task manager. Last, because only now is the warm rate known on this
    machine (planned from an estimate, a cold start on a 3x faster machine was never overloaded).
@@ -41,6 +47,8 @@ PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
+GROWN_STATE_METHODS = ("in_place", "savepoint")  # scaled up again once the state has grown
+GROWN_STATE_BYTES = 20e6  # ... to at least this many bytes (and twice the first rescales' state)
 
 
 @dataclass(frozen=True)

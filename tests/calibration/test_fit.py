@@ -589,3 +589,19 @@ def test_a_querys_downtime_line_goes_through_its_own_point_with_the_pooled_slope
     assert m.downtime(176e6) == pytest.approx(15.5 + 73.2) and m.downtime(0.0) == 0.0
     unknown = fit.downtime_model([(math.nan, 13.8)], [], 732.0, "pooled")
     assert unknown.base_s == pytest.approx(13.8)
+
+
+def test_a_rescale_whose_state_was_not_checkpointed_counts_as_unknown_not_as_no_state() -> None:
+    """A savepoint rescale resubmits the job, which has no checkpoint until its first one: the next rescale's
+    state is unknown. Counted as 0 bytes, a 20-s restart of a 100-MB job would pull the base down; unknown, the
+    base comes from the points whose state was measured, and the profile keeps the point as NaN."""
+    m = synthetic_measurement()
+    for p in m.phases:
+        if p.kind == "rescale" and p.extra["method"] == "in_place":
+            up = p.extra["direction"] == "up"
+            p.extra.update({"state_bytes_before": 100e6 if up else None, "downtime_s": 80.0 if up else 20.0})
+    prof = build_profile(m, load_topology("q1"), provenance(), {"in_place": (500.0, "given")})
+    model = prof.rescale_downtime["in_place"]
+    assert model.downtime(100e6) == pytest.approx(80.0)  # 30 s base + 500 s/GB x 0.1 GB, from the known point
+    assert model.down_base_s == pytest.approx(20.0)  # no known point among the scale-downs: their mean
+    assert len(model.down_points) == 1 and math.isnan(model.down_points[0][0])

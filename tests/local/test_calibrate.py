@@ -76,6 +76,8 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     assert {"in_place", "savepoint"} <= set(prof.rescale_downtime)
     for model in prof.rescale_downtime.values():
         assert 0.0 < model.base_s < 120.0 and model.points
+        # every rescale knows the state it moved (a resubmitted job's first checkpoint is awaited): never NaN
+        assert all(math.isfinite(s) and s >= 0 for s, _ in model.points + model.down_points), model
     # a fresh task manager's warm-up: the sources' rate while the new JVMs warm up, over the warm rate
     w = prof.warmup
     assert w is not None and w.cores == pytest.approx(0.25) and w.warm_rate == pytest.approx(max(sat_src), rel=0.5)
