@@ -21,13 +21,14 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 	@$(BIN)/python -m compileall -q harness autoscalers workloads
 
-## Unit, CLI, simulator and integration tests (the integration tests start real services).
+## Unit, CLI, simulator and integration tests (the integration tests start real services), in two
+## lanes (tests/conftest.py): the real-stack tests one at a time, everything else beside them.
 ## The k8s test cluster's binaries and base image are prepared in the background meanwhile (once per
-## machine, cached); its tests run last. The full benchmark runs on it are `make test-k8s`.
+## machine, cached); its tests run last in their lane. The full benchmark runs on it are `make test-k8s`.
 test: setup
 	@mkdir -p .bench
 	nice -n 19 $(BIN)/bench k8s prepare > .bench/k8s-prepare.log 2>&1 &
-	$(BIN)/pytest -q -m "not k8s_e2e"
+	$(BIN)/pytest -q -m "not k8s_e2e" -n 2 --dist loadgroup --durations=15
 
 ## bench calibrate end to end on the real stack alone (~3 minutes; also part of `make test`).
 test-calibrate: setup

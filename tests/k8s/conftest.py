@@ -1,8 +1,8 @@
 """The real test cluster for the tests marked `k8s_cluster` (one per session, shared, torn down at the end).
 
-Such tests run last (the binary build may still be finishing in the background when the session
-starts, see the Makefile), need root, and leave the host as they found it: the fixture compares the
-host state before and after.
+Such tests run last in their lane (the binary build may still be finishing in the background when the
+session starts, see the Makefile and tests/conftest.py), need root, and leave the host as they found it:
+the fixture compares the host state before and after.
 """
 
 from __future__ import annotations
@@ -19,11 +19,6 @@ from harness.backends.k8s.testcluster.cluster import BRIDGE, TestCluster
 from harness.backends.k8s.testcluster.hostprep import HostState
 
 TIMINGS: dict[str, Any] = {}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Real-cluster tests last: by then a background build of the binaries has had the most time."""
-    items.sort(key=lambda item: item.get_closest_marker("k8s_cluster") is not None)
 
 
 def _say(msg: str) -> None:
