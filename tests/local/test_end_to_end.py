@@ -60,7 +60,7 @@ def test_ds2_rescales_a_real_q1_job(tmp_path: Path) -> None:
         "loop": {"period_s": 15, "metrics_window_s": 15, "cooldown_s": 60, "warmup_s": 30},
         "scale_manager": {"max_taskmanagers": 6},
         "initial_parallelism": 1,
-        "duration_s": 200,
+        "duration_s": 150,  # the first decision comes at 45-75 s (warm-up, then the first windows DS2 can read)
         "local": {"workdir": str(WORKDIR), "port_offset": 6000},
     })
     backend_cls = _backend_class()

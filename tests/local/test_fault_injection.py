@@ -1,9 +1,9 @@
 """The injectable fault kinds on the real local stack, in one shared run (one stack start for five kinds).
 
 q1 at 1,000 records/s with the `static` autoscaler runs through `harness.runner.run_experiment` with
-`faults:` in the experiment: a task manager killed at 40 s, Prometheus stopped at 85 s for 30 s, the
-generator paused at 145 s for 20 s, Kafka restarted at 190 s (down 10 s), the job manager killed at
-240 s. Each test then checks its fault in the one record: injected as an
+`faults:` in the experiment: a task manager killed at 30 s, Prometheus stopped at 65 s for 30 s, the
+generator paused at 115 s for 20 s, Kafka restarted at 150 s (down 10 s), the job manager killed at
+190 s; the run ends at 260 s. Each test then checks its fault in the one record: injected as an
 event, what the real processes did (recovery events, gaps, no input) and that the job processed again afterwards; the
 run completes, is flagged, and is no crash; `bench analyze` reports a recovery time for every kind.
 Port offset 5300; work directory `$BENCH_FAULTS_WORKDIR` or /tmp/bench-faults-it.
@@ -29,12 +29,13 @@ pytestmark = pytest.mark.integration
 
 WORKDIR = Path(os.environ.get("BENCH_FAULTS_WORKDIR", "/tmp/bench-faults-it"))
 FAULTS = [
-    {"kind": "kill-taskmanager", "at_s": 40},
-    {"kind": "stop-prometheus", "at_s": 85, "for_s": 30},
-    {"kind": "pause-generator", "at_s": 145, "for_s": 20},
-    {"kind": "restart-kafka", "at_s": 190, "for_s": 10},
-    {"kind": "kill-jobmanager", "at_s": 240},
+    {"kind": "kill-taskmanager", "at_s": 30},
+    {"kind": "stop-prometheus", "at_s": 65, "for_s": 30},
+    {"kind": "pause-generator", "at_s": 115, "for_s": 20},
+    {"kind": "restart-kafka", "at_s": 150, "for_s": 10},
+    {"kind": "kill-jobmanager", "at_s": 190},
 ]
+DURATION_S = 260
 
 
 
@@ -45,7 +46,7 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunRecord
     exp = Experiment.model_validate({
         "name": "it-faults", "backend": "local", "query": "q1",
         "pattern": {"name": "constant", "params": {"rate": 1000, "duration_min": 20}},
-        "autoscaler": {"name": "static"}, "duration_s": 320,
+        "autoscaler": {"name": "static"}, "duration_s": DURATION_S,
         "loop": {"period_s": 10, "metrics_window_s": 10, "cooldown_s": 0},
         "local": {"workdir": str(WORKDIR), "port_offset": 5300, "checkpoint_interval_s": 5},
         "faults": FAULTS,
@@ -55,9 +56,9 @@ def record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunRecord
     OFFSETS.clear()
 
     def on_progress(t: float, _total: float) -> None:  # the job's committed offsets around the JM kill
-        if "before_jm" not in OFFSETS and t >= 230:
+        if "before_jm" not in OFFSETS and t >= FAULTS[-1]["at_s"] - 10:
             OFFSETS["before_jm"] = committed_offsets(backend)
-        elif "before_jm" in OFFSETS and "end" not in OFFSETS and t >= 300:
+        elif "before_jm" in OFFSETS and "end" not in OFFSETS and t >= DURATION_S - 20:
             OFFSETS["end"] = committed_offsets(backend)
 
     run_dir = run_experiment(exp, results / "it-faults" / "run-r0", backend=backend, on_progress=on_progress)
