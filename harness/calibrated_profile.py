@@ -419,8 +419,8 @@ def _none_to_nan(obj: object) -> object:
     """YAML has no NaN spelling we write: unmeasured floats are stored as null and read back as NaN."""
     if isinstance(obj, dict):
         return {k: (math.nan if v is None and k not in _NULLABLE else _none_to_nan(v)) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_none_to_nan(v) for v in obj]
+    if isinstance(obj, list):  # a list's null is a number not measured (a rescale's unknown state)
+        return [math.nan if v is None else _none_to_nan(v) for v in obj]
     return obj
 
 

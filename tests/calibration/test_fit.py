@@ -15,7 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.calibrated_profile import CpuModel, HostLoad, Provenance, QueryProfile, SharePoint, load_profile
+from harness.calibrated_profile import (
+    CpuModel,
+    HostLoad,
+    Provenance,
+    QueryProfile,
+    SharePoint,
+    load_profile,
+    read_profile,
+)
 from harness.calibration import fit
 from harness.calibration.build import build_profile, plateaus
 from harness.calibration.measure import Measurement, PhaseRecord
@@ -591,7 +599,7 @@ def test_a_querys_downtime_line_goes_through_its_own_point_with_the_pooled_slope
     assert unknown.base_s == pytest.approx(13.8)
 
 
-def test_a_rescale_whose_state_was_not_checkpointed_counts_as_unknown_not_as_no_state() -> None:
+def test_a_rescale_whose_state_was_not_checkpointed_counts_as_unknown_not_as_no_state(tmp_path: Path) -> None:
     """A savepoint rescale resubmits the job, which has no checkpoint until its first one: the next rescale's
     state is unknown. Counted as 0 bytes, a 20-s restart of a 100-MB job would pull the base down; unknown, the
     base comes from the points whose state was measured, and the profile keeps the point as NaN."""
@@ -605,3 +613,5 @@ def test_a_rescale_whose_state_was_not_checkpointed_counts_as_unknown_not_as_no_
     assert model.downtime(100e6) == pytest.approx(80.0)  # 30 s base + 500 s/GB x 0.1 GB, from the known point
     assert model.down_base_s == pytest.approx(20.0)  # no known point among the scale-downs: their mean
     assert len(model.down_points) == 1 and math.isnan(model.down_points[0][0])
+    again = read_profile(prof.save(tmp_path)).rescale_downtime["in_place"]  # written as null, read back as NaN
+    assert math.isnan(again.down_points[0][0]) and again.down_points[0][1] == pytest.approx(20.0)
