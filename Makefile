@@ -28,7 +28,7 @@ setup: $(STAMP)
 test: setup
 	@mkdir -p .bench
 	nice -n 19 $(BIN)/bench k8s prepare > .bench/k8s-prepare.log 2>&1 &
-	$(BIN)/pytest -q -m "not k8s_e2e" -n 2 --dist loadgroup --durations=15
+	$(BIN)/pytest -q -m "not k8s_e2e" -n 2 --durations=15
 
 ## bench calibrate end to end on the real stack alone (~3 minutes; also part of `make test`).
 test-calibrate: setup
