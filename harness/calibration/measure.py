@@ -11,12 +11,13 @@ and an interrupted calibration resumes with the next query.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,14 +293,21 @@ class QueryCalibration:
     def _warmup(self, seconds: float) -> None:
         """Run the fresh JVMs' JIT compilers at a full CPU: at the task manager's quota it takes minutes,
         and every rate measured meanwhile is the compiler's, not the query's."""
+        with self._at_full_cpu("warmup"):
+            self._phase("warmup", "warmup", seconds, seconds)
+
+    @contextlib.contextmanager
+    def _at_full_cpu(self, label: str) -> Iterator[None]:
+        """Every task manager at a full CPU meanwhile (the JIT), then at its quota again and settled (samples
+        labelled `<label>-settle`) before anything is measured."""
         boost = max(1.0, self.quota)
         for tm in self.stack.taskmanager_ids():
             self.stack.set_taskmanager_cpu(tm, boost)
         try:
-            self._phase("warmup", "warmup", seconds, seconds)
+            yield
         finally:
             self.backend.rescaler.apply_cpu(self.backend.state, {op: 1.0 for op in self.topology.names})
-            self.recorder.phase = "warmup-settle"
+            self.recorder.phase = f"{label}-settle"
             self._wait(self.plan.durations.settle_s)
 
     def _overload(self, rate: float, name: str, restart: bool = True, restart_now: bool = False) -> float:
@@ -442,8 +450,7 @@ class QueryCalibration:
     def _await_state(self) -> float:
         """The job's latest checkpointed state size. A resubmitted job (savepoint) has none until its first
         checkpoint, within one interval: wait for it (bounded); still none is unknown (NaN), never 0 bytes."""
-        interval = float(getattr(self.stack.cfg, "checkpoint_interval_s", 10.0))
-        end = self.backend.now() + 1.5 * interval + 2.0
+        end = self.backend.now() + 1.5 * float(self.stack.cfg.checkpoint_interval_s) + 2.0
         state = self._state_bytes()
         while not math.isfinite(state) and self.backend.now() < end:
             self.recorder.phase = "rescale-checkpoint"
@@ -452,19 +459,11 @@ class QueryCalibration:
         return state
 
     def _rewarm(self, seconds: float) -> None:
-        """A task manager started by a rescale that stayed has had only its minutes at the quota: every task
-        manager runs at a full CPU for a moment (the JIT), then at its quota again, before capacities are
-        measured."""
-        boost = max(1.0, self.quota)
-        for tm in self.stack.taskmanager_ids():
-            self.stack.set_taskmanager_cpu(tm, boost)
-        try:
+        """A task manager started by a rescale that stayed has had only its minutes at the quota: the JIT at a
+        full CPU for a moment before capacities are measured."""
+        with self._at_full_cpu("rewarm"):
             self.recorder.phase = "rewarm"
             self._wait(seconds)
-        finally:
-            self.backend.rescaler.apply_cpu(self.backend.state, {op: 1.0 for op in self.topology.names})
-            self.recorder.phase = "rewarm-settle"
-            self._wait(self.plan.durations.settle_s)
 
     def _teardown(self) -> None:
         b = self.backend
