@@ -34,7 +34,7 @@ from harness.calibration import fit
 from harness.calibration.measure import Measurement, PhaseRecord
 from harness.topology import Topology
 
-SATURATED_CPU = 0.85  # fraction of its quota a task manager uses when its subtask is the bottleneck
+SATURATED_CPU = fit.CPU_BOUND  # fraction of its quota a task manager uses when its subtask is the bottleneck
 SATURATED_BUSY = 0.9  # fallback when the host did not grant the quota: busy time near a full second
 MIN_STEP = 0.05  # a ladder step smaller than this (busy fraction) is not used for the meter lag
 

@@ -343,9 +343,30 @@ def test_envelope_keeps_the_fastest_saturation_per_share_and_drops_a_share_that_
     pts = [SharePoint(share=1.0, capacity=20_000, saturated=True, cpu_cores=0.25),
            SharePoint(share=1.0, capacity=23_000, saturated=True, cpu_cores=0.25),  # the JVM had compiled more
            SharePoint(share=0.5, capacity=9_000, saturated=True, cpu_cores=0.125),
-           SharePoint(share=0.5, capacity=12_000, saturated=False, cpu_cores=0.125)]  # faster unsaturated
-    env = fit.envelope(pts)
+           SharePoint(share=0.5, capacity=12_000, saturated=False, cpu_cores=0.08)]  # faster, with CPU to spare
+    env = fit.envelope(pts, QUOTA)
     assert [(p.share, p.capacity) for p in env] == [(1.0, 23_000)]
+
+
+def test_a_faster_plateau_on_all_its_cpu_is_the_saturation_of_its_share_not_a_reason_to_drop_it() -> None:
+    """Measured at 0.1 CPU: q11's window saturated at 16.3k/s and did 18.2k/s on 0.099 cores in a ladder step
+    (the job kept up, so nothing marked it saturated). Dropping share 1.0 left a line through shares 0.25 and
+    0.5, read at 1.0 as 23.7k/s: faster than anything measured there."""
+    q = 0.1
+    pts = [SharePoint(share=1.0, capacity=16_300, saturated=True, cpu_cores=0.0999),
+           SharePoint(share=1.0, capacity=18_200, saturated=False, cpu_cores=0.0987),
+           SharePoint(share=0.5, capacity=7_550, saturated=True, cpu_cores=0.0457),
+           SharePoint(share=0.25, capacity=1_730, saturated=True, cpu_cores=0.0267)]
+    env = fit.envelope(pts, q)
+    assert [(p.share, p.capacity, p.saturated) for p in env] == [
+        (0.25, 1_730, True), (0.5, 7_550, True), (1.0, 18_200, True)]
+    cpu = CpuModel(idle_cores=0.02, cores_per_record=4e-6, saturated_fraction=0.99)
+    f = fit.capacity_fit(pts, cpu, q)
+    assert f.capacity(0.0987) == pytest.approx(18_200, rel=0.01)
+    assert f.capacity(q * 0.99) < 18_200 * 1.05
+    # the same plateau with CPU to spare: share 1.0 was no bottleneck, as before
+    spare = [p.model_copy(update={"cpu_cores": 0.06}) if not p.saturated else p for p in pts]
+    assert [p.share for p in fit.envelope(spare, q)] == [0.25, 0.5]
 
 
 def test_capacity_is_lifted_to_the_fastest_rate_the_operator_was_seen_to_process() -> None:
