@@ -145,10 +145,11 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
     if stale:
         notes.append(f"made with another configuration (stale; `--rerun-stale` replaces them), left out: "
                      f"{', '.join(stale)}")
-    from harness.fidelity.machines import speed_lines
+    from harness.fidelity.machines import age_lines, speed_lines
 
-    machines = speed_lines([x for c in by_cell.values() for x in c["local"]],
-                           [x for c in by_cell.values() for x in c["sim"]])
+    local = [x for c in by_cell.values() for x in c["local"]]
+    sims = [x for c in by_cell.values() for x in c["sim"]]
+    machines = speed_lines(local, sims) + age_lines(local, sims)
     return write_report(ReportInput(f"Fidelity: {name}", source, notes, cells, taus, records, machines), out, name)
 
 

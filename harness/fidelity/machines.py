@@ -7,10 +7,15 @@ a sim-vs-local difference is partly the machines'. Both record `harness.host_spe
 its provenance, a local run in its host facts); this compares them and says so. It only reports: the sim's
 costs are never rescaled by the probe (model, don't tune). Unknown stays unknown: a profile or run from
 before the probe was recorded is "not measured", never a speed of 0.
+
+The probe is not the whole story: on this shared machine q1's calibrated capacity moved by 10-15 % between
+hours at an unchanged probe (docs/calibration-status.md, session 12), so the report also says how long before
+(or after) the local runs each profile was measured.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +23,7 @@ from typing import Any
 from harness.host_speed import UNIT, speed_ratio
 
 TOLERANCE = 0.15  # machines whose probes differ by more than this fraction (either way) are flagged
+SAME_HOUR_H = 1.0  # a profile measured further than this from the local runs gets the drift note
 WARNING = "Warning:"
 
 
@@ -71,4 +77,38 @@ def speed_lines(local: Sequence[Any], sims: Sequence[Any], tolerance: float = TO
             else:
                 lines.append(f"sim costs {source}: profile measured at {prof:.0f} {UNIT}, local runs {med:.0f}: "
                              f"the same machine speed within {tolerance:.0%}")
+    return lines
+
+
+def _when(value: Any) -> dt.datetime | None:
+    """An ISO 8601 time as recorded (a run's `started_at`, a profile's date), or None (not recorded)."""
+    try:
+        t = dt.datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+    return t.replace(tzinfo=dt.UTC) if t is not None and t.tzinfo is None else t
+
+
+def age_lines(local: Sequence[Any], sims: Sequence[Any]) -> list[str]:
+    """One line per calibrated profile the sim runs used: how long before the first and the last local run it was
+    measured, with a note when that is more than `SAME_HOUR_H` (capacities drift between hours)."""
+    starts = sorted(t for t in (_when(r.meta.get("started_at")) for r in local) if t is not None)
+    seen: dict[str, dt.datetime | None] = {}
+    for rec in sims:
+        costs = (rec.meta.get("backend") or {}).get("costs") or {}
+        if costs.get("calibrated"):
+            seen[str(costs.get("source", "?"))] = _when(costs.get("calibrated_at"))
+    lines = []
+    for source, at in sorted(seen.items()):
+        if at is None or not starts:
+            what = "its measurement time" if at is None else "the local runs' start times"
+            lines.append(f"sim costs {source}: {what} not recorded, so how far apart they were is not known")
+            continue
+        hours = [(t - at).total_seconds() / 3600.0 for t in (starts[0], starts[-1])]
+        say = [f"{abs(h):.1f} h {'before' if h >= 0 else 'after'}" for h in hours]
+        line = f"sim costs {source}: profile measured {say[0]} the first local run and {say[1]} the last"
+        if max(abs(h) for h in hours) > SAME_HOUR_H:
+            line += (f" (more than {SAME_HOUR_H:g} h: capacities on this shared machine moved 10-15 % between hours "
+                     "at an unchanged speed probe, so part of a difference may be the hour's)")
+        lines.append(line)
     return lines

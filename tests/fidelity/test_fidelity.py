@@ -324,3 +324,28 @@ def test_an_unmeasured_speed_is_named_never_compared_as_zero() -> None:
     assert any("the machines are not compared" in x for x in lines)
     lines = speed_lines([_local(2000.0)], [_sim(None, calibrated=False)])
     assert any("first guess, no measured profile" in x for x in lines)
+
+
+def test_the_report_says_how_long_before_the_local_runs_each_profile_was_measured() -> None:
+    """q1's capacity moved 10-15 % between hours at an unchanged speed probe: the age is part of the comparison."""
+    from harness.fidelity.machines import age_lines
+
+    def local_at(t: str | None) -> _Rec:
+        return _Rec({"started_at": t} if t else {})
+
+    def sim_at(t: str | None, source: str = "calibrated q1") -> _Rec:
+        return _Rec({"backend": {"costs": {"source": source, "calibrated": True, "calibrated_at": t}}})
+
+    runs = [local_at("2026-11-27T19:10:00+00:00"), local_at("2026-11-27T18:50:00+00:00")]
+    (line,) = age_lines(runs, [sim_at("2026-11-27T18:42:00+00:00")] * 3)
+    assert "0.1 h before the first local run and 0.5 h before the last" in line and "hour's" not in line
+    (old,) = age_lines(runs, [sim_at("2026-11-27T10:20:00+00:00")])
+    assert "8.5 h before the first local run and 8.8 h before the last" in old and "moved 10-15 %" in old
+    (later,) = age_lines(runs, [sim_at("2026-11-27T21:50:00+00:00")])
+    assert "3.0 h after the first local run" in later
+    # unknown stays unknown: a profile or run without a recorded time is named, never read as time 0
+    assert "its measurement time not recorded" in age_lines(runs, [sim_at(None)])[0]
+    assert "the local runs' start times not recorded" in age_lines([local_at(None)], [sim_at("2026-11-27")])[0]
+    # a first-guess profile has no measurement to date
+    first_guess = _Rec({"backend": {"costs": {"source": "first guess", "calibrated": False}}})
+    assert age_lines(runs, [first_guess]) == []

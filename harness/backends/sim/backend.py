@@ -385,6 +385,7 @@ class SimBackend:
                 "taskmanager_startup_s": c.startup_s,
                 "host_share": c.host.model_dump(mode="json") if c.host is not None else None,
                 "host_speed_sha256_mb": c.host_speed_sha256_mb,  # the profile's host's; this run measures none
+                "calibrated_at": c.calibrated_at,
                 "taskmanager_stop_s": c.stop_s,
                 "rescale_downtime": {k: v.model_dump(mode="json", exclude={"points"}) for k, v in c.downtime.items()},
             }

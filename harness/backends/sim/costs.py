@@ -75,6 +75,7 @@ class RunCosts:
     host: HostShare | None = None  # the host CPU task managers share with the stack (None: each gets its quota)
     # the profile's measuring host's speed (harness.host_speed); None: not measured, or no profile (first guess)
     host_speed_sha256_mb: float | None = None
+    calibrated_at: str | None = None  # the profile's measurement time (ISO 8601); None: no profile
 
     def rescale_downtime(self, method: str, state_bytes: float, fresh_taskmanagers: bool = True) -> float:
         """`fresh_taskmanagers`: the job restarts on task managers started for this rescale (a scale-up)."""
@@ -152,6 +153,7 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
         warmup=usable_warmup(profile.warmup) if cfg.taskmanager_warmup else None,
         host=profile.host if cfg.host_share else None,
         host_speed_sha256_mb=profile.provenance.host_speed_sha256_mb,
+        calibrated_at=profile.provenance.date,
     )
 
 
