@@ -195,7 +195,9 @@ def envelope(points: Sequence[SharePoint], quota: float = math.nan, tolerance: f
     unsaturated at that share, the saturation was not its limit: if that faster plateau used its whole CPU
     there (`CPU_BOUND` of share x `quota`), it is the share's saturation (the phase kept up, so nothing
     else marked it: measured, q11's window at 0.1 CPU did 18.2k/s on 0.099 cores in a ladder step beside
-    16.3k/s saturations); else the share is dropped (it was not the bottleneck after all)."""
+    16.3k/s saturations); else the share is dropped (it was not the bottleneck after all). Only the fastest
+    plateau counts: one faster still with CPU to spare shows that the CPU was not the limit. CPU-bound is judged
+    from the cores used alone (a share point keeps no throttling count)."""
     out = []
     for share in sorted({p.share for p in points}):
         at = [p for p in points if p.share == share and math.isfinite(p.capacity) and p.capacity > 0]
@@ -204,11 +206,11 @@ def envelope(points: Sequence[SharePoint], quota: float = math.nan, tolerance: f
             continue
         best = max(sat, key=lambda p: p.capacity)
         faster = [p for p in at if not p.saturated and p.capacity > best.capacity * (1 + tolerance)]
-        bound = [p for p in faster if math.isfinite(p.cpu_cores) and p.cpu_cores >= CPU_BOUND * share * quota]
-        if bound:
-            out.append(max(bound, key=lambda p: p.capacity).model_copy(update={"saturated": True}))
-        elif not faster:
+        fastest = max(faster, key=lambda p: p.capacity) if faster else None
+        if fastest is None:
             out.append(best)
+        elif math.isfinite(fastest.cpu_cores) and fastest.cpu_cores >= CPU_BOUND * share * quota:
+            out.append(fastest.model_copy(update={"saturated": True}))
     return out
 
 

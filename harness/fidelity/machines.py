@@ -89,24 +89,36 @@ def _when(value: Any) -> dt.datetime | None:
     return t.replace(tzinfo=dt.UTC) if t is not None and t.tzinfo is None else t
 
 
-def age_lines(local: Sequence[Any], sims: Sequence[Any]) -> list[str]:
-    """One line per calibrated profile the sim runs used: how long before the first and the last local run it was
-    measured, with a note when that is more than `SAME_HOUR_H` (capacities drift between hours)."""
-    starts = sorted(t for t in (_when(r.meta.get("started_at")) for r in local) if t is not None)
-    seen: dict[str, dt.datetime | None] = {}
-    for rec in sims:
-        costs = (rec.meta.get("backend") or {}).get("costs") or {}
-        if costs.get("calibrated"):
-            seen[str(costs.get("source", "?"))] = _when(costs.get("calibrated_at"))
+def age_lines(cells: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[str]:
+    """One line per calibrated profile the sim runs used: how long before the first and the last local run of the
+    cells that used it it was measured, with a note when that is more than `SAME_HOUR_H` (capacities drift
+    between hours). `cells`: (local runs, sim runs) per cell."""
+    at: dict[str, dt.datetime | None] = {}
+    starts: dict[str, list[dt.datetime | None]] = {}
+    for local, sims in cells:
+        for rec in sims:
+            costs = (rec.meta.get("backend") or {}).get("costs") or {}
+            if not costs.get("calibrated"):
+                continue
+            source = str(costs.get("source", "?"))
+            at[source] = at.get(source) or _when(costs.get("calibrated_at"))  # any run that recorded it
+            starts.setdefault(source, [])
+        for source in {str(((r.meta.get("backend") or {}).get("costs") or {}).get("source", "?")) for r in sims}:
+            if source in starts:
+                starts[source] += [_when(r.meta.get("started_at")) for r in local]
     lines = []
-    for source, at in sorted(seen.items()):
-        if at is None or not starts:
-            what = "its measurement time" if at is None else "the local runs' start times"
+    for source in sorted(at):
+        known = sorted(t for t in starts[source] if t is not None)
+        measured = at[source]
+        if measured is None or not known:
+            what = "its measurement time" if measured is None else "the local runs' start times"
             lines.append(f"sim costs {source}: {what} not recorded, so how far apart they were is not known")
             continue
-        hours = [(t - at).total_seconds() / 3600.0 for t in (starts[0], starts[-1])]
+        hours = [(t - measured).total_seconds() / 3600.0 for t in (known[0], known[-1])]
         say = [f"{abs(h):.1f} h {'before' if h >= 0 else 'after'}" for h in hours]
         line = f"sim costs {source}: profile measured {say[0]} the first local run and {say[1]} the last"
+        if len(known) < len(starts[source]):
+            line += f" ({len(known)} of {len(starts[source])} local runs recorded their start)"
         if max(abs(h) for h in hours) > SAME_HOUR_H:
             line += (f" (more than {SAME_HOUR_H:g} h: capacities on this shared machine moved 10-15 % between hours "
                      "at an unchanged speed probe, so part of a difference may be the hour's)")

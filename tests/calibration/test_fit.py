@@ -367,6 +367,9 @@ def test_a_faster_plateau_on_all_its_cpu_is_the_saturation_of_its_share_not_a_re
     # the same plateau with CPU to spare: share 1.0 was no bottleneck, as before
     spare = [p.model_copy(update={"cpu_cores": 0.06}) if not p.saturated else p for p in pts]
     assert [p.share for p in fit.envelope(spare, q)] == [0.25, 0.5]
+    # ... and so does one faster still with CPU to spare beside the CPU-bound one: the CPU was not the limit
+    faster_still = [*pts, SharePoint(share=1.0, capacity=21_000, saturated=False, cpu_cores=0.07)]
+    assert [p.share for p in fit.envelope(faster_still, q)] == [0.25, 0.5]
 
 
 def test_capacity_is_lifted_to_the_fastest_rate_the_operator_was_seen_to_process() -> None:

@@ -337,15 +337,25 @@ def test_the_report_says_how_long_before_the_local_runs_each_profile_was_measure
         return _Rec({"backend": {"costs": {"source": source, "calibrated": True, "calibrated_at": t}}})
 
     runs = [local_at("2026-11-27T19:10:00+00:00"), local_at("2026-11-27T18:50:00+00:00")]
-    (line,) = age_lines(runs, [sim_at("2026-11-27T18:42:00+00:00")] * 3)
+    (line,) = age_lines([(runs, [sim_at("2026-11-27T18:42:00+00:00")] * 3)])
     assert "0.1 h before the first local run and 0.5 h before the last" in line and "hour's" not in line
-    (old,) = age_lines(runs, [sim_at("2026-11-27T10:20:00+00:00")])
+    (old,) = age_lines([(runs, [sim_at("2026-11-27T10:20:00+00:00")])])
     assert "8.5 h before the first local run and 8.8 h before the last" in old and "moved 10-15 %" in old
-    (later,) = age_lines(runs, [sim_at("2026-11-27T21:50:00+00:00")])
+    (later,) = age_lines([(runs, [sim_at("2026-11-27T21:50:00+00:00")])])
     assert "3.0 h after the first local run" in later
+    # each profile against the local runs of its own cells, not every cell's
+    q11 = [local_at("2026-11-27T23:00:00+00:00")]
+    lines = age_lines([(runs, [sim_at("2026-11-27T18:42:00+00:00")]),
+                       (q11, [sim_at("2026-11-27T22:50:00+00:00", source="calibrated q11")])])
+    assert len(lines) == 2 and not any("hour's" in x for x in lines)
+    # a run that recorded the profile's time counts even beside one that did not (made before it was recorded)
+    (mixed,) = age_lines([(runs, [sim_at(None), sim_at("2026-11-27T18:42:00+00:00")])])
+    assert "0.1 h before" in mixed
     # unknown stays unknown: a profile or run without a recorded time is named, never read as time 0
-    assert "its measurement time not recorded" in age_lines(runs, [sim_at(None)])[0]
-    assert "the local runs' start times not recorded" in age_lines([local_at(None)], [sim_at("2026-11-27")])[0]
+    assert "its measurement time not recorded" in age_lines([(runs, [sim_at(None)])])[0]
+    assert "the local runs' start times not recorded" in age_lines([([local_at(None)], [sim_at("2026-11-27")])])[0]
+    assert "(1 of 2 local runs recorded their start)" in age_lines(
+        [([runs[0], local_at(None)], [sim_at("2026-11-27T18:42:00+00:00")])])[0]
     # a first-guess profile has no measurement to date
     first_guess = _Rec({"backend": {"costs": {"source": "first guess", "calibrated": False}}})
-    assert age_lines(runs, [first_guess]) == []
+    assert age_lines([(runs, [first_guess])]) == []
