@@ -36,11 +36,16 @@ def _local_speed(rec: Any) -> float | None:
     return _speed((rec.meta.get("host") or {}).get("speed_sha256_mb"))
 
 
+def _costs(rec: Any) -> dict[str, Any]:
+    """A sim run's record of where its costs came from (empty when it recorded none)."""
+    return (rec.meta.get("backend") or {}).get("costs") or {}
+
+
 def _profiles(sims: Sequence[Any]) -> dict[str, tuple[bool, float | None]]:
     """The sim runs' cost sources: source -> (calibrated, the profile's probe or None)."""
     out: dict[str, tuple[bool, float | None]] = {}
     for rec in sims:
-        costs = (rec.meta.get("backend") or {}).get("costs") or {}
+        costs = _costs(rec)
         out[str(costs.get("source", "?"))] = (bool(costs.get("calibrated")), _speed(costs.get("host_speed_sha256_mb")))
     return out
 
@@ -96,16 +101,15 @@ def age_lines(cells: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[str]
     at: dict[str, dt.datetime | None] = {}
     starts: dict[str, list[dt.datetime | None]] = {}
     for local, sims in cells:
-        for rec in sims:
-            costs = (rec.meta.get("backend") or {}).get("costs") or {}
-            if not costs.get("calibrated"):
-                continue
-            source = str(costs.get("source", "?"))
-            at[source] = at.get(source) or _when(costs.get("calibrated_at"))  # any run that recorded it
-            starts.setdefault(source, [])
-        for source in {str(((r.meta.get("backend") or {}).get("costs") or {}).get("source", "?")) for r in sims}:
-            if source in starts:
-                starts[source] += [_when(r.meta.get("started_at")) for r in local]
+        mine = set()
+        for costs in (_costs(r) for r in sims):
+            if costs.get("calibrated"):
+                source = str(costs.get("source", "?"))
+                at[source] = at.get(source) or _when(costs.get("calibrated_at"))  # any run that recorded it
+                mine.add(source)
+        cell_starts = [_when(r.meta.get("started_at")) for r in local]
+        for source in mine:
+            starts.setdefault(source, []).extend(cell_starts)
     lines = []
     for source in sorted(at):
         known = sorted(t for t in starts[source] if t is not None)
