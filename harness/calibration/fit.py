@@ -331,7 +331,30 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     noise = sorted((lvl, float(np.mean(sds))) for lvl, sds in points.items())
     rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
     n = int(sum(len(r) for r in readings))
-    return GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse)
+    model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse)
+    return model.model_copy(update={"held_sd": held_sd(lv, readings, model, fitted=2 if math.isfinite(line.slope)
+                                                       else 1)})
+
+
+def held_sd(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel, fitted: int) -> float:
+    """The sd of plateau means around the model's line that their own updates' noise does not explain.
+
+    A plateau's mean carries its updates' noise divided by their number; what the means scatter beyond
+    that is an error held for longer than a plateau (the simulator holds it for a deployment). `fitted`
+    line parameters come out of the degrees of freedom. NaN with no spare degree of freedom."""
+    resid: list[float] = []
+    within: list[float] = []
+    for level, r in zip(true_levels, readings, strict=True):
+        if not math.isfinite(level) or len(r) == 0:
+            continue
+        resid.append(float(np.mean(r)) - float(model.mean(level)))
+        sd = float(np.std(r, ddof=1)) if len(r) >= 2 else float(model.sd(level))
+        within.append(sd * sd / len(r))
+    dof = len(resid) - fitted
+    if dof < 1:
+        return math.nan
+    var = float(np.sum(np.square(resid))) / dof - float(np.mean(within))
+    return math.sqrt(max(0.0, var))
 
 
 def step_lag(t: np.ndarray, reading: np.ndarray, t_step: float, before: float, after: float,

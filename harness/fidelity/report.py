@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from harness.analysis.metrics import MeanCI  # noqa: E402
 from harness.fidelity.compare import LABELS, METRICS, CellComparison, Tau  # noqa: E402
 from harness.fidelity.machines import WARNING  # noqa: E402
+from harness.fidelity.readings import AFTER_RESTART_S as READINGS_AFTER_RESTART_S  # noqa: E402
 from harness.record import RunRecord  # noqa: E402
 from harness.vocabulary import Metric  # noqa: E402
 
@@ -47,6 +48,7 @@ class ReportInput:
     taus: list[Tau]
     records: dict[str, tuple[list[RunRecord], list[RunRecord]]] = field(default_factory=dict)  # cell -> (local, sim)
     machines: list[str] = field(default_factory=list)  # the profile's machine speed vs the local runs' (machines.py)
+    readings: tuple[list[str], list[list[str]]] | None = None  # local busy readings vs the sim's model (readings.py)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -175,6 +177,15 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     h.append("<h2>Headline</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
     h.append("<h2>Targets per cell</h2>" + _html_table(summary_head, _summary_rows(inp.cells)))
     h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
+    if inp.readings and inp.readings[1]:
+        intro = ("The local runs' busy readings against the model the sim draws them from (offset + gain x true "
+                 "utilisation, recorded in each sim run): the residual's mean, and how far each deployment's mean "
+                 "residual (a restart of the job to the next) scatters, beside the error the profile holds per "
+                 "deployment. Readings at another CPU share or within "
+                 f"{READINGS_AFTER_RESTART_S:.0f} s of a rescale are left out (warm-up).")
+        md.append("\n## Busy readings: local vs the sim's model\n\n" + intro + "\n\n" + _md_table(*inp.readings))
+        h.append("<h2>Busy readings: local vs the sim's model</h2><p>" + html.escape(intro) + "</p>"
+                 + _html_table(*inp.readings))
     md.append("\n## Cells\n")
     h.append("<h2>Cells</h2>")
     for c in inp.cells:

@@ -272,6 +272,20 @@ def test_gauge_model_noise_and_step_lag() -> None:
     assert list(fit.distinct_updates(np.array([1, 1, 2, 2, 2, 3, np.nan, 3]))) == [1, 2, 3]
 
 
+def test_an_error_held_over_whole_plateaus_is_told_apart_from_update_noise() -> None:
+    """Plateau means that scatter around the line beyond their updates' noise are a held error."""
+    rng = np.random.default_rng(3)
+    levels = np.linspace(0.1, 0.9, 40)
+    held = [0.2 + 0.6 * lv + rng.normal(0, 0.1) + rng.normal(0, 0.04, 6) for lv in levels]
+    g = fit.gauge_model(levels, held)
+    assert g.held_sd == pytest.approx(0.1, rel=0.3)
+    assert g.sd(0.5) == pytest.approx(0.04, rel=0.2)
+    fresh = [0.2 + 0.6 * lv + rng.normal(0, 0.04, 6) for lv in levels]  # update noise only
+    assert fit.gauge_model(levels, fresh).held_sd < 0.02
+    # two plateaus fix a line and leave nothing to measure the scatter with: not calibrated, not 0
+    assert math.isnan(fit.gauge_model([0.2, 0.8], [np.array([0.3, 0.32]), np.array([0.7, 0.71])]).held_sd)
+
+
 def test_downtime_slope_pooled_over_queries() -> None:
     pts = [(0.0, 5.0), (1e9, 15.0), (2e9, 25.0)]
     assert fit.pooled_slope(pts) == pytest.approx(10.0)

@@ -76,10 +76,10 @@ def test_run_metrics_cover_the_experiments_duration_only(tmp_path: Path) -> None
     """A local run whose loop overran its duration on a busy host (recorded 240 s of a 240-s cell as
     295 s and 350 s) is compared over the same window as the sim's."""
     m, src = matrix(tmp_path)
-    run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
-    rec = read_run_record(run_experiment(run.experiment, run.run_dir))
+    recs = [read_run_record(run_experiment(r.experiment, r.run_dir))
+            for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim"]
+    rec = next(x for x in recs if len(x.events_of("action")) >= 2)  # a run that acted twice (either scaler)
     actions = sorted(a["ts"] for a in rec.events_of("action"))
-    assert len(actions) >= 2
     cut = (actions[0] + actions[1]) / 2  # as if the run had been meant to end between its first two actions
     rec.meta["duration_s"] = cut
     v = run_metrics(rec)
@@ -359,3 +359,41 @@ def test_the_report_says_how_long_before_the_local_runs_each_profile_was_measure
     # a first-guess profile has no measurement to date
     first_guess = _Rec({"backend": {"costs": {"source": "first guess", "calibrated": False}}})
     assert age_lines([(runs, [first_guess])]) == []
+
+
+def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_draws_from(tmp_path: Path) -> None:
+    """Per operator: the local readings' residual against the sim run's recorded reading model, and the spread
+    of its deployments' means (a restart to the next), beside the profile's held error."""
+    import copy
+
+    from harness.fidelity.readings import AFTER_RESTART_S, readings_rows, readings_table
+    from harness.record import RunRecord, timeseries_table
+
+    m, src = matrix(tmp_path)
+    run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
+    sim = read_run_record(run_experiment(run.experiment, run.run_dir))
+    g = sim.meta["backend"]["costs"]["busy_reading"]["map"]
+    cap = sim.meta["backend"]["costs"]["capacity_per_subtask"]["map"]
+    assert g["held_sd"] > 0.05  # the committed q1 profile measured one
+    # a local run of map at half its capacity per subtask: 1 subtask, then 2 from t = 200 s; its readings sit
+    # 0.1 above the model in the first deployment and 0.1 below in the second, and read 1.0 while warming up
+    t = np.arange(5.0, 405.0, 5.0)
+    par = np.where(t < 200, 1.0, 2.0)
+    level = g["offset"] + g["gain"] * 0.5
+    busy = np.where(t < 200, level + 0.1, np.where(t < 200 + AFTER_RESTART_S, 1.0, level - 0.1)) * 1000.0
+    n = len(t)
+    table = timeseries_table(np.tile(t, 3), ["busy_ms"] * n + ["records_in"] * n + ["parallelism"] * n,
+                             ["map"] * (3 * n), [-1] * (3 * n), np.concatenate([busy, 0.5 * cap * par, par]))
+    local = RunRecord(tmp_path / "local", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
+    (row,) = [r for r in readings_rows({"ds2": ([local], [sim])}) if r.operator == "map"]
+    first, second = int((t < 200).sum()), int((t >= 200 + AFTER_RESTART_S).sum())
+    assert (row.samples, row.deployments) == (first + second, 2)
+    assert row.mean_residual == pytest.approx(0.1 * (first - second) / (first + second), abs=1e-9)
+    assert row.between_sd == pytest.approx(0.2 / np.sqrt(2), rel=1e-9)
+    assert row.held_sd == pytest.approx(g["held_sd"])
+    # a profile that never measured the held error says so; it is not shown as 0
+    old = copy.deepcopy(sim.meta)
+    old["backend"]["costs"]["busy_reading"]["map"]["held_sd"] = None
+    uncal = RunRecord(sim.path, old, sim.table, sim.events_table, sim.status)
+    head, body = readings_table(readings_rows({"ds2": ([local], [uncal])}))
+    assert [b for b in body if b[1] == "map"][0][head.index("profile's held sd")] == "not calibrated"

@@ -97,6 +97,34 @@ def test_busy_reading_carries_the_calibrated_bias_and_noise() -> None:
     assert e.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(750.0, rel=1e-6)
 
 
+def test_a_held_error_stays_for_a_deployment_and_is_drawn_again_at_each_restart() -> None:
+    # mid at 50 % of its capacity throughout; the sink's rescales restart the whole job (in place)
+    g = GaugeModel(offset=0.0, gain=1.0, noise_sd=[(0.0, 0.01)], held_sd=0.1)
+    b = start(constant(2_000, 20_000), prof=profile(busy=g))
+    within, between = [], []
+    t = 60
+    for k in range(60):
+        b.advance_to(t)
+        first = b.snapshot(15).op("mid").busy_ms_per_s / 1000.0
+        b.advance_to(t + 60)
+        second = b.snapshot(15).op("mid").busy_ms_per_s / 1000.0
+        within.append(second - first)
+        between.append(second)
+        b.rescale({"src": 1, "mid": 1, "sink": 1 + (k + 1) % 2}, None)
+        t += 150
+    assert np.std(within) < 0.02  # one deployment keeps its error
+    assert np.std(between) == pytest.approx(0.1, rel=0.3)  # a restart draws it again
+    assert np.mean(between) == pytest.approx(0.5, abs=0.05)
+    # NaN (a profile calibrated before the held error was measured): none is drawn, only the updates' noise
+    u = start(constant(2_000, 20_000), prof=profile(busy=g.model_copy(update={"held_sd": math.nan})))
+    seen = []
+    for k in range(20):
+        u.advance_to(60 + 150 * k)
+        seen.append(u.snapshot(15).op("mid").busy_ms_per_s / 1000.0)
+        u.rescale({"src": 1, "mid": 1, "sink": 1 + (k + 1) % 2}, None)
+    assert np.std(seen) < 0.02
+
+
 def test_noise_is_seeded_per_subtask_and_deterministic() -> None:
     g = GaugeModel(noise_sd=[(0.0, 0.1)])
     a = start(constant(6_000, 600), {"src": 1, "mid": 3, "sink": 1}, prof=profile(busy=g), seed=7)

@@ -34,6 +34,7 @@ and a gap in the recorded series.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +47,7 @@ from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
 from harness.backends.sim.network import Placement
-from harness.calibrated_profile import HostShare, QueryProfile
+from harness.calibrated_profile import GaugeModel, HostShare, QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -64,6 +65,12 @@ if TYPE_CHECKING:
 
 INTERARRIVALS_UNREAD = "not sampled: the run's autoscaler does not read inter-arrival times"
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
+
+
+def _reading_record(g: GaugeModel) -> dict[str, float | None]:
+    """A reading model as run.yaml records it: an uncalibrated held error is None, never 0."""
+    return {"offset": g.offset, "gain": g.gain,
+            "held_sd": g.held_sd if math.isfinite(g.held_sd) else None}
 
 
 def build_arrivals(
@@ -388,6 +395,9 @@ class SimBackend:
                 "calibrated_at": c.calibrated_at,
                 "taskmanager_stop_s": c.stop_s,
                 "rescale_downtime": {k: v.model_dump(mode="json", exclude={"points"}) for k, v in c.downtime.items()},
+                # the busy reading's model the autoscalers read through (held_sd None: not calibrated)
+                "busy_reading": {nm: _reading_record(op.readings.busy) for nm, op in zip(m.names, c.ops, strict=True)}
+                if c.noisy else None,
             }
         return out
 

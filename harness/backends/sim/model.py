@@ -274,6 +274,7 @@ class SimModel:
         self._configure()
         self.tms: int | None = None  # registered task managers when they differ from the parallelism (rescales)
         self.down_until = 0.0  # seconds: processing resumes at this time
+        self.deployment = 0  # restarts of the job so far (each draws the readings' held errors again)
         self.reclag: list[float] = [math.nan] * self.n  # per source: see O_RECLAG
         self.produced = 0.0
         self.processed = 0.0
@@ -405,8 +406,10 @@ class SimModel:
         return self.cap_sub[i] * self.net[i]
 
     def restart_meters(self) -> None:
-        """A restart resets the sources' event-time lag gauges (NaN until they emit again)."""
+        """A restart resets the sources' event-time lag gauges (NaN until they emit again) and begins a new
+        deployment: the readings' held errors are drawn again (harness.backends.sim.readout)."""
         self.lane_age = [[math.nan] * len(lanes) if lanes else [math.nan] for lanes in self.lanes]
+        self.deployment += 1
 
     def stop_for(self, downtime_s: float) -> None:
         """No processing from now for `downtime_s` seconds (extends a running downtime)."""

@@ -5,9 +5,10 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   view: 5 s) and change only at its end, at a phase against the scrapes that reproduces the
   calibrated lag of the reading behind the truth; each meter update carries the calibrated bias and noise of
   the reading against the true load (`harness.calibrated_profile.GaugeModel`), drawn per subtask
-  and update from a seeded table. Idle = 1000 - busy - backpressured. The true busy fraction of a
-  subtask is records / its capacity, the true backpressured fraction the records it could not hand
-  downstream / its capacity.
+  and update from a seeded table, plus its held error: drawn per subtask once per deployment (a
+  restarted job on the local stack reads the same load differently until its next restart).
+  Idle = 1000 - busy - backpressured. The true busy fraction of a subtask is records / its capacity,
+  the true backpressured fraction the records it could not hand downstream / its capacity.
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
   loop's metrics window (`avg_over_time`), takes rates from counters over the window (`rate`: from
   the first to the last scrape inside it) and the lag's slope with `deriv` over the same samples.
@@ -74,7 +75,7 @@ from harness.backends.sim.model import (
     OP_COLS,
     SimModel,
 )
-from harness.calibrated_profile import GaugeModel
+from harness.calibrated_profile import GaugeModel, OperatorReadings
 from harness.metrics.latency import histogram_quantile, histogram_quantiles
 from harness.metrics.snapshot import LazySubtasksOperatorMetrics, MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 from harness.record import empty_timeseries, timeseries_table
@@ -126,6 +127,7 @@ class NoiseTable:
         self._draws: dict[int, np.ndarray] = {}
         self._cum: dict[int, np.ndarray] = {}
         self._flags: dict[int, np.ndarray] = {}
+        self._held: dict[tuple[int, int], np.ndarray] = {}
 
     def window_mean_all(self, op: int, first: int, n: int, subtasks: int) -> np.ndarray:
         """Mean of the standard-normal draws of updates first .. first+n-1 (cyclic) of every gauge, per
@@ -148,6 +150,16 @@ class NoiseTable:
         part = z[:, :, :cols]
         zeros = np.zeros((1, len(_GAUGES), cols))
         return np.concatenate([zeros, np.cumsum(np.concatenate([part, part]), axis=0)])
+
+    def held(self, op: int, deployment: int, subtasks: int) -> np.ndarray:
+        """Standard-normal draws of every gauge's held error, per subtask, for one deployment (a restart
+        begins the next): (gauges, subtasks)."""
+        key = (op, deployment)
+        z = self._held.get(key)
+        if z is None or z.shape[1] < subtasks:
+            rng = np.random.default_rng([self.seed, 0x4E1D, op, deployment])
+            z = self._held[key] = rng.standard_normal((len(_GAUGES), max(subtasks, NOISE_SUBTASKS)))
+        return z[:, :subtasks]
 
     def uniform(self, op: int, index: int) -> float:
         u = self._flags.get(op)
@@ -259,6 +271,13 @@ def pending_reading(backlog: np.ndarray, arrived: np.ndarray, taken: np.ndarray,
     arrived / taken). A source that takes nothing reads 0 while records arrive (a job that just started)."""
     missing = np.minimum(buffer, backlog) * arrived / np.maximum(taken, 1e-9)
     return np.maximum(0.0, backlog - missing)
+
+
+def _held_sd(r: OperatorReadings) -> np.ndarray | None:
+    """Each gauge's held error sd (0 where not calibrated); None when no gauge has one."""
+    sds = np.array([getattr(r, g).held_sd for g in _GAUGES], dtype=float)
+    sds = np.where(np.isfinite(sds), sds, 0.0)
+    return sds if sds.any() else None
 
 
 def _gauge(g: GaugeModel, level: float) -> tuple[float, float]:
@@ -396,7 +415,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 means = np.array([[v[0] for v in g] for g in g_all])[:, ko]  # (4 gauges, subtasks)
                 sds = np.array([[v[1] for v in g] for g in g_all])[:, ko]
                 z = noise.window_mean_all(i, first_upd, n_valid, n_sub)  # (4, subtasks)
-                read = np.clip(means + sds * z, 0.0, 1.0)
+                read = means + sds * z
+                held_sd = _held_sd(r)
+                if held_sd is not None:  # the error this deployment keeps (NaN in the profile: not calibrated)
+                    read += held_sd[:, None] * noise.held(i, model.deployment, n_sub)
+                read = np.clip(read, 0.0, 1.0)
                 read[1] = np.minimum(read[1], 1.0 - read[0])
                 read[:2] *= 1000.0
                 busy_l, bp_l, cpu_l, jvm_l = read.tolist()

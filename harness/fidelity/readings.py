@@ -1,0 +1,118 @@
+"""How the local runs' busy readings scatter around the reading model the sim draws from (pure).
+
+DS2 takes a subtask's true rate as its records / its busy time, so the busy reading's error decides its
+targets. The sim draws a reading as offset + gain x true utilisation, plus the noise of each meter update,
+plus an error held for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in every sim
+run's costs). This checks that model against the local runs of the same cells: per cell and operator, the
+local readings' mean residual against the model and the spread of their per-deployment means (each
+restart of the job is a deployment), beside the profile's held sd. It only reports: nothing here feeds
+the model (model, don't tune).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.vocabulary import Metric
+
+AFTER_RESTART_S = 30.0  # readings this soon after a rescale are left out: the sim's warm-up model covers them
+MIN_SAMPLES = 2  # a deployment with fewer readings left has no mean to compare
+
+
+@dataclass(frozen=True)
+class ReadingsRow:
+    cell: str
+    operator: str
+    samples: int  # busy readings compared (5-s series points of the local run)
+    deployments: int  # restarts of the job with at least MIN_SAMPLES of them
+    mean_residual: float  # reading - model, over all compared readings (fraction of a second)
+    between_sd: float  # sd of the deployments' mean residuals; NaN with fewer than two deployments
+    held_sd: float | None  # the profile's held sd; None: not calibrated
+
+
+def _busy_models(sim: Any) -> dict[str, dict[str, Any]]:
+    costs = (sim.meta.get("backend") or {}).get("costs") or {}
+    return costs.get("busy_reading") or {}
+
+
+def _capacities(sim: Any) -> dict[str, float]:
+    costs = (sim.meta.get("backend") or {}).get("costs") or {}
+    return {k: float(v) for k, v in (costs.get("capacity_per_subtask") or {}).items()}
+
+
+def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float,
+              gain: float) -> pd.DataFrame:
+    """The local run's busy readings of `operator` against offset + gain x utilisation: columns ts, residual,
+    deployment. Utilisation is its records per subtask / `capacity`; readings at a CPU share other than 1,
+    or within AFTER_RESTART_S of a rescale, are left out."""
+    ts = local.timeseries
+    rows = ts[(ts.operator == operator) & (ts.subtask == -1)]
+    wide = rows.pivot_table(index="ts", columns="metric", values="value", aggfunc="mean").sort_index()
+    rate_col = str(Metric.RECORDS_OUT if source else Metric.RECORDS_IN)
+    need = [str(Metric.BUSY), rate_col, str(Metric.PARALLELISM)]
+    if any(c not in wide for c in need) or capacity <= 0:
+        return pd.DataFrame(columns=["ts", "residual", "deployment"])
+    par = wide[str(Metric.PARALLELISM)].ffill()
+    share = wide[str(Metric.CPU_SHARE)].ffill() if str(Metric.CPU_SHARE) in wide else pd.Series(1.0, wide.index)
+    deployment = (par.diff().fillna(0) != 0).cumsum()
+    changes = np.asarray(par.index[par.diff().fillna(0) != 0], dtype=float)
+    t = np.asarray(wide.index, dtype=float)
+    since = np.array([x - changes[changes <= x].max() if (changes <= x).any() else math.inf for x in t])
+    util = (wide[rate_col] / par / capacity).clip(0.0, 1.0)
+    resid = wide[str(Metric.BUSY)] / 1000.0 - (offset + gain * util).clip(0.0, 1.0)
+    keep = resid.notna() & par.notna() & (share.fillna(1.0) == 1.0) & (since >= AFTER_RESTART_S)
+    return pd.DataFrame({"ts": t[keep.to_numpy()], "residual": resid[keep].to_numpy(),
+                         "deployment": deployment[keep].to_numpy()})
+
+
+def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[ReadingsRow]:
+    """Per cell (its local and sim records) and operator: the local busy readings against the sim's model."""
+    out: list[ReadingsRow] = []
+    for cell_id, (local, sims) in cells.items():
+        if not local or not sims:
+            continue
+        models, caps = _busy_models(sims[0]), _capacities(sims[0])
+        if not models:  # exact readings, or a record from before the model was recorded
+            continue
+        for spec in (sims[0].meta.get("topology") or {}).get("operators", []):
+            name, source = str(spec["name"]), not spec.get("upstream")  # a source has no upstream (harness.topology)
+            g = models.get(name)
+            if g is None or name not in caps:
+                continue
+            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"])) for rec in local]
+            # deployments are numbered per run: tell the runs' apart
+            frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]
+            if not frames:
+                continue
+            res = pd.concat(frames)
+            per = res.groupby("deployment").residual.agg(["mean", "size"])
+            per = per[per["size"] >= MIN_SAMPLES]
+            held = g.get("held_sd")
+            out.append(ReadingsRow(
+                cell=cell_id, operator=name, samples=len(res), deployments=len(per),
+                mean_residual=float(res.residual.mean()),
+                between_sd=statistics.stdev(per["mean"]) if len(per) >= 2 else math.nan,
+                held_sd=float(held) if isinstance(held, int | float) and math.isfinite(held) else None,
+            ))
+    return out
+
+
+def readings_table(rows: Sequence[ReadingsRow]) -> tuple[list[str], list[list[str]]]:
+    """The report's table: header and rows (NaN and not calibrated named, never shown as 0)."""
+    head = ["cell", "operator", "readings (deployments)", "local mean residual", "local sd between deployments",
+            "profile's held sd"]
+
+    def f(v: float) -> str:
+        return "n/a" if not math.isfinite(v) else f"{v:+.3f}"
+
+    body = [[r.cell, r.operator, f"{r.samples} ({r.deployments})", f(r.mean_residual),
+             "n/a" if not math.isfinite(r.between_sd) else f"{r.between_sd:.3f}",
+             "not calibrated" if r.held_sd is None else f"{r.held_sd:.3f}"] for r in rows]
+    return head, body
