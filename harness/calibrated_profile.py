@@ -121,6 +121,9 @@ class GaugeModel(_Model):
     noise_sd: list[tuple[float, float]] = Field(default_factory=list)
     held_sd: float = Field(math.nan, description="sd of the error held from one restart to the next; NaN: not "
                                                  "calibrated (profiles older than the fit that measures it)")
+    held_from: str = Field("", description="deployments: the spread of one load's readings over restarts of the "
+                                           "job; plateaus: the scatter of plateau means around the line (samples "
+                                           "without deployment phases)")
     n: int = 0
     rmse: float = math.nan
 

@@ -332,11 +332,19 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             levels_jvm.append(true_cpu)  # the JVM (container-aware) divides by the cgroup quota now in force
             cpu_r.append(pl.cpu_reading)
             jvm_r.append(pl.p.cpu_jvm)
+        # the same load in several deployments (the job restarted in between): the error each one keeps
+        deps = [j for j, pl in enumerate(x for x in mine if x.phase.kind != "parallelism")
+                if pl.phase.kind == "deployment" and pl.p.share == 1.0]
+
+        def at(levels: list[float], values: list[np.ndarray],
+               deps: list[int] = deps) -> tuple[list[float], list[np.ndarray]]:
+            return [levels[j] for j in deps], [values[j] for j in deps]
+
         readings = OperatorReadings(
-            busy=fit.gauge_model(levels_busy, busy_r),
-            backpressured=fit.gauge_model(levels_bp, bp_r),
-            cpu=fit.gauge_model(levels_cpu, cpu_r),
-            cpu_jvm=fit.gauge_model(levels_jvm, jvm_r),
+            busy=fit.gauge_model(levels_busy, busy_r, deployments=at(levels_busy, busy_r)),
+            backpressured=fit.gauge_model(levels_bp, bp_r, deployments=at(levels_bp, bp_r)),
+            cpu=fit.gauge_model(levels_cpu, cpu_r, deployments=at(levels_cpu, cpu_r)),
+            cpu_jvm=fit.gauge_model(levels_jvm, jvm_r, deployments=at(levels_jvm, jvm_r)),
             pending=pending(m, topology, spec.name) if spec.is_source else None,
         )
         state = None

@@ -306,11 +306,17 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
 # ---------------------------------------------------------------- readings
 
 
-def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2) -> GaugeModel:
+MIN_DEPLOYMENTS = 3  # deployments at one load that measure the held error (fewer: the plateaus' scatter)
+
+
+def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2,
+                deployments: tuple[Sequence[float], Sequence[np.ndarray]] | None = None) -> GaugeModel:
     """reading = offset + gain x true over plateau means; noise = sd of one meter update per level.
 
     `readings[i]` are the distinct meter updates seen on plateau i (fractions). Levels with fewer
-    than `min_updates` updates add to the line but not to the noise.
+    than `min_updates` updates add to the line but not to the noise. `deployments` (true levels,
+    readings) are plateaus at one load in different deployments of the job: with MIN_DEPLOYMENTS of
+    them, their means' spread is the error a deployment holds; else the plateaus' scatter stands in.
     """
     lv = np.asarray(true_levels, dtype=float)
     means = np.array([np.mean(r) if len(r) else math.nan for r in readings])
@@ -332,8 +338,13 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
     n = int(sum(len(r) for r in readings))
     model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse)
-    return model.model_copy(update={"held_sd": held_sd(lv, readings, model, fitted=2 if math.isfinite(line.slope)
-                                                       else 1)})
+    dep_levels, dep_readings = deployments or ((), ())
+    if sum(1 for r in dep_readings if len(r)) >= MIN_DEPLOYMENTS:
+        # one load: the line's bias there is one parameter, the rest is what each deployment keeps
+        held, source = held_sd(np.asarray(dep_levels, dtype=float), dep_readings, model, fitted=1), "deployments"
+    else:
+        held, source = held_sd(lv, readings, model, fitted=2 if math.isfinite(line.slope) else 1), "plateaus"
+    return model.model_copy(update={"held_sd": held, "held_from": source if math.isfinite(held) else ""})
 
 
 def held_sd(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel, fitted: int) -> float:

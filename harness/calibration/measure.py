@@ -51,7 +51,8 @@ class PhaseRecord:
     """What the driver did in one phase (times in seconds since the recorder started)."""
 
     name: str
-    kind: str  # coldstart | warmup | overload (the probe too) | drain | ladder | share | parallelism | rescale
+    # coldstart | warmup | overload (the probe too) | drain | ladder | share | parallelism | rescale | deployment
+    kind: str
     t0: float
     t1: float = math.nan
     settle_s: float = 0.0
@@ -379,6 +380,7 @@ class QueryCalibration:
         op = stateful_operator(self.topology)
         rate = self._moderate()
         base = dict(b.state.parallelism)
+        self._deployment("before", rate)
         for method in self.plan.methods:
             for direction, target in (("up", {**base, op: base[op] + 1}), ("down", dict(base))):
                 if not self._rescale_once(method, direction, target, op, rate):
@@ -445,7 +447,14 @@ class QueryCalibration:
                  + ("" if res.ok else f" FAILED {res.error}"))
         self._phase(name, "rescale", self.plan.durations.rescale_settle_s, 0.0, rate=rate, operator=op,
                     extra=extra)
+        if direction == "down" and res.ok and not suffix:
+            self._deployment(method, rate)
         return bool(res.ok)
+
+    def _deployment(self, label: str, rate: float) -> None:
+        """The moderate rate held in the job's current deployment: its readings at that one load."""
+        d = self.plan.durations
+        self._phase(f"deployment-{label}", "deployment", d.deployment_s, d.deployment_settle_s, rate=rate)
 
     def _await_state(self) -> float:
         """The job's latest checkpointed state size. A resubmitted job (savepoint) has none until its first

@@ -15,8 +15,11 @@ in every run), fed by the load generator from a fresh consumer group:
 3. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
    with each method; task-manager start-up is timed before each scale-up, stop after each
    scale-down, and the checkpointed state size recorded with every downtime (a resubmitted job's
-   first checkpoint is awaited). Early, while the state is small: with what the later phases add,
-   q3's in-place restarts took 107-201 s each at 0.25 CPU (125 MB of state).
+   first checkpoint is awaited). Before the first rescale and after each scale-down (the job back
+   at parallelism 1, restarted on warm task managers) a `deployment` phase holds the moderate rate:
+   one load read by several deployments, whose readings' means differ by the error each keeps.
+   Early, while the state is small: with what the later phases add, q3's in-place restarts took
+   107-201 s each at 0.25 CPU (125 MB of state).
 4. `share`: overloaded again (every task manager briefly at a full CPU first: a rescale may have
    started one), each operator in turn runs at lower CPU shares of its task manager's quota
    (cgroup, no restart), which makes it the bottleneck: its capacity there.
@@ -62,16 +65,21 @@ class Durations:
     warmup_s: float = 25.0  # the JVMs' JIT at a full CPU before anything is measured
     cold_s: float = 60.0  # fresh task managers at their quota, overloaded: the warm-up curve (tau <= 15 s at 0.25 CPU)
     cold_bin_s: float = 10.0  # one point of that curve
+    # after each restart onto running task managers (and once before the rescales), the moderate rate held
+    # so every operator's readings are measured in that deployment: the error a deployment keeps
+    deployment_s: float = 15.0
+    deployment_settle_s: float = 5.0  # plus the rescale's own settle before it: readings 10 s after the restart
 
     def scaled(self, f: float) -> Durations:
         return Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
                                             self.rescale_settle_s, self.parallelism_s, self.warmup_s,
-                                            self.cold_s, self.cold_bin_s)))
+                                            self.cold_s, self.cold_bin_s, self.deployment_s,
+                                            self.deployment_settle_s)))
 
 
 FULL = Durations()
 QUICK = Durations(level_s=10.0, overload_s=12.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
-                  parallelism_s=15.0, warmup_s=15.0, cold_s=45.0)
+                  parallelism_s=15.0, warmup_s=15.0, cold_s=45.0, deployment_s=8.0, deployment_settle_s=3.0)
 
 
 def stateful_operator(topology: Topology) -> str:
@@ -103,7 +111,8 @@ class QueryPlan:
     @property
     def estimate_s(self) -> float:
         """Expected wall time including job start and rescales (for the progress bar)."""
-        rescale = 2 * len(self.methods) * (20.0 + self.durations.rescale_settle_s)
+        d = self.durations
+        rescale = 2 * len(self.methods) * (20.0 + d.rescale_settle_s) + (len(self.methods) + 1) * d.deployment_s
         return 2 * 25.0 + self.measure_s + rescale  # two job starts: the measured one, the cold start's
 
 

@@ -284,6 +284,21 @@ def test_an_error_held_over_whole_plateaus_is_told_apart_from_update_noise() -> 
     assert fit.gauge_model(levels, fresh).held_sd < 0.02
     # two plateaus fix a line and leave nothing to measure the scatter with: not calibrated, not 0
     assert math.isnan(fit.gauge_model([0.2, 0.8], [np.array([0.3, 0.32]), np.array([0.7, 0.71])]).held_sd)
+    assert g.held_from == "plateaus"
+
+
+def test_one_load_read_by_several_deployments_measures_the_held_error() -> None:
+    """Deployment phases: the same moderate load after each restart; their means differ by what each keeps,
+    however well the ladder's plateaus (one deployment) line up."""
+    rng = np.random.default_rng(5)
+    levels = [0.15, 0.35, 0.55, 0.75]
+    ladder = [0.1 + 0.8 * lv + rng.normal(0, 0.02, 3) for lv in levels]
+    deployments = [0.1 + 0.8 * 0.5 + rng.normal(0, 0.15) + rng.normal(0, 0.02, 2) for _ in range(40)]
+    g = fit.gauge_model(levels + [0.5] * 40, ladder + deployments, deployments=([0.5] * 40, deployments))
+    assert g.held_from == "deployments" and g.held_sd == pytest.approx(0.15, rel=0.3)
+    assert g.offset == pytest.approx(0.1, abs=0.05)  # the deployments' mean still lies on the line
+    few = fit.gauge_model(levels + [0.5] * 2, ladder + deployments[:2], deployments=([0.5] * 2, deployments[:2]))
+    assert few.held_from == "plateaus"  # two deployments: too few, the plateaus' scatter stands in
 
 
 def test_downtime_slope_pooled_over_queries() -> None:

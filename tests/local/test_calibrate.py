@@ -70,6 +70,11 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
         b = op.readings.busy
         assert b.n > 0 and -0.1 <= b.mean(0.0) <= 1.1 and -0.1 <= b.mean(1.0) <= 1.1, b
     assert sink.readings.busy.mean(0.5) < src.readings.busy.mean(0.5)
+    # the same moderate load before the rescales and after each scale-down: the error a deployment keeps,
+    # measured from those deployments (a spread of means, so it cannot exceed the readings' own range)
+    for op in (src, mp):
+        b = op.readings.busy
+        assert b.held_from == "deployments" and 0.0 <= b.held_sd < 0.5, b
     assert prof.meters.interval_s == pytest.approx(5.0, abs=1.5)
     # rescaling: a task manager's JVM takes seconds to register; both methods stop the job for a while
     assert 1.0 < prof.taskmanager_startup_s.mean < 120.0
