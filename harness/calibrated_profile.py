@@ -109,21 +109,19 @@ class GaugeModel(_Model):
     """A Flink reading against the true value it stands for: reading = clip(offset + gain x true) + noise.
 
     `noise_sd` are (true level, standard deviation of one meter update) points, interpolated in between
-    and held beyond the ends. `held_sd` is the part of the error that does not average out over a
-    plateau: plateau means scatter around the line by more than their updates' noise explains (on the
-    local stack, a restarted job reads the same load differently until its next restart), so the
-    simulator draws it once per subtask and deployment. Units are those of the reading as a fraction
-    (busy 0..1 of a second, CPU 0..1 of the quota or of the host).
+    and held beyond the ends. `held_sd` is the part of the error that does not average out: on the
+    local stack a restarted job reads the same load differently until its next restart, so the
+    calibration reads one load in several deployments and the simulator draws this error once per
+    subtask and deployment. Units are those of the reading as a fraction (busy 0..1 of a second,
+    CPU 0..1 of the quota or of the host).
     """
 
     offset: float = 0.0
     gain: float = 1.0
     noise_sd: list[tuple[float, float]] = Field(default_factory=list)
     held_sd: float = Field(math.nan, description="sd of the error held from one restart to the next; NaN: not "
-                                                 "calibrated (profiles older than the fit that measures it)")
-    held_from: str = Field("", description="deployments: the spread of one load's readings over restarts of the "
-                                           "job; plateaus: the scatter of plateau means around the line (samples "
-                                           "without deployment phases)")
+                                                 "calibrated (samples without deployment phases, or too few)")
+    held_n: int = Field(0, description="deployments the held error was measured from")
     n: int = 0
     rmse: float = math.nan
 

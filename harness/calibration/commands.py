@@ -278,16 +278,22 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
 def _keep_host_share(prof: Any, directory: Path) -> Any:
     """A refit keeps the host share measured beside a scale-up (benchmarks/bench_host_share.py): calibrating does
     not measure it, so it would otherwise be lost."""
-    from harness.calibrated_profile import profile_file_name, read_profile
+    import yaml
+
+    from harness.calibrated_profile import HostShare, profile_file_name
 
     path = directory / profile_file_name(prof.query, prof.cpu_quota)
     if prof.host is not None or not path.exists():
         return prof
-    try:
-        old = read_profile(path)
-    except ValueError:
+    # only the host block is needed: a profile written by an older version (fields since renamed) keeps it too
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict) or raw.get("host") is None:
         return prof
-    return prof.model_copy(update={"host": old.host}) if old.host is not None else prof
+    try:
+        host = HostShare.model_validate(raw["host"])
+    except ValueError as exc:
+        raise ValueError(f"{path}: its host block cannot be read, so a refit would lose it: {exc}") from exc
+    return prof.model_copy(update={"host": host})
 
 
 def _shortfalls(m: Any) -> list[str]:

@@ -306,7 +306,7 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
 # ---------------------------------------------------------------- readings
 
 
-MIN_DEPLOYMENTS = 3  # deployments at one load that measure the held error (fewer: the plateaus' scatter)
+MIN_DEPLOYMENTS = 3  # deployments at one load that measure the held error (fewer: not calibrated)
 
 
 def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2,
@@ -315,8 +315,8 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
 
     `readings[i]` are the distinct meter updates seen on plateau i (fractions). Levels with fewer
     than `min_updates` updates add to the line but not to the noise. `deployments` (true levels,
-    readings) are plateaus at one load in different deployments of the job: with MIN_DEPLOYMENTS of
-    them, their means' spread is the error a deployment holds; else the plateaus' scatter stands in.
+    readings) are plateaus at one load in different deployments of the job: the error each keeps
+    (`held_error`). Plateaus of one deployment cannot measure it: its error sits in the line's offset.
     """
     lv = np.asarray(true_levels, dtype=float)
     means = np.array([np.mean(r) if len(r) else math.nan for r in readings])
@@ -338,21 +338,19 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
     n = int(sum(len(r) for r in readings))
     model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse)
-    dep_levels, dep_readings = deployments or ((), ())
-    if sum(1 for r in dep_readings if len(r)) >= MIN_DEPLOYMENTS:
-        # one load: the line's bias there is one parameter, the rest is what each deployment keeps
-        held, source = held_sd(np.asarray(dep_levels, dtype=float), dep_readings, model, fitted=1), "deployments"
-    else:
-        held, source = held_sd(lv, readings, model, fitted=2 if math.isfinite(line.slope) else 1), "plateaus"
-    return model.model_copy(update={"held_sd": held, "held_from": source if math.isfinite(held) else ""})
+    if deployments is None:
+        return model
+    held, used = held_error(np.asarray(deployments[0], dtype=float), deployments[1], model)
+    return model.model_copy(update={"held_sd": held, "held_n": used})
 
 
-def held_sd(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel, fitted: int) -> float:
-    """The sd of plateau means around the model's line that their own updates' noise does not explain.
+def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel) -> tuple[float, int]:
+    """(sd of the error a deployment keeps, deployments used) from one load read in several deployments.
 
-    A plateau's mean carries its updates' noise divided by their number; what the means scatter beyond
-    that is an error held for longer than a plateau (the simulator holds it for a deployment). `fitted`
-    line parameters come out of the degrees of freedom. NaN with no spare degree of freedom."""
+    Each deployment's mean residual against the line carries its held error plus its updates' noise /
+    their number; the residuals are centred on their own mean first (the line's bias at that load is no
+    deployment's own, and the line sits on the ladder's deployment, one of these). NaN with fewer than
+    MIN_DEPLOYMENTS: not calibrated, never 0."""
     resid: list[float] = []
     within: list[float] = []
     for level, r in zip(true_levels, readings, strict=True):
@@ -361,11 +359,10 @@ def held_sd(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: Gaug
         resid.append(float(np.mean(r)) - float(model.mean(level)))
         sd = float(np.std(r, ddof=1)) if len(r) >= 2 else float(model.sd(level))
         within.append(sd * sd / len(r))
-    dof = len(resid) - fitted
-    if dof < 1:
-        return math.nan
-    var = float(np.sum(np.square(resid))) / dof - float(np.mean(within))
-    return math.sqrt(max(0.0, var))
+    if len(resid) < MIN_DEPLOYMENTS:
+        return math.nan, len(resid)
+    var = float(np.var(resid, ddof=1)) - float(np.mean(within))
+    return math.sqrt(max(0.0, var)), len(resid)
 
 
 def step_lag(t: np.ndarray, reading: np.ndarray, t_step: float, before: float, after: float,

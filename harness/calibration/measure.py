@@ -448,13 +448,16 @@ class QueryCalibration:
         self._phase(name, "rescale", self.plan.durations.rescale_settle_s, 0.0, rate=rate, operator=op,
                     extra=extra)
         if direction == "down" and res.ok and not suffix:
-            self._deployment(method, rate)
+            self._deployment(method, rate, res.downtime_s)
         return bool(res.ok)
 
-    def _deployment(self, label: str, rate: float) -> None:
-        """The moderate rate held in the job's current deployment: its readings at that one load."""
+    def _deployment(self, label: str, rate: float, downtime_s: float = 0.0) -> None:
+        """The moderate rate held in the job's current deployment: its readings at that one load, once the
+        backlog of a restart's downtime is caught up (at half the capacity, in about as long again)."""
         d = self.plan.durations
-        self._phase(f"deployment-{label}", "deployment", d.deployment_s, d.deployment_settle_s, rate=rate)
+        wait = max(0.0, downtime_s) if math.isfinite(downtime_s) else 0.0
+        self._phase(f"deployment-{label}", "deployment", d.deployment_s + wait, d.deployment_settle_s + wait,
+                    rate=rate)
 
     def _await_state(self) -> float:
         """The job's latest checkpointed state size. A resubmitted job (savepoint) has none until its first

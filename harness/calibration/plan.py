@@ -112,6 +112,7 @@ class QueryPlan:
     def estimate_s(self) -> float:
         """Expected wall time including job start and rescales (for the progress bar)."""
         d = self.durations
+        # deployment_s includes its settling (and, at run time, the catch-up after a restart's downtime)
         rescale = 2 * len(self.methods) * (20.0 + d.rescale_settle_s) + (len(self.methods) + 1) * d.deployment_s
         return 2 * 25.0 + self.measure_s + rescale  # two job starts: the measured one, the cold start's
 

@@ -2,11 +2,12 @@
 
 DS2 takes a subtask's true rate as its records / its busy time, so the busy reading's error decides its
 targets. The sim draws a reading as offset + gain x true utilisation, plus the noise of each meter update,
-plus an error held for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in every sim
-run's costs). This checks that model against the local runs of the same cells: per cell and operator, the
-local readings' mean residual against the model and the spread of their per-deployment means (each
-restart of the job is a deployment), beside the profile's held sd. It only reports: nothing here feeds
-the model (model, don't tune).
+plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in
+every sim run's costs). This checks that model against the local runs of the same cells: per cell and
+operator, the local readings' mean residual against the model and the spread of their per-deployment means
+(each restart of the job begins a deployment; the samples' own noise taken out), beside what the profile's
+held error makes of such a mean (the local series is the mean over the operator's p subtasks: held / sqrt(p)).
+It only reports: nothing here feeds the model (model, don't tune).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ class ReadingsRow:
     cell: str
     operator: str
     samples: int  # busy readings compared (5-s series points of the local run)
-    deployments: int  # restarts of the job with at least MIN_SAMPLES of them
+    deployments: int  # runs of the job between restarts with at least MIN_SAMPLES of them
     mean_residual: float  # reading - model, over all compared readings (fraction of a second)
-    between_sd: float  # sd of the deployments' mean residuals; NaN with fewer than two deployments
-    held_sd: float | None  # the profile's held sd; None: not calibrated
+    between_sd: float  # sd of the deployments' mean residuals beyond their samples' noise; NaN: under two
+    held_sd: float | None  # the profile's held error of one subtask; None: not calibrated
+    expected_sd: float | None  # what that makes of a deployment's mean over its subtasks (held / sqrt(p))
 
 
 def _busy_models(sim: Any) -> dict[str, dict[str, Any]]:
@@ -47,29 +49,50 @@ def _capacities(sim: Any) -> dict[str, float]:
     return {k: float(v) for k, v in (costs.get("capacity_per_subtask") or {}).items()}
 
 
-def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float,
-              gain: float) -> pd.DataFrame:
-    """The local run's busy readings of `operator` against offset + gain x utilisation: columns ts, residual,
-    deployment. Utilisation is its records per subtask / `capacity`; readings at a CPU share other than 1,
-    or within AFTER_RESTART_S of a rescale, are left out."""
+def restarts(local: Any) -> np.ndarray:
+    """When the job (re)started: the run's start and every change of any operator's parallelism (a rescale
+    restarts the whole job, whichever operator it was for)."""
+    ts = local.timeseries
+    par = ts[(ts.metric == str(Metric.PARALLELISM)) & (ts.subtask == -1)]
+    times = [0.0]
+    for _, g in par.groupby("operator"):
+        g = g.sort_values("ts")
+        changed = g.value.diff().fillna(0) != 0
+        times += g.ts[changed].astype(float).tolist()
+    return np.unique(np.asarray(times, dtype=float))
+
+
+def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float, gain: float,
+              starts: np.ndarray) -> pd.DataFrame:
+    """The local run's busy readings of `operator` (the mean over its subtasks) against offset + gain x
+    utilisation: columns ts, residual, deployment (index into `starts`), parallelism. Utilisation is its
+    records per subtask / `capacity`; readings at a CPU share other than 1, or within AFTER_RESTART_S of a
+    (re)start, are left out."""
     ts = local.timeseries
     rows = ts[(ts.operator == operator) & (ts.subtask == -1)]
     wide = rows.pivot_table(index="ts", columns="metric", values="value", aggfunc="mean").sort_index()
     rate_col = str(Metric.RECORDS_OUT if source else Metric.RECORDS_IN)
-    need = [str(Metric.BUSY), rate_col, str(Metric.PARALLELISM)]
-    if any(c not in wide for c in need) or capacity <= 0:
-        return pd.DataFrame(columns=["ts", "residual", "deployment"])
+    empty = pd.DataFrame(columns=["ts", "residual", "deployment", "parallelism"])
+    if any(c not in wide for c in (str(Metric.BUSY), rate_col, str(Metric.PARALLELISM))) or capacity <= 0:
+        return empty
     par = wide[str(Metric.PARALLELISM)].ffill()
     share = wide[str(Metric.CPU_SHARE)].ffill() if str(Metric.CPU_SHARE) in wide else pd.Series(1.0, wide.index)
-    deployment = (par.diff().fillna(0) != 0).cumsum()
-    changes = np.asarray(par.index[par.diff().fillna(0) != 0], dtype=float)
     t = np.asarray(wide.index, dtype=float)
-    since = np.array([x - changes[changes <= x].max() if (changes <= x).any() else math.inf for x in t])
+    deployment = np.searchsorted(starts, t, side="right") - 1  # the latest (re)start at or before each reading
+    since = t - starts[np.clip(deployment, 0, None)]
     util = (wide[rate_col] / par / capacity).clip(0.0, 1.0)
     resid = wide[str(Metric.BUSY)] / 1000.0 - (offset + gain * util).clip(0.0, 1.0)
-    keep = resid.notna() & par.notna() & (share.fillna(1.0) == 1.0) & (since >= AFTER_RESTART_S)
-    return pd.DataFrame({"ts": t[keep.to_numpy()], "residual": resid[keep].to_numpy(),
-                         "deployment": deployment[keep].to_numpy()})
+    keep = (resid.notna() & par.notna() & (share.fillna(1.0) == 1.0)).to_numpy() & (since >= AFTER_RESTART_S)
+    return pd.DataFrame({"ts": t[keep], "residual": resid.to_numpy()[keep], "deployment": deployment[keep],
+                         "parallelism": par.to_numpy()[keep]})
+
+
+def _spread(per: pd.DataFrame) -> float:
+    """sd of the deployments' mean residuals less the part their own samples' noise explains."""
+    if len(per) < 2:
+        return math.nan
+    within = float(np.mean(per["var"].fillna(0.0) / per["size"]))
+    return math.sqrt(max(0.0, statistics.variance(per["mean"]) - within))
 
 
 def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[ReadingsRow]:
@@ -81,25 +104,30 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
         models, caps = _busy_models(sims[0]), _capacities(sims[0])
         if not models:  # exact readings, or a record from before the model was recorded
             continue
+        starts = [restarts(rec) for rec in local]
         for spec in (sims[0].meta.get("topology") or {}).get("operators", []):
             name, source = str(spec["name"]), not spec.get("upstream")  # a source has no upstream (harness.topology)
             g = models.get(name)
             if g is None or name not in caps:
                 continue
-            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"])) for rec in local]
+            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st)
+                     for rec, st in zip(local, starts, strict=True)]
             # deployments are numbered per run: tell the runs' apart
             frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]
             if not frames:
                 continue
             res = pd.concat(frames)
-            per = res.groupby("deployment").residual.agg(["mean", "size"])
+            per = res.groupby("deployment").agg(mean=("residual", "mean"), var=("residual", "var"),
+                                                size=("residual", "size"), parallelism=("parallelism", "last"))
             per = per[per["size"] >= MIN_SAMPLES]
             held = g.get("held_sd")
+            held_f = float(held) if isinstance(held, int | float) and math.isfinite(held) else None
+            expected = held_f * math.sqrt(float(np.mean(1.0 / per["parallelism"]))) \
+                if held_f is not None and len(per) else None
             out.append(ReadingsRow(
                 cell=cell_id, operator=name, samples=len(res), deployments=len(per),
-                mean_residual=float(res.residual.mean()),
-                between_sd=statistics.stdev(per["mean"]) if len(per) >= 2 else math.nan,
-                held_sd=float(held) if isinstance(held, int | float) and math.isfinite(held) else None,
+                mean_residual=float(res.residual.mean()), between_sd=_spread(per), held_sd=held_f,
+                expected_sd=expected,
             ))
     return out
 
@@ -107,12 +135,13 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
 def readings_table(rows: Sequence[ReadingsRow]) -> tuple[list[str], list[list[str]]]:
     """The report's table: header and rows (NaN and not calibrated named, never shown as 0)."""
     head = ["cell", "operator", "readings (deployments)", "local mean residual", "local sd between deployments",
-            "profile's held sd"]
+            "sim: held sd per subtask", "sim: sd between deployments"]
 
-    def f(v: float) -> str:
-        return "n/a" if not math.isfinite(v) else f"{v:+.3f}"
+    def f(v: float | None, sign: bool = False) -> str:
+        if v is None:
+            return "not calibrated"
+        return "n/a" if not math.isfinite(v) else (f"{v:+.3f}" if sign else f"{v:.3f}")
 
-    body = [[r.cell, r.operator, f"{r.samples} ({r.deployments})", f(r.mean_residual),
-             "n/a" if not math.isfinite(r.between_sd) else f"{r.between_sd:.3f}",
-             "not calibrated" if r.held_sd is None else f"{r.held_sd:.3f}"] for r in rows]
+    body = [[r.cell, r.operator, f"{r.samples} ({r.deployments})", f(r.mean_residual, sign=True), f(r.between_sd),
+             f(r.held_sd), f(r.expected_sd)] for r in rows]
     return head, body

@@ -178,11 +178,13 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     h.append("<h2>Targets per cell</h2>" + _html_table(summary_head, _summary_rows(inp.cells)))
     h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
     if inp.readings and inp.readings[1]:
-        intro = ("The local runs' busy readings against the model the sim draws them from (offset + gain x true "
-                 "utilisation, recorded in each sim run): the residual's mean, and how far each deployment's mean "
-                 "residual (a restart of the job to the next) scatters, beside the error the profile holds per "
-                 "deployment. Readings at another CPU share or within "
-                 f"{READINGS_AFTER_RESTART_S:.0f} s of a rescale are left out (warm-up).")
+        intro = ("The local runs' busy readings (the mean over an operator's subtasks) against the model the sim "
+                 "draws them from (offset + gain x true utilisation, recorded in each sim run): the residual's "
+                 "mean, and how far the deployments' mean residuals scatter (a deployment runs from a restart of "
+                 "the job to the next; the samples' own noise taken out), beside the error the profile has each "
+                 "subtask hold for a deployment and what that makes of a mean over p subtasks (held / sqrt(p), "
+                 "averaged over the deployments). Readings at another CPU share or within "
+                 f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start are left out (warm-up).")
         md.append("\n## Busy readings: local vs the sim's model\n\n" + intro + "\n\n" + _md_table(*inp.readings))
         h.append("<h2>Busy readings: local vs the sim's model</h2><p>" + html.escape(intro) + "</p>"
                  + _html_table(*inp.readings))

@@ -272,33 +272,26 @@ def test_gauge_model_noise_and_step_lag() -> None:
     assert list(fit.distinct_updates(np.array([1, 1, 2, 2, 2, 3, np.nan, 3]))) == [1, 2, 3]
 
 
-def test_an_error_held_over_whole_plateaus_is_told_apart_from_update_noise() -> None:
-    """Plateau means that scatter around the line beyond their updates' noise are a held error."""
-    rng = np.random.default_rng(3)
-    levels = np.linspace(0.1, 0.9, 40)
-    held = [0.2 + 0.6 * lv + rng.normal(0, 0.1) + rng.normal(0, 0.04, 6) for lv in levels]
-    g = fit.gauge_model(levels, held)
-    assert g.held_sd == pytest.approx(0.1, rel=0.3)
-    assert g.sd(0.5) == pytest.approx(0.04, rel=0.2)
-    fresh = [0.2 + 0.6 * lv + rng.normal(0, 0.04, 6) for lv in levels]  # update noise only
-    assert fit.gauge_model(levels, fresh).held_sd < 0.02
-    # two plateaus fix a line and leave nothing to measure the scatter with: not calibrated, not 0
-    assert math.isnan(fit.gauge_model([0.2, 0.8], [np.array([0.3, 0.32]), np.array([0.7, 0.71])]).held_sd)
-    assert g.held_from == "plateaus"
-
-
-def test_one_load_read_by_several_deployments_measures_the_held_error() -> None:
-    """Deployment phases: the same moderate load after each restart; their means differ by what each keeps,
-    however well the ladder's plateaus (one deployment) line up."""
+def test_one_load_read_by_several_deployments_measures_the_error_each_keeps() -> None:
+    """Deployment phases: the same moderate load before the rescales (the ladder's deployment) and after each
+    restart. The ladder carries deployment 0's error, so the line sits on it; the error is still recovered."""
     rng = np.random.default_rng(5)
     levels = [0.15, 0.35, 0.55, 0.75]
-    ladder = [0.1 + 0.8 * lv + rng.normal(0, 0.02, 3) for lv in levels]
-    deployments = [0.1 + 0.8 * 0.5 + rng.normal(0, 0.15) + rng.normal(0, 0.02, 2) for _ in range(40)]
-    g = fit.gauge_model(levels + [0.5] * 40, ladder + deployments, deployments=([0.5] * 40, deployments))
-    assert g.held_from == "deployments" and g.held_sd == pytest.approx(0.15, rel=0.3)
-    assert g.offset == pytest.approx(0.1, abs=0.05)  # the deployments' mean still lies on the line
-    few = fit.gauge_model(levels + [0.5] * 2, ladder + deployments[:2], deployments=([0.5] * 2, deployments[:2]))
-    assert few.held_from == "plateaus"  # two deployments: too few, the plateaus' scatter stands in
+    ratios = []
+    for _ in range(300):
+        errors = rng.normal(0, 0.1, 4)  # deployment 0 is the ladder's
+        ladder = [0.1 + 0.8 * lv + errors[0] + rng.normal(0, 0.02, 3) for lv in levels]
+        deps = [0.1 + 0.8 * 0.5 + e + rng.normal(0, 0.02, 2) for e in errors]
+        g = fit.gauge_model(levels + [0.5] * 4, ladder + deps, deployments=([0.5] * 4, deps))
+        assert g.held_n == 4
+        ratios.append(g.held_sd ** 2 / 0.1 ** 2)
+    assert np.mean(ratios) == pytest.approx(1.0, abs=0.15)  # unbiased, though the line sits on deployment 0
+    quiet = [0.5 + rng.normal(0, 0.02, 2) for _ in range(4)]  # update noise only: next to nothing held
+    assert fit.gauge_model([0.5] * 4, quiet, deployments=([0.5] * 4, quiet)).held_sd < 0.02
+    # two deployments, or plateaus of one deployment only: not calibrated (NaN), never an error of 0
+    two = fit.gauge_model(levels, ladder, deployments=([0.5] * 2, deps[:2]))
+    assert math.isnan(two.held_sd) and two.held_n == 2
+    assert math.isnan(fit.gauge_model(levels, ladder).held_sd)
 
 
 def test_downtime_slope_pooled_over_queries() -> None:
@@ -668,3 +661,24 @@ def test_a_rescale_whose_state_was_not_checkpointed_counts_as_unknown_not_as_no_
     assert len(model.down_points) == 1 and math.isnan(model.down_points[0][0])
     again = read_profile(prof.save(tmp_path)).rescale_downtime["in_place"]  # written as null, read back as NaN
     assert math.isnan(again.down_points[0][0]) and again.down_points[0][1] == pytest.approx(20.0)
+
+
+def test_a_refit_keeps_the_host_share_of_a_profile_an_older_version_wrote(tmp_path: Path) -> None:
+    """The host share is measured beside a scale-up, not by calibrating: a refit must not drop it, even where
+    the profile on disk has a field this version no longer knows (it then fails validation as a whole)."""
+    import yaml
+
+    from harness.calibrated_profile import load_profile, profile_file_name
+    from harness.calibration.commands import _keep_host_share
+
+    prof = load_profile("q1", cores=0.1)
+    assert prof is not None and prof.host is not None
+    raw = prof.model_dump(mode="json")
+    raw["operators"]["map"]["readings"]["busy"]["renamed_since"] = "x"  # what an older version wrote
+    (tmp_path / profile_file_name("q1", 0.1)).write_text(yaml.safe_dump(raw))
+    kept = _keep_host_share(prof.model_copy(update={"host": None}), tmp_path)
+    assert kept.host == prof.host
+    raw["host"] = {"cpus": "two"}
+    (tmp_path / profile_file_name("q1", 0.1)).write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValueError, match="host block"):
+        _keep_host_share(prof.model_copy(update={"host": None}), tmp_path)

@@ -363,7 +363,8 @@ def test_the_report_says_how_long_before_the_local_runs_each_profile_was_measure
 
 def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_draws_from(tmp_path: Path) -> None:
     """Per operator: the local readings' residual against the sim run's recorded reading model, and the spread
-    of its deployments' means (a restart to the next), beside the profile's held error."""
+    of its deployments' means (a restart of the job to the next, whichever operator it rescaled), beside what
+    the profile's held error makes of such a mean."""
     import copy
 
     from harness.fidelity.readings import AFTER_RESTART_S, readings_rows, readings_table
@@ -372,28 +373,42 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     m, src = matrix(tmp_path)
     run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
     sim = read_run_record(run_experiment(run.experiment, run.run_dir))
-    g = sim.meta["backend"]["costs"]["busy_reading"]["map"]
-    cap = sim.meta["backend"]["costs"]["capacity_per_subtask"]["map"]
-    assert g["held_sd"] > 0.05  # the committed q1 profile measured one
-    # a local run of map at half its capacity per subtask: 1 subtask, then 2 from t = 200 s; its readings sit
-    # 0.1 above the model in the first deployment and 0.1 below in the second, and read 1.0 while warming up
+    meta = copy.deepcopy(sim.meta)
+    costs = meta["backend"]["costs"]
+    for op in ("bids_source", "map"):
+        costs["busy_reading"][op]["held_sd"] = 0.12  # as a profile with deployment phases would have it
+    # a local run of q1 at half of each operator's capacity per subtask: map goes from 1 subtask to 2 at
+    # t = 200 s, which restarts the whole job. The readings sit 0.1 (the source: 0.05) above the model
+    # before the restart and as far below after it; they read 1.0 while warming up after either start
     t = np.arange(5.0, 405.0, 5.0)
-    par = np.where(t < 200, 1.0, 2.0)
-    level = g["offset"] + g["gain"] * 0.5
-    busy = np.where(t < 200, level + 0.1, np.where(t < 200 + AFTER_RESTART_S, 1.0, level - 0.1)) * 1000.0
     n = len(t)
-    table = timeseries_table(np.tile(t, 3), ["busy_ms"] * n + ["records_in"] * n + ["parallelism"] * n,
-                             ["map"] * (3 * n), [-1] * (3 * n), np.concatenate([busy, 0.5 * cap * par, par]))
+    warm = (t < AFTER_RESTART_S) | ((t >= 200) & (t < 200 + AFTER_RESTART_S))
+    cols: list[tuple[str, str, np.ndarray]] = []
+    for op, par, off, rate in (("bids_source", np.ones(n), 0.05, "records_out"),
+                               ("map", np.where(t < 200, 1.0, 2.0), 0.1, "records_in")):
+        g = costs["busy_reading"][op]
+        level = g["offset"] + g["gain"] * 0.5
+        busy = np.where(warm, 1.0, np.where(t < 200, level + off, level - off)) * 1000.0
+        cols += [("busy_ms", op, busy), (rate, op, 0.5 * costs["capacity_per_subtask"][op] * par),
+                 ("parallelism", op, par)]
+    table = timeseries_table(np.tile(t, len(cols)), [c[0] for c in cols for _ in t], [c[1] for c in cols for _ in t],
+                             [-1] * (n * len(cols)), np.concatenate([c[2] for c in cols]))
     local = RunRecord(tmp_path / "local", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
-    (row,) = [r for r in readings_rows({"ds2": ([local], [sim])}) if r.operator == "map"]
-    first, second = int((t < 200).sum()), int((t >= 200 + AFTER_RESTART_S).sum())
-    assert (row.samples, row.deployments) == (first + second, 2)
-    assert row.mean_residual == pytest.approx(0.1 * (first - second) / (first + second), abs=1e-9)
-    assert row.between_sd == pytest.approx(0.2 / np.sqrt(2), rel=1e-9)
-    assert row.held_sd == pytest.approx(g["held_sd"])
+    sim_rec = RunRecord(sim.path, meta, sim.table, sim.events_table, sim.status)
+    rows = {r.operator: r for r in readings_rows({"ds2": ([local], [sim_rec])})}
+    first = int(((t >= AFTER_RESTART_S) & (t < 200)).sum())
+    second = int((t >= 200 + AFTER_RESTART_S).sum())
+    mp, source = rows["map"], rows["bids_source"]
+    assert (mp.samples, mp.deployments) == (first + second, 2)
+    assert mp.mean_residual == pytest.approx(0.1 * (first - second) / (first + second), abs=1e-9)
+    assert mp.between_sd == pytest.approx(0.2 / np.sqrt(2), rel=1e-9)
+    assert mp.held_sd == pytest.approx(0.12) and mp.expected_sd == pytest.approx(0.12 * np.sqrt(0.75))
+    # the source was not rescaled, but map's rescale restarted it too: two deployments, not one
+    assert source.deployments == 2 and source.between_sd == pytest.approx(0.1 / np.sqrt(2), rel=1e-9)
+    assert source.expected_sd == pytest.approx(0.12)
     # a profile that never measured the held error says so; it is not shown as 0
-    old = copy.deepcopy(sim.meta)
-    old["backend"]["costs"]["busy_reading"]["map"]["held_sd"] = None
-    uncal = RunRecord(sim.path, old, sim.table, sim.events_table, sim.status)
-    head, body = readings_table(readings_rows({"ds2": ([local], [uncal])}))
-    assert [b for b in body if b[1] == "map"][0][head.index("profile's held sd")] == "not calibrated"
+    costs["busy_reading"]["map"]["held_sd"] = None
+    head, body = readings_table(readings_rows({"ds2": ([local], [sim_rec])}))
+    (row,) = [b for b in body if b[1] == "map"]
+    assert row[head.index("sim: held sd per subtask")] == row[head.index("sim: sd between deployments")] \
+        == "not calibrated"

@@ -74,7 +74,7 @@ def test_calibrate_quick_q1_writes_a_consistent_profile(tmp_path: Path) -> None:
     # measured from those deployments (a spread of means, so it cannot exceed the readings' own range)
     for op in (src, mp):
         b = op.readings.busy
-        assert b.held_from == "deployments" and 0.0 <= b.held_sd < 0.5, b
+        assert b.held_n >= 3 and 0.0 <= b.held_sd < 0.5, b
     assert prof.meters.interval_s == pytest.approx(5.0, abs=1.5)
     # rescaling: a task manager's JVM takes seconds to register; both methods stop the job for a while
     assert 1.0 < prof.taskmanager_startup_s.mean < 120.0

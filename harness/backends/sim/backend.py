@@ -325,6 +325,7 @@ class SimBackend:
             key, default = ("tm_recovery_s", 30.0) if kind == FaultKind.KILL_TASKMANAGER else ("jm_recovery_s", 45.0)
             outage = d.get(key, default)
             m.stop_for(outage)
+            m.begin_deployment()  # restored from its checkpoint: a new deployment of the job
             self._recovery(now + outage, f"{kind.value}: job restored from its checkpoint (modelled)", outage, meta)
             return {"modelled_outage_s": outage}
         if kind == FaultKind.RESTART_KAFKA:

@@ -409,6 +409,10 @@ class SimModel:
         """A restart resets the sources' event-time lag gauges (NaN until they emit again) and begins a new
         deployment: the readings' held errors are drawn again (harness.backends.sim.readout)."""
         self.lane_age = [[math.nan] * len(lanes) if lanes else [math.nan] for lanes in self.lanes]
+        self.begin_deployment()
+
+    def begin_deployment(self) -> None:
+        """The job restarted (a rescale, a recovery): the readings' held errors are drawn again."""
         self.deployment += 1
 
     def stop_for(self, downtime_s: float) -> None:

@@ -417,7 +417,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 z = noise.window_mean_all(i, first_upd, n_valid, n_sub)  # (4, subtasks)
                 read = means + sds * z
                 held_sd = _held_sd(r)
-                if held_sd is not None:  # the error this deployment keeps (NaN in the profile: not calibrated)
+                # the error this deployment keeps (NaN in the profile: not calibrated); in the first window after a
+                # restart it also lands on the updates from before it, for at most one window
+                if held_sd is not None:
                     read += held_sd[:, None] * noise.held(i, model.deployment, n_sub)
                 read = np.clip(read, 0.0, 1.0)
                 read[1] = np.minimum(read[1], 1.0 - read[0])
