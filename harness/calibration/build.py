@@ -11,7 +11,7 @@ and the profile records the fraction of the quota saturated task managers really
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -32,7 +32,7 @@ from harness.calibrated_profile import (
 )
 from harness.calibration import fit
 from harness.calibration.measure import Measurement, PhaseRecord
-from harness.topology import Topology
+from harness.topology import OperatorSpec, Topology
 
 SATURATED_CPU = fit.CPU_BOUND  # fraction of its quota a task manager uses when its subtask is the bottleneck
 SATURATED_BUSY = 0.9  # fallback when the host did not grant the quota: busy time near a full second
@@ -292,6 +292,11 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         mine = [pl for pl in pls if pl.operator == spec.name]
         if not mine:
             raise ValueError(f"{m.query}: no samples of operator {spec.name}")
+        # deployment phases measure only the error a restart leaves in the readings: right after a restart the
+        # CPU also does the restart's own work (q11's source at 0.1 CPU: 6.6 CPU-us per record after an in-place
+        # restart, 3.8-4.5 on the ladder before), which would tilt the CPU model: they stay out of every other fit
+        redeployed = [pl for pl in mine if pl.phase.kind == "deployment" and pl.p.share == 1.0]
+        mine = [pl for pl in mine if pl.phase.kind != "deployment"]
         unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0 and pl.phase.kind != "parallelism"]
         sat = [pl for pl in mine if saturated(pl, q) and pl.phase.kind in ("overload", "share")]
         cpu = fit.cpu_model([pl.p.rate_in for pl in unsat], [pl.p.cores for pl in unsat], q,
@@ -313,38 +318,33 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         outs = sum(pl.p.rate_out for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
         selectivity = outs / ins if ins > 0 else spec.selectivity
         # readings against the truth
-        levels_busy, busy_r, levels_bp, bp_r, levels_cpu, cpu_r, jvm_r = [], [], [], [], [], [], []
-        levels_jvm = []
-        for pl in mine:
-            if pl.phase.kind == "parallelism":
-                continue
-            cap = capacity_at(pl.p.share)
+        def truth(pl: OpPlateau, cap_at: Callable[[float], float] = capacity_at,
+                  spec: OperatorSpec = spec) -> tuple[float, float, float]:
+            """(true busy, true backpressured, true CPU / quota) of one plateau."""
+            cap = cap_at(pl.p.share)
             u = min(1.0, pl.p.rate_in / cap) if cap > 0 and math.isfinite(pl.p.rate_in) else math.nan
             if saturated(pl, q) and pl.phase.kind in ("overload", "share"):
                 u = 1.0
-            levels_busy.append(u)
-            busy_r.append(pl.p.busy)
             upstream_of_bottleneck = any(spec.name in _ancestors(topology, b) for b in limiting[pl.phase.name])
-            levels_bp.append(max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0)
-            bp_r.append(pl.p.backpressured)
-            true_cpu = pl.p.cores / (q * pl.p.share)
-            levels_cpu.append(true_cpu)
-            levels_jvm.append(true_cpu)  # the JVM (container-aware) divides by the cgroup quota now in force
-            cpu_r.append(pl.cpu_reading)
-            jvm_r.append(pl.p.cpu_jvm)
+            # the JVM (container-aware) divides by the cgroup quota now in force, as the CPU reading does
+            return u, (max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0), pl.p.cores / (q * pl.p.share)
+
+        def gauges(plateaus_: Sequence[OpPlateau]) -> dict[str, tuple[list[float], list[np.ndarray]]]:
+            """Per gauge: the plateaus' true levels and their readings."""
+            t = [truth(pl) for pl in plateaus_]
+            return {"busy": ([x[0] for x in t], [pl.p.busy for pl in plateaus_]),
+                    "backpressured": ([x[1] for x in t], [pl.p.backpressured for pl in plateaus_]),
+                    "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
+                    "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
+
+        line = gauges([pl for pl in mine if pl.phase.kind != "parallelism"])
         # the same load in several deployments (the job restarted in between): the error each one keeps
-        deps = [j for j, pl in enumerate(x for x in mine if x.phase.kind != "parallelism")
-                if pl.phase.kind == "deployment" and pl.p.share == 1.0]
-
-        def at(levels: list[float], values: list[np.ndarray],
-               deps: list[int] = deps) -> tuple[list[float], list[np.ndarray]]:
-            return [levels[j] for j in deps], [values[j] for j in deps]
-
+        held = gauges(redeployed)
         readings = OperatorReadings(
-            busy=fit.gauge_model(levels_busy, busy_r, deployments=at(levels_busy, busy_r)),
-            backpressured=fit.gauge_model(levels_bp, bp_r, deployments=at(levels_bp, bp_r)),
-            cpu=fit.gauge_model(levels_cpu, cpu_r, deployments=at(levels_cpu, cpu_r)),
-            cpu_jvm=fit.gauge_model(levels_jvm, jvm_r, deployments=at(levels_jvm, jvm_r)),
+            busy=fit.gauge_model(*line["busy"], deployments=held["busy"]),
+            backpressured=fit.gauge_model(*line["backpressured"], deployments=held["backpressured"]),
+            cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
+            cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),
             pending=pending(m, topology, spec.name) if spec.is_source else None,
         )
         state = None
