@@ -38,7 +38,7 @@ method fewer (reactive), and `time_scale` shrinks everything further (the integr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.topology import Topology
 
@@ -47,6 +47,7 @@ LADDER_QUICK = (0.2, 0.45, 0.7)
 OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
 COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task managers warm up
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
+METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
@@ -71,10 +72,12 @@ class Durations:
     deployment_settle_s: float = 5.0  # plus the rescale's own settle before it: readings 10 s after the restart
 
     def scaled(self, f: float) -> Durations:
-        return Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
-                                            self.rescale_settle_s, self.parallelism_s, self.warmup_s,
-                                            self.cold_s, self.cold_bin_s, self.deployment_s,
-                                            self.deployment_settle_s)))
+        d = Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
+                                         self.rescale_settle_s, self.parallelism_s, self.warmup_s,
+                                         self.cold_s, self.cold_bin_s, self.deployment_s,
+                                         self.deployment_settle_s)))
+        # a deployment's readings need one meter update after its settling, however short the run
+        return replace(d, deployment_s=max(d.deployment_s, d.deployment_settle_s + METER_S))
 
 
 FULL = Durations()

@@ -682,3 +682,16 @@ def test_a_refit_keeps_the_host_share_of_a_profile_an_older_version_wrote(tmp_pa
     (tmp_path / profile_file_name("q1", 0.1)).write_text(yaml.safe_dump(raw))
     with pytest.raises(ValueError, match="host block"):
         _keep_host_share(prof.model_copy(update={"host": None}), tmp_path)
+
+
+def test_every_calibration_plan_reads_a_deployment_after_its_settling() -> None:
+    """The deployment phases (one load after each restart) keep at least one meter update of readings past
+    their settling, even in the integration test's half-length quick run; a full run is not shortened."""
+    from harness.calibration.plan import METER_S, plan_for
+    from harness.topology import load_topology
+
+    topo = load_topology("q1")
+    for quick, scale in ((False, 1.0), (True, 1.0), (True, 0.5), (True, 0.1)):
+        d = plan_for(topo, quick, time_scale=scale).durations
+        assert d.deployment_s - d.deployment_settle_s >= METER_S, (quick, scale, d)
+    assert plan_for(topo, False).durations.deployment_s == 15.0
