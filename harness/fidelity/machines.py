@@ -36,7 +36,7 @@ def _local_speed(rec: Any) -> float | None:
     return _speed((rec.meta.get("host") or {}).get("speed_sha256_mb"))
 
 
-def _costs(rec: Any) -> dict[str, Any]:
+def sim_costs(rec: Any) -> dict[str, Any]:
     """A sim run's record of where its costs came from (empty when it recorded none)."""
     return (rec.meta.get("backend") or {}).get("costs") or {}
 
@@ -45,7 +45,7 @@ def _profiles(sims: Sequence[Any]) -> dict[str, tuple[bool, float | None]]:
     """The sim runs' cost sources: source -> (calibrated, the profile's probe or None)."""
     out: dict[str, tuple[bool, float | None]] = {}
     for rec in sims:
-        costs = _costs(rec)
+        costs = sim_costs(rec)
         out[str(costs.get("source", "?"))] = (bool(costs.get("calibrated")), _speed(costs.get("host_speed_sha256_mb")))
     return out
 
@@ -102,7 +102,7 @@ def age_lines(cells: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[str]
     starts: dict[str, list[dt.datetime | None]] = {}
     for local, sims in cells:
         mine = set()
-        for costs in (_costs(r) for r in sims):
+        for costs in (sim_costs(r) for r in sims):
             if costs.get("calibrated"):
                 source = str(costs.get("source", "?"))
                 at[source] = at.get(source) or _when(costs.get("calibrated_at"))  # any run that recorded it

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.fidelity.machines import sim_costs
 from harness.vocabulary import Metric
 
 AFTER_RESTART_S = 30.0  # readings this soon after a rescale are left out: the sim's warm-up model covers them
@@ -40,13 +41,11 @@ class ReadingsRow:
 
 
 def _busy_models(sim: Any) -> dict[str, dict[str, Any]]:
-    costs = (sim.meta.get("backend") or {}).get("costs") or {}
-    return costs.get("busy_reading") or {}
+    return sim_costs(sim).get("busy_reading") or {}
 
 
 def _capacities(sim: Any) -> dict[str, float]:
-    costs = (sim.meta.get("backend") or {}).get("costs") or {}
-    return {k: float(v) for k, v in (costs.get("capacity_per_subtask") or {}).items()}
+    return {k: float(v) for k, v in (sim_costs(sim).get("capacity_per_subtask") or {}).items()}
 
 
 def restarts(local: Any) -> np.ndarray:
