@@ -122,6 +122,11 @@ class GaugeModel(_Model):
     held_sd: float = Field(math.nan, description="sd of the error held from one restart to the next; NaN: not "
                                                  "calibrated (samples without deployment phases, or too few)")
     held_n: int = Field(0, description="deployments the held error was measured from")
+    backlogged_mean: float = Field(math.nan, description=(
+        "busy only: the reading of a saturated subtask with records waiting at its input (a run's bottleneck); "
+        "NaN: not measured, the line then reads it as everywhere else"))
+    backlogged_sd: float = Field(math.nan, description="sd of one meter update of that reading")
+    backlogged_n: int = Field(0, description="meter updates it was measured from")
     n: int = 0
     rmse: float = math.nan
 

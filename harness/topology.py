@@ -9,7 +9,7 @@ backend reads the same graph to map Flink job vertices to operators.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -82,6 +82,25 @@ class Topology:
 
     def downstream(self, name: str) -> tuple[str, ...]:
         return tuple(op.name for op in self.operators if name in op.upstream)
+
+    def ancestors(self, name: str) -> set[str]:
+        """Every operator whose records reach `name`."""
+        return self._reach(name, self.upstream)
+
+    def descendants(self, name: str) -> set[str]:
+        """Every operator `name`'s records reach."""
+        return self._reach(name, self.downstream)
+
+    @staticmethod
+    def _reach(name: str, step: Callable[[str], tuple[str, ...]]) -> set[str]:
+        out: set[str] = set()
+        todo = list(step(name))
+        while todo:
+            n = todo.pop()
+            if n not in out:
+                out.add(n)
+                todo.extend(step(n))
+        return out
 
     @property
     def topics(self) -> tuple[str, ...]:

@@ -159,7 +159,7 @@ def _cpu_bound(pl: OpPlateau, quota: float) -> bool:
     cap = quota * pl.p.share
     if math.isfinite(pl.p.cores) and pl.p.cores >= SATURATED_CPU * cap:
         return True
-    return pl.phase.kind in ("overload", "share", "parallelism") and pl.p.busy_mean >= SATURATED_BUSY
+    return pl.phase.kind in ("overload", "share", "parallelism", "bottleneck") and pl.p.busy_mean >= SATURATED_BUSY
 
 
 def backlogged(phase_plateaus: Sequence[OpPlateau], topology: Topology) -> bool:
@@ -193,9 +193,11 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     co = {pl.operator for pl in phase_plateaus if pl.operator in srcs
           and (pl.phase.kind == "overload" or pl.phase.operator == pl.operator)
           and _cpu_bound(pl, quota) and not _blocked(pl) and backlogged([pl], topology)}
-    return {op for op in hot if not (hot & _descendants(topology, op))} | co
+    return {op for op in hot if not (hot & topology.descendants(op))} | co
 
 
+SATURATING = ("overload", "share", "bottleneck")  # phases that overload the job: its bottleneck saturates
+HELD_BACK = 0.2  # an upstream backpressured this share of its time: records wait at its bottleneck's input
 BLOCKED = 0.5  # a subtask backpressured at least this share of its time is held back from downstream
 
 
@@ -204,28 +206,6 @@ def _blocked(pl: OpPlateau) -> bool:
     0.92 backpressured while its join stalled; taking it for saturated made its capacity 0."""
     bp = pl.p.backpressured_mean
     return math.isfinite(bp) and bp >= BLOCKED
-
-
-def _descendants(topology: Topology, op: str) -> set[str]:
-    out: set[str] = set()
-    todo = list(topology.downstream(op))
-    while todo:
-        d = todo.pop()
-        if d not in out:
-            out.add(d)
-            todo.extend(topology.downstream(d))
-    return out
-
-
-def _ancestors(topology: Topology, op: str) -> set[str]:
-    out: set[str] = set()
-    todo = list(topology.op(op).upstream)
-    while todo:
-        u = todo.pop()
-        if u not in out:
-            out.add(u)
-            todo.extend(topology.op(u).upstream)
-    return out
 
 
 def _host_load(m: Measurement) -> HostLoad:
@@ -287,6 +267,18 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
     def saturated(pl: OpPlateau, _q: float = q) -> bool:
         return pl.operator in limiting.get(pl.phase.name, set())
 
+    def backlogged_input(pl: OpPlateau) -> bool:
+        """Saturated at share 1.0 with records waiting at its input: a source reading a backlog, or an operator
+        holding back an upstream one (backpressured `HELD_BACK` of its time or more), as the bottleneck of a run
+        is. q1's map at 0.1 CPU saturated in the overload phase with its source 1-4 % backpressured: not one."""
+        if not (saturated(pl) and pl.p.share == 1.0 and pl.phase.kind in SATURATING):
+            return False
+        if topology.op(pl.operator).is_source:
+            return True
+        ups = topology.ancestors(pl.operator)
+        return any(o.p.backpressured_mean >= HELD_BACK for o in pls
+                   if o.phase.name == pl.phase.name and o.operator in ups and math.isfinite(o.p.backpressured_mean))
+
     ops: dict[str, OperatorProfile] = {}
     for spec in topology.operators:
         mine = [pl for pl in pls if pl.operator == spec.name]
@@ -297,8 +289,10 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         # restart, 3.8-4.5 on the ladder before), which would tilt the CPU model: they stay out of every other fit
         redeployed = [pl for pl in mine if pl.phase.kind == "deployment" and pl.p.share == 1.0]
         mine = [pl for pl in mine if pl.phase.kind != "deployment"]
-        unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0 and pl.phase.kind != "parallelism"]
-        sat = [pl for pl in mine if saturated(pl, q) and pl.phase.kind in ("overload", "share")]
+        # the CPU line from the plateaus at parallelism 1 (a bottleneck phase's scaled-out upstream is held back)
+        unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0
+                 and pl.phase.kind not in ("parallelism", "bottleneck")]
+        sat = [pl for pl in mine if saturated(pl, q) and pl.phase.kind in SATURATING]
         cpu = fit.cpu_model([pl.p.rate_in for pl in unsat], [pl.p.cores for pl in unsat], q,
                             [pl.p.cores / pl.p.share for pl in sat])
         points = [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=True, cpu_cores=pl.p.cores,
@@ -323,9 +317,9 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             """(true busy, true backpressured, true CPU / quota) of one plateau."""
             cap = cap_at(pl.p.share)
             u = min(1.0, pl.p.rate_in / cap) if cap > 0 and math.isfinite(pl.p.rate_in) else math.nan
-            if saturated(pl, q) and pl.phase.kind in ("overload", "share"):
+            if saturated(pl, q) and pl.phase.kind in SATURATING:
                 u = 1.0
-            upstream_of_bottleneck = any(spec.name in _ancestors(topology, b) for b in limiting[pl.phase.name])
+            upstream_of_bottleneck = any(spec.name in topology.ancestors(b) for b in limiting[pl.phase.name])
             # the JVM (container-aware) divides by the cgroup quota now in force, as the CPU reading does
             return u, (max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0), pl.p.cores / (q * pl.p.share)
 
@@ -338,10 +332,16 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                     "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
 
         line = gauges([pl for pl in mine if pl.phase.kind != "parallelism"])
+        # the busy reading of a subtask with records waiting at its input is its own level (the map of q1 at 0.1
+        # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
+        # apart, and the line from the other plateaus
+        queued = [pl for pl in mine if pl.phase.kind != "parallelism" and backlogged_input(pl)]
+        busy_line = gauges([pl for pl in mine if pl.phase.kind != "parallelism" and pl not in queued])["busy"]
         # the same load in several deployments (the job restarted in between): the error each one keeps
         held = gauges(redeployed)
+        busy = fit.gauge_model(*busy_line, deployments=held["busy"])
         readings = OperatorReadings(
-            busy=fit.gauge_model(*line["busy"], deployments=held["busy"]),
+            busy=fit.with_backlogged(busy, [pl.p.busy for pl in queued]),
             backpressured=fit.gauge_model(*line["backpressured"], deployments=held["backpressured"]),
             cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
             cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),

@@ -344,6 +344,18 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     return model.model_copy(update={"held_sd": held, "held_n": used})
 
 
+def with_backlogged(model: GaugeModel, readings: Sequence[np.ndarray], min_updates: int = 2) -> GaugeModel:
+    """`model` with the reading of a saturated subtask whose input holds records: the mean and sd of the meter
+    updates of such plateaus. Fewer than `min_updates`: not measured (NaN), never a guess."""
+    updates = np.concatenate([np.asarray(r, dtype=float) for r in readings]) if readings else np.zeros(0)
+    updates = updates[np.isfinite(updates)]
+    if len(updates) < min_updates:
+        return model
+    return model.model_copy(update={"backlogged_mean": float(np.mean(updates)),
+                                    "backlogged_sd": float(np.std(updates, ddof=1)),
+                                    "backlogged_n": int(len(updates))})
+
+
 def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel) -> tuple[float, int]:
     """(sd of the error a deployment keeps, deployments used) from one load read in several deployments.
 

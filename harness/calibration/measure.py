@@ -27,6 +27,8 @@ import pandas as pd
 
 from harness.calibration import fit
 from harness.calibration.plan import (
+    BOTTLENECK_HEADROOM,
+    BOTTLENECK_UPSTREAM_MAX,
     COLD_OVERLOAD,
     GROWN_STATE_BYTES,
     GROWN_STATE_METHODS,
@@ -255,6 +257,7 @@ class QueryCalibration:
                     self._phase(f"share-{op}-{sh:g}", "share", d.share_s, d.settle_s, rate=self.offered,
                                 operator=op, share=sh)
                 self.backend.rescale(dict(self.backend.state.parallelism), {op: 1.0})
+            self._bottlenecks()
             self._parallelisms()
             self._grown_state_rescales()
             self._coldstart(d.cold_s, COLD_OVERLOAD * warm_rate)
@@ -345,6 +348,37 @@ class QueryCalibration:
             return math.nan
         rate = fit.sources_rate(df, [s.name for s in self.topology.sources], phase.t0 + phase.settle_s, phase.t1)
         return rate if rate > 0 else math.nan
+
+    def _bottlenecks(self) -> None:
+        """Each planned operator as the job's only bottleneck at share 1.0, as in a run: its upstream scaled out
+        so it holds it back, the generator offering more than it takes. Back to the base layout after."""
+        if not self.plan.bottlenecks:
+            return
+        b, d = self.backend, self.plan.durations
+        base = dict(b.state.parallelism)
+        frac = pattern_fractions(self.topology, self.selectivity)
+        for op in self.plan.bottlenecks:
+            # the generator rate that overloads it (by its estimated capacity), and enough upstream to carry it
+            rate = max(self.offered, OVERLOAD * self.estimate[op] / max(frac[op], 1e-9))
+            layout = dict(base)
+            for up in self.topology.ancestors(op):
+                need = rate * frac[up] / max(self.estimate[up], 1e-9)
+                layout[up] = min(BOTTLENECK_UPSTREAM_MAX, max(2, math.ceil(BOTTLENECK_HEADROOM * need)))
+            warm = set(self.stack.taskmanager_ids())
+            b.method = "in_place"
+            res = b.rescale(layout, None)
+            self.recorder.job_id = b.state.job_id
+            if not res.ok:
+                self.say(f"{self.topology.query}: bottleneck {op}: rescale to {layout} failed ({res.error}); skipped")
+                continue
+            self._generate([rate] * int(d.bottleneck_s + d.settle_s + 120))
+            if set(self.stack.taskmanager_ids()) - warm:  # fresh task managers: their JIT at a full CPU first
+                self._rewarm(d.settle_s)
+            self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, d.settle_s, rate=rate, operator=op)
+        b.method = "in_place"
+        b.rescale(base, None)
+        self.recorder.job_id = b.state.job_id
+        self._generate([self.offered] * int(self.plan.measure_s + 120))
 
     def _parallelisms(self) -> None:
         d = self.plan.durations

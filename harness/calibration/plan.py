@@ -23,12 +23,18 @@ in every run), fed by the load generator from a fresh consumer group:
 4. `share`: overloaded again (every task manager briefly at a full CPU first: a rescale may have
    started one), each operator in turn runs at lower CPU shares of its task manager's quota
    (cgroup, no restart), which makes it the bottleneck: its capacity there.
-5. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
+5. `bottleneck`: each non-source operator (quick: the stateful or middle one) made the job's only
+   bottleneck at share 1.0 the way a run makes it: everything upstream of it scaled out to 2-3
+   subtasks and the generator offering more than it takes. Its capacity where its upstream does not
+   limit it first (q1 at 0.1 CPU: source and map both near 44k/s at parallelism 1), its busy reading
+   while its input holds records (the map read 0.10 busy at parallelism 1 and 0.8-0.98 as the runs'
+   bottleneck), and its upstream's readings at parallelism 2-3 while held back by it.
+6. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
    how capacity scales with subtasks (Kafka partitions, key groups).
-6. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
+7. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
    savepoint scale-up with the larger state, a second point of each method's downtime against
    state size within the query.
-7. `coldstart`: a new job on fresh task managers at their quota, offered more than the warm job's
+8. `coldstart`: a new job on fresh task managers at their quota, offered more than the warm job's
    measured rate: the job's rate while their JVMs warm up (class loading, the JIT), the curve the
    simulator gives every new task manager. Last, because only now is the warm rate known on this
    machine (planned from an estimate, a cold start on a 3x faster machine was never overloaded).
@@ -47,6 +53,8 @@ LADDER_QUICK = (0.2, 0.45, 0.7)
 OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
 COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task managers warm up
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
+BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a bottleneck phase offers
+BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
 METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
@@ -70,19 +78,21 @@ class Durations:
     # so every operator's readings are measured in that deployment: the error a deployment keeps
     deployment_s: float = 15.0
     deployment_settle_s: float = 5.0  # plus the rescale's own settle before it: readings 10 s after the restart
+    bottleneck_s: float = 20.0  # one operator as the job's only bottleneck, its upstream scaled out
 
     def scaled(self, f: float) -> Durations:
         d = Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
                                          self.rescale_settle_s, self.parallelism_s, self.warmup_s,
                                          self.cold_s, self.cold_bin_s, self.deployment_s,
-                                         self.deployment_settle_s)))
+                                         self.deployment_settle_s, self.bottleneck_s)))
         # a deployment's readings need one meter update after its settling, however short the run
         return replace(d, deployment_s=max(d.deployment_s, d.deployment_settle_s + METER_S))
 
 
 FULL = Durations()
 QUICK = Durations(level_s=10.0, overload_s=12.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
-                  parallelism_s=15.0, warmup_s=15.0, cold_s=45.0, deployment_s=8.0, deployment_settle_s=3.0)
+                  parallelism_s=15.0, warmup_s=15.0, cold_s=45.0, deployment_s=8.0, deployment_settle_s=3.0,
+                  bottleneck_s=12.0)
 
 
 def stateful_operator(topology: Topology) -> str:
@@ -102,14 +112,16 @@ class QueryPlan:
     methods: tuple[str, ...]
     durations: Durations
     operators: tuple[str, ...] = field(default_factory=tuple)
+    bottlenecks: tuple[str, ...] = field(default_factory=tuple)  # operators made the only bottleneck in turn
 
     @property
     def measure_s(self) -> float:
-        """Seconds of load phases (ladder, overload, shares, parallelism)."""
+        """Seconds of load phases (ladder, overload, shares, bottlenecks, parallelism)."""
         d = self.durations
         extra_p = [p for p in self.parallelisms if p > 1]
         return (d.cold_s + d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
-                + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s)
+                + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s
+                + len(self.bottlenecks) * (d.bottleneck_s + d.settle_s))
 
     @property
     def estimate_s(self) -> float:
@@ -117,6 +129,8 @@ class QueryPlan:
         d = self.durations
         # deployment_s includes its settling (and, at run time, the catch-up after a restart's downtime)
         rescale = 2 * len(self.methods) * (20.0 + d.rescale_settle_s) + (len(self.methods) + 1) * d.deployment_s
+        if self.bottlenecks:  # a rescale into each layout and one back
+            rescale += (len(self.bottlenecks) + 1) * 20.0
         return 2 * 25.0 + self.measure_s + rescale  # two job starts: the measured one, the cold start's
 
 
@@ -131,4 +145,13 @@ def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1
         methods=RESCALE_METHODS_QUICK if quick else RESCALE_METHODS_FULL,
         durations=d,
         operators=topology.names,
+        bottlenecks=bottleneck_operators(topology, quick),
     )
+
+
+def bottleneck_operators(topology: Topology, quick: bool) -> tuple[str, ...]:
+    """The operators a `bottleneck` phase makes the job's only bottleneck: every non-source one in topological
+    order (quick: the stateful or middle one only)."""
+    if quick:
+        return (stateful_operator(topology),)
+    return tuple(op.name for op in topology.operators if not op.is_source)

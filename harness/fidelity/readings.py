@@ -1,7 +1,8 @@
 """How the local runs' busy readings scatter around the reading model the sim draws from (pure).
 
 DS2 takes a subtask's true rate as its records / its busy time, so the busy reading's error decides its
-targets. The sim draws a reading as offset + gain x true utilisation, plus the noise of each meter update,
+targets. The sim draws a reading as offset + gain x true utilisation (a subtask that takes all it can: the
+calibrated backlogged level, where measured), plus the noise of each meter update,
 plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in
 every sim run's costs). This checks that model against the local runs of the same cells: per cell and
 operator, the local readings' mean residual against the model and the spread of their per-deployment means
@@ -62,9 +63,10 @@ def restarts(local: Any) -> np.ndarray:
 
 
 def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float, gain: float,
-              starts: np.ndarray) -> pd.DataFrame:
+              starts: np.ndarray, backlogged: float | None = None) -> pd.DataFrame:
     """The local run's busy readings of `operator` (the mean over its subtasks) against offset + gain x
-    utilisation: columns ts, residual, deployment (index into `starts`), parallelism. Utilisation is its
+    utilisation, or the `backlogged` level (where calibrated) at readings that took at least `capacity` per
+    subtask: columns ts, residual, deployment (index into `starts`), parallelism. Utilisation is its
     records per subtask / `capacity`; readings at a CPU share other than 1, or within AFTER_RESTART_S of a
     (re)start, are left out."""
     ts = local.timeseries
@@ -79,8 +81,11 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     t = np.asarray(wide.index, dtype=float)
     deployment = np.searchsorted(starts, t, side="right") - 1  # the latest (re)start at or before each reading
     since = t - starts[np.clip(deployment, 0, None)]
-    util = (wide[rate_col] / par / capacity).clip(0.0, 1.0)
-    resid = wide[str(Metric.BUSY)] / 1000.0 - (offset + gain * util).clip(0.0, 1.0)
+    took = wide[rate_col] / par / capacity
+    model = (offset + gain * took.clip(0.0, 1.0)).clip(0.0, 1.0)
+    if backlogged is not None:
+        model = model.where(~(took >= 1.0), backlogged)
+    resid = wide[str(Metric.BUSY)] / 1000.0 - model
     keep = (resid.notna() & par.notna() & (share.fillna(1.0) == 1.0)).to_numpy() & (since >= AFTER_RESTART_S)
     return pd.DataFrame({"ts": t[keep], "residual": resid.to_numpy()[keep], "deployment": deployment[keep],
                          "parallelism": par.to_numpy()[keep]})
@@ -109,7 +114,9 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
             g = models.get(name)
             if g is None or name not in caps:
                 continue
-            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st)
+            queued = g.get("backlogged_mean")
+            queued_f = float(queued) if isinstance(queued, int | float) and math.isfinite(queued) else None
+            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f)
                      for rec, st in zip(local, starts, strict=True)]
             # deployments are numbered per run: tell the runs' apart
             frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]

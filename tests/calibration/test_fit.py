@@ -49,7 +49,9 @@ def cap(op: str, cores: float) -> float:
     return (cores - OVERHEAD) / K[op]
 
 
-def synthetic_measurement(seed: int = 3) -> Measurement:
+def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None) -> Measurement:
+    """`backlogged_busy`: add a `bottleneck` phase (the source at 3 subtasks, the map the only bottleneck) in which
+    the map, with records waiting at its input, reads this busy level instead of the line."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     c_src = cap("bids_source", QUOTA)
@@ -61,15 +63,19 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
     for op in ops:
         for s in (0.5, 0.25):
             plan.append((f"share-{op}-{s:g}", "share", 2.0 * c_src, {op: s}, op))
+    if backlogged_busy is not None:
+        plan.append(("bottleneck-map", "bottleneck", 3.0 * c_src, {}, "map"))
     rows = []
     counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}  # rec_in, rec_out, proc_cpu_s, jvm_time_ns
     t = 0.0
     length = 30
     pending = 0.0
+    extra_subtasks = {k: [0.0, 0.0, 0.0, 0.0] for k in (1, 2)}  # the source's 2nd and 3rd subtasks' counters
     for name, kind, rate, shares, target in plan:
-        warm_caps = {op: cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}
+        par = {op: 3 if kind == "bottleneck" and op == "bids_source" else 1 for op in ops}
+        warm_caps = {op: par[op] * cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}  # the operator's total
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
-                          operator=target, parallelism={op: 1 for op in ops},
+                          operator=target, parallelism=par,
                           shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
         if kind == "coldstart":
             rec.extra = {"bin_s": 10.0}
@@ -86,21 +92,26 @@ def synthetic_measurement(seed: int = 3) -> Measurement:
                 cores = OVERHEAD + (K[op] * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
-                    busy_now[op] = float(np.clip(BUSY_OFFSET + BUSY_GAIN * u + rng.normal(0, BUSY_SD), 0, 1))
-                c = counters[op]
-                c[0] += x
-                c[1] += x * SEL[op]
-                c[2] += cores
-                c[3] += cores * 1e9
-                rows.append({
-                    "t": t, "phase": name, "tm": f"tm-{j}", "operator": op, "subtask": 0,
-                    "busy_ms": busy_now[op] * 1000, "bp_ms": (1 - u) * 1000 if upstream else 0.0,
-                    "idle_ms": 0.0, "is_bp": float(upstream), "rec_in": 0.0 if op == "bids_source" else c[0],
-                    "rec_out": c[1] if op != "bids_source" else c[0], "proc_cpu_s": c[2], "jvm_time_ns": c[3],
-                    "jvm_load": 0.97 * cores / (QUOTA * shares.get(op, 1.0)) + rng.normal(0, 0.02),
-                    "pending": pending if op == "bids_source" else None,
-                    "quota": QUOTA * shares.get(op, 1.0),
-                })
+                    level = BUSY_OFFSET + BUSY_GAIN * u
+                    if kind == "bottleneck" and op == bottleneck and backlogged_busy is not None:
+                        level = backlogged_busy
+                    busy_now[op] = float(np.clip(level + rng.normal(0, BUSY_SD), 0, 1))
+                for sub in range(par[op]):  # each subtask takes its share of the records
+                    c = counters[op] if sub == 0 else extra_subtasks[sub]
+                    xs, cs = x / par[op], OVERHEAD + (cores - OVERHEAD) / par[op]
+                    c[0] += xs
+                    c[1] += xs * SEL[op]
+                    c[2] += cs
+                    c[3] += cs * 1e9
+                    rows.append({
+                        "t": t, "phase": name, "tm": f"tm-{j}-{sub}", "operator": op, "subtask": sub,
+                        "busy_ms": busy_now[op] * 1000, "bp_ms": (1 - u) * 1000 if upstream else 0.0,
+                        "idle_ms": 0.0, "is_bp": float(upstream), "rec_in": 0.0 if op == "bids_source" else c[0],
+                        "rec_out": c[1] if op != "bids_source" else c[0], "proc_cpu_s": c[2], "jvm_time_ns": c[3],
+                        "jvm_load": 0.97 * cs / (QUOTA * shares.get(op, 1.0)) + rng.normal(0, 0.02),
+                        "pending": pending / par[op] if op == "bids_source" else None,
+                        "quota": QUOTA * shares.get(op, 1.0),
+                    })
         rec.t1 = t
         if kind == "overload":
             rec.extra["throughput"] = x
@@ -166,6 +177,37 @@ def test_fit_recovers_the_busy_readings_bias_noise_and_meter_interval(fitted: Qu
     # the JVM's load is relative to the cgroup quota in force (JDK 17 is container-aware)
     assert fitted.operators["map"].readings.cpu_jvm.gain == pytest.approx(0.97, rel=0.05)
     assert fitted.operators["map"].readings.cpu.gain == pytest.approx(1.0, rel=0.05)
+
+
+def test_a_bottleneck_with_records_at_its_input_reads_its_own_busy_level_and_the_line_stays() -> None:
+    """A `bottleneck` phase (the source scaled out, the map the job's only bottleneck, the source held back by
+    it) measures the map's busy reading with records waiting at its input apart from the line; the line and
+    the capacities come out as without it, and a profile without such a phase leaves the level unmeasured."""
+    with_phase = build_profile(synthetic_measurement(backlogged_busy=0.6), load_topology("q1"), provenance())
+    without = build_profile(synthetic_measurement(), load_topology("q1"), provenance())
+    busy = with_phase.operators["map"].readings.busy
+    assert busy.backlogged_mean == pytest.approx(0.6, abs=0.03)
+    assert busy.backlogged_sd == pytest.approx(BUSY_SD, rel=0.5) and busy.backlogged_n >= 3
+    assert busy.gain == pytest.approx(BUSY_GAIN, abs=0.05) and busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03)
+    assert with_phase.operators["map"].capacity == pytest.approx(cap("map", QUOTA), rel=0.05)
+    # the source reading its backlog in the overload phase (this system's bottleneck there) is one too, and
+    # reads its line's level at full utilisation; its 3 subtasks held back by the map are not
+    src = with_phase.operators["bids_source"].readings.busy
+    assert src.backlogged_mean == pytest.approx(BUSY_OFFSET + BUSY_GAIN, abs=0.03)
+    assert src.backlogged_n == without.operators["bids_source"].readings.busy.backlogged_n
+    assert math.isnan(without.operators["map"].readings.busy.backlogged_mean)
+    assert without.operators["map"].readings.busy.backlogged_n == 0
+
+
+def test_a_full_plan_makes_each_non_source_operator_the_bottleneck_in_turn_and_quick_one() -> None:
+    from harness.calibration.plan import plan_for
+
+    topo = load_topology("q1")
+    full, quick = plan_for(topo, False), plan_for(topo, True)
+    assert full.bottlenecks == ("map", "sink") and quick.bottlenecks == ("map",)
+    without = plan_for(topo, False)
+    without = type(without)(**{**without.__dict__, "bottlenecks": ()})
+    assert full.measure_s > without.measure_s and full.estimate_s > without.estimate_s
 
 
 def test_fit_recovers_start_up_and_downtime(fitted: QueryProfile) -> None:

@@ -412,3 +412,14 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     (row,) = [b for b in body if b[1] == "map"]
     assert row[head.index("sim: held sd per subtask")] == row[head.index("sim: sd between deployments")] \
         == "not calibrated"
+    # a map that takes its full capacity has records waiting at its input: it is compared with the calibrated
+    # backlogged level (0.9 here), not with the line at full utilisation
+    costs["busy_reading"]["map"].update(held_sd=0.12, backlogged_mean=0.9)
+    cap_map = costs["capacity_per_subtask"]["map"]
+    full = [("busy_ms", "map", np.full(n, 900.0)), ("records_in", "map", np.full(n, cap_map)),
+            ("parallelism", "map", np.ones(n))]
+    table = timeseries_table(np.tile(t, len(full)), [c[0] for c in full for _ in t], [c[1] for c in full for _ in t],
+                             [-1] * (n * len(full)), np.concatenate([c[2] for c in full]))
+    saturated = RunRecord(tmp_path / "local2", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
+    (mp,) = [r for r in readings_rows({"ds2": ([saturated], [sim_rec])}) if r.operator == "map"]
+    assert mp.mean_residual == pytest.approx(0.0, abs=1e-9)

@@ -125,6 +125,23 @@ def test_a_held_error_stays_for_a_deployment_and_is_drawn_again_at_each_restart(
     assert np.std(seen) < 0.02
 
 
+def test_a_subtask_with_records_waiting_at_its_input_reads_the_calibrated_backlogged_level() -> None:
+    # the line reads 0.2 + 0.1 x true busy (q1's map at 0.1 CPU reads little busy time when nothing queues)
+    g = GaugeModel(offset=0.2, gain=0.1, noise_sd=[(0.0, 0.01)], backlogged_mean=0.9, backlogged_sd=0.02)
+    over = start(constant(6_000, 900), prof=profile(busy=g))  # mid's 4k/s: records wait at its input
+    under = start(constant(2_000, 900), prof=profile(busy=g))  # half its capacity: nothing waits
+    over.advance_to(600)
+    under.advance_to(600)
+    assert over.snapshot(15).op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.9, abs=0.03)
+    assert under.snapshot(15).op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.2 + 0.1 * 0.5, abs=0.03)
+    # src is held back by mid (it takes what mid takes, 4k of its 8k): the line, not the backlogged level
+    assert over.snapshot(15).op("src").busy_ms_per_s / 1000.0 == pytest.approx(0.2 + 0.1 * 0.5, abs=0.03)
+    # not measured (NaN): the line at full utilisation, as before the level was calibrated
+    nan = start(constant(6_000, 900), prof=profile(busy=g.model_copy(update={"backlogged_mean": math.nan})))
+    nan.advance_to(600)
+    assert nan.snapshot(15).op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.3, abs=0.03)
+
+
 def test_noise_is_seeded_per_subtask_and_deterministic() -> None:
     g = GaugeModel(noise_sd=[(0.0, 0.1)])
     a = start(constant(6_000, 600), {"src": 1, "mid": 3, "sink": 1}, prof=profile(busy=g), seed=7)

@@ -68,9 +68,10 @@ _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generat
 
 
 def _reading_record(g: GaugeModel) -> dict[str, float | None]:
-    """A reading model as run.yaml records it: an uncalibrated held error is None, never 0."""
+    """A reading model as run.yaml records it: an uncalibrated held error or backlogged reading is None, never 0."""
     return {"offset": g.offset, "gain": g.gain,
-            "held_sd": g.held_sd if math.isfinite(g.held_sd) else None}
+            "held_sd": g.held_sd if math.isfinite(g.held_sd) else None,
+            "backlogged_mean": g.backlogged_mean if math.isfinite(g.backlogged_mean) else None}
 
 
 def build_arrivals(

@@ -6,9 +6,13 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   calibrated lag of the reading behind the truth; each meter update carries the calibrated bias and noise of
   the reading against the true load (`harness.calibrated_profile.GaugeModel`), drawn per subtask
   and update from a seeded table, plus its held error: drawn per subtask once per deployment (a
-  restarted job on the local stack reads the same load differently until its next restart).
-  Idle = 1000 - busy - backpressured. The true busy fraction of a subtask is records / its capacity,
-  the true backpressured fraction the records it could not hand downstream / its capacity.
+  restarted job on the local stack reads the same load differently until its next restart). A
+  subtask that takes all it can (records wait at its input: the bottleneck) reads busy at the
+  calibrated backlogged level for that part of the interval, where measured: at a low CPU quota busy
+  time tells queued input apart more than load (q1's map at 0.1 CPU: 0.10 at its capacity with
+  nothing queued, 0.8-0.98 as a run's bottleneck). Idle = 1000 - busy - backpressured. The true
+  busy fraction of a subtask is records / its capacity, the true backpressured fraction the records
+  it could not hand downstream / its capacity.
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
   loop's metrics window (`avg_over_time`), takes rates from counters over the window (`rate`: from
   the first to the last scrape inside it) and the lag's slope with `deriv` over the same samples.
@@ -84,6 +88,7 @@ from harness.vocabulary import Metric
 NOISE_UPDATES = 512  # rows of the pre-drawn noise table (meter updates; reused cyclically)
 NOISE_SUBTASKS = 128  # columns: Flink's default max parallelism
 _GAUGES = ("busy", "backpressured", "cpu", "cpu_jvm")
+FULL = 1.0 - 1e-9  # a subtask that took this share of its capacity in a step had records waiting at its input
 
 # Series the harness knows itself (not scraped by Prometheus): kept through a Prometheus outage.
 HARNESS_SERIES = (Metric.PARALLELISM, Metric.CPU_SHARE, Metric.PROCESSING)
@@ -286,6 +291,20 @@ def _gauge(g: GaugeModel, level: float) -> tuple[float, float]:
     return mean, (_interp(g.noise_sd, level) if g.noise_sd else 0.0)
 
 
+def _busy_gauge(g: GaugeModel, level: float, queued: float) -> tuple[float, float]:
+    """(mean, noise sd) of the busy gauge over a meter interval in which the subtask had records waiting at its
+    input (took all it could) for the fraction `queued` of the time: the calibrated backlogged reading then,
+    the line the rest of the time. Without a measured backlogged reading: the line throughout."""
+    if queued <= 0.0 or not math.isfinite(g.backlogged_mean):
+        return _gauge(g, level)
+    q_sd = g.backlogged_sd if math.isfinite(g.backlogged_sd) else 0.0
+    if queued >= 1.0:
+        return _clip01(g.backlogged_mean), q_sd
+    mean, sd = _gauge(g, (level - queued) / (1.0 - queued))  # the true busy of the other rows
+    return ((1.0 - queued) * mean + queued * _clip01(g.backlogged_mean),
+            math.sqrt((1.0 - queued) * sd * sd + queued * q_sd * q_sd))
+
+
 def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None = None,
              seed: int = 0) -> MetricsSnapshot:
     """Metrics over the last `window_s` seconds, as the local monitor would read them now."""
@@ -385,6 +404,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lv_busy = [0.0] * nk
             lv_bp = [0.0] * nk
             lv_work = [0.0] * nk  # busy less the network's waiting (= busy unless the loss burns no CPU)
+            lv_queued = [0.0] * nk  # meter rows in which it took all it could (records waited at its input)
             for row in blk_l:
                 cap = max(row[o + O_CAP] * dt, 1e-12)
                 net = 1.0 if model.net_loss_burns_cpu else row[o + O_NET]
@@ -392,13 +412,15 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 bs = kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)
                 for kk in range(nk):
                     b = min(1.0, xs[kk] / cap)
+                    if b >= FULL:
+                        lv_queued[kk] += 1.0
                     lv_busy[kk] += b
                     lv_work[kk] += b * net
                     lv_bp[kk] += min(1.0 - b, bs[kk] / cap)
             lv_busy = [v / n_valid for v in lv_busy]
             lv_bp = [v / n_valid for v in lv_bp]
             lv_cpu = [idle_f + (c.saturated_fraction - idle_f) * w / n_valid for w in lv_work]
-            g_busy = [_gauge(r.busy, v) for v in lv_busy]
+            g_busy = [_busy_gauge(r.busy, v, f / n_valid) for v, f in zip(lv_busy, lv_queued, strict=True)]
             g_bp = [_gauge(r.backpressured, v) for v in lv_bp]
             g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
             g_jvm = [_gauge(r.cpu_jvm, v) for v in lv_cpu]
