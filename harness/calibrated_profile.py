@@ -105,6 +105,9 @@ class CapacityFit(_Model):
         return max(0.0, cores - self.overhead_cores) / self.cores_per_record
 
 
+HELD_BACK = 0.2  # an upstream operator backpressured this share of its time: records wait at its bottleneck's input
+
+
 class GaugeModel(_Model):
     """A Flink reading against the true value it stands for: reading = clip(offset + gain x true) + noise.
 
@@ -125,8 +128,9 @@ class GaugeModel(_Model):
     backlogged_mean: float = Field(math.nan, description=(
         "busy only: the reading of a saturated subtask with records waiting at its input (a run's bottleneck); "
         "NaN: not measured, the line then reads it as everywhere else"))
-    backlogged_sd: float = Field(math.nan, description="sd of one meter update of that reading")
-    backlogged_n: int = Field(0, description="meter updates it was measured from")
+    backlogged_sd: float = Field(math.nan, description="sd of one meter update of that reading within a plateau "
+                                                       "(NaN: none had two; the line's sd at full load is drawn)")
+    backlogged_n: int = Field(0, description="plateaus (phases) it was measured in")
     n: int = 0
     rmse: float = math.nan
 

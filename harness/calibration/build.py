@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.calibrated_profile import (
+    HELD_BACK,
     DowntimeModel,
     HostLoad,
     Meters,
@@ -197,7 +198,6 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
 
 
 SATURATING = ("overload", "share", "bottleneck")  # phases that overload the job: its bottleneck saturates
-HELD_BACK = 0.2  # an upstream backpressured this share of its time: records wait at its bottleneck's input
 BLOCKED = 0.5  # a subtask backpressured at least this share of its time is held back from downstream
 
 
@@ -265,6 +265,11 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         limiting[name] = bottlenecks([pl for pl in pls if pl.phase.name == name], topology, q)
 
     def saturated(pl: OpPlateau, _q: float = q) -> bool:
+        """It limited its phase. In a bottleneck phase only the operator made the bottleneck counts: an upstream
+        one at 2-3 subtasks that limited instead (capped, or slower than estimated) is no measure of one subtask
+        (as the parallelism phases are not)."""
+        if pl.phase.kind == "bottleneck" and pl.operator != pl.phase.operator:
+            return False
         return pl.operator in limiting.get(pl.phase.name, set())
 
     def backlogged_input(pl: OpPlateau) -> bool:

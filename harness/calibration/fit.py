@@ -345,15 +345,17 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
 
 
 def with_backlogged(model: GaugeModel, readings: Sequence[np.ndarray], min_updates: int = 2) -> GaugeModel:
-    """`model` with the reading of a saturated subtask whose input holds records: the mean and sd of the meter
-    updates of such plateaus. Fewer than `min_updates`: not measured (NaN), never a guess."""
-    updates = np.concatenate([np.asarray(r, dtype=float) for r in readings]) if readings else np.zeros(0)
-    updates = updates[np.isfinite(updates)]
-    if len(updates) < min_updates:
+    """`model` with the reading of a saturated subtask whose input holds records, from the meter updates of such
+    plateaus: the mean of the plateaus' means, and one update's sd within a plateau (the root mean square of
+    their sds, as the line's noise; the error a deployment keeps is `held_sd`'s, drawn on top). No plateau with
+    `min_updates`: not measured (NaN), never a guess."""
+    plateaus = [r[np.isfinite(r)] for r in (np.asarray(x, dtype=float) for x in readings)]
+    plateaus = [r for r in plateaus if len(r) >= min_updates]
+    if not plateaus:
         return model
-    return model.model_copy(update={"backlogged_mean": float(np.mean(updates)),
-                                    "backlogged_sd": float(np.std(updates, ddof=1)),
-                                    "backlogged_n": int(len(updates))})
+    return model.model_copy(update={"backlogged_mean": float(np.mean([np.mean(r) for r in plateaus])),
+                                    "backlogged_sd": float(np.sqrt(np.mean([np.var(r, ddof=1) for r in plateaus]))),
+                                    "backlogged_n": len(plateaus)})
 
 
 def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel) -> tuple[float, int]:

@@ -53,7 +53,8 @@ class PhaseRecord:
     """What the driver did in one phase (times in seconds since the recorder started)."""
 
     name: str
-    # coldstart | warmup | overload (the probe too) | drain | ladder | share | parallelism | rescale | deployment
+    # coldstart | warmup | overload (the probe too) | drain | ladder | share | bottleneck | parallelism | rescale
+    # | deployment
     kind: str
     t0: float
     t1: float = math.nan
@@ -357,28 +358,53 @@ class QueryCalibration:
         b, d = self.backend, self.plan.durations
         base = dict(b.state.parallelism)
         frac = pattern_fractions(self.topology, self.selectivity)
+        # readings from as long after the restart as a deployment phase's (the restart's own work settles first)
+        settle = max(d.settle_s, d.rescale_settle_s + d.deployment_settle_s)
         for op in self.plan.bottlenecks:
             # the generator rate that overloads it (by its estimated capacity), and enough upstream to carry it
             rate = max(self.offered, OVERLOAD * self.estimate[op] / max(frac[op], 1e-9))
             layout = dict(base)
+            capped: list[str] = []
             for up in self.topology.ancestors(op):
-                need = rate * frac[up] / max(self.estimate[up], 1e-9)
-                layout[up] = min(BOTTLENECK_UPSTREAM_MAX, max(2, math.ceil(BOTTLENECK_HEADROOM * need)))
+                need = math.ceil(BOTTLENECK_HEADROOM * rate * frac[up] / max(self.estimate[up], 1e-9))
+                layout[up] = min(BOTTLENECK_UPSTREAM_MAX, max(2, need))
+                if need > BOTTLENECK_UPSTREAM_MAX:
+                    capped.append(up)
+            if capped:
+                self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} capped at "
+                         f"{BOTTLENECK_UPSTREAM_MAX} subtasks: {op} may not be the one that limits")
             warm = set(self.stack.taskmanager_ids())
             b.method = "in_place"
             res = b.rescale(layout, None)
             self.recorder.job_id = b.state.job_id
-            if not res.ok:
+            extra: dict[str, Any] = {"layout": layout, "capped": sorted(capped)}
+            if not res.ok:  # recorded without a plateau (no end time): the fits skip it, the record says why
                 self.say(f"{self.topology.query}: bottleneck {op}: rescale to {layout} failed ({res.error}); skipped")
+                self.phases.append(PhaseRecord(name=f"bottleneck-{op}", kind="bottleneck", t0=self.recorder.now(),
+                                               operator=op, rate=rate, extra={**extra, "error": str(res.error)}))
+                self._back_to(base)
                 continue
             self._generate([rate] * int(d.bottleneck_s + d.settle_s + 120))
             if set(self.stack.taskmanager_ids()) - warm:  # fresh task managers: their JIT at a full CPU first
                 self._rewarm(d.settle_s)
-            self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, d.settle_s, rate=rate, operator=op)
-        b.method = "in_place"
-        b.rescale(base, None)
-        self.recorder.job_id = b.state.job_id
+            self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, settle, rate=rate, operator=op, extra=extra)
+        self._back_to(base)
         self._generate([self.offered] * int(self.plan.measure_s + 120))
+
+    def _back_to(self, layout: dict[str, int]) -> None:
+        """The job at `layout` again (in place, one retry); the phases after it assume it, so failing is an error."""
+        b = self.backend
+        for _ in range(2):
+            if b.state.parallelism == layout:
+                return
+            b.method = "in_place"
+            res = b.rescale(layout, None)
+            self.recorder.job_id = b.state.job_id
+            if res.ok and b.state.parallelism == layout:
+                return
+            self.say(f"{self.topology.query}: back to {layout} failed ({res.error})")
+        raise RuntimeError(f"{self.topology.query}: could not rescale back to {layout}; the phases after it would "
+                           f"measure another layout")
 
     def _parallelisms(self) -> None:
         d = self.plan.durations

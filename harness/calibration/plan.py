@@ -78,7 +78,8 @@ class Durations:
     # so every operator's readings are measured in that deployment: the error a deployment keeps
     deployment_s: float = 15.0
     deployment_settle_s: float = 5.0  # plus the rescale's own settle before it: readings 10 s after the restart
-    bottleneck_s: float = 20.0  # one operator as the job's only bottleneck, its upstream scaled out
+    bottleneck_s: float = 25.0  # one operator as the job's only bottleneck, its upstream scaled out (readings from
+    # rescale_settle_s + deployment_settle_s after the restart on, as a deployment phase's)
 
     def scaled(self, f: float) -> Durations:
         d = Durations(*(v * f for v in (self.level_s, self.overload_s, self.share_s, self.settle_s,
@@ -92,7 +93,7 @@ class Durations:
 FULL = Durations()
 QUICK = Durations(level_s=10.0, overload_s=12.0, share_s=10.0, settle_s=5.0, rescale_settle_s=3.0,
                   parallelism_s=15.0, warmup_s=15.0, cold_s=45.0, deployment_s=8.0, deployment_settle_s=3.0,
-                  bottleneck_s=12.0)
+                  bottleneck_s=15.0)
 
 
 def stateful_operator(topology: Topology) -> str:
@@ -121,7 +122,7 @@ class QueryPlan:
         extra_p = [p for p in self.parallelisms if p > 1]
         return (d.cold_s + d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
                 + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s
-                + len(self.bottlenecks) * (d.bottleneck_s + d.settle_s))
+                + len(self.bottlenecks) * d.bottleneck_s)
 
     @property
     def estimate_s(self) -> float:

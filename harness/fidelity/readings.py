@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.calibrated_profile import HELD_BACK
 from harness.fidelity.machines import sim_costs
 from harness.vocabulary import Metric
 
@@ -62,16 +63,21 @@ def restarts(local: Any) -> np.ndarray:
     return np.unique(np.asarray(times, dtype=float))
 
 
+SOURCE_FULL = 0.95  # a source taking this share of its calibrated capacity reads a backlog (rates are noisy)
+
+
 def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float, gain: float,
-              starts: np.ndarray, backlogged: float | None = None) -> pd.DataFrame:
+              starts: np.ndarray, backlogged: float | None = None, upstream: Sequence[str] = ()) -> pd.DataFrame:
     """The local run's busy readings of `operator` (the mean over its subtasks) against offset + gain x
-    utilisation, or the `backlogged` level (where calibrated) at readings that took at least `capacity` per
-    subtask: columns ts, residual, deployment (index into `starts`), parallelism. Utilisation is its
-    records per subtask / `capacity`; readings at a CPU share other than 1, or within AFTER_RESTART_S of a
-    (re)start, are left out."""
+    utilisation, or the `backlogged` level (where calibrated) where records waited at its input, told as the
+    calibration tells it: a source taking SOURCE_FULL of `capacity` per subtask or more; any other operator
+    not itself held back (backpressured under HELD_BACK) with an `upstream` one held back by it. Columns ts,
+    residual, deployment (index into `starts`), parallelism. Utilisation is its records per subtask /
+    `capacity`; readings at a CPU share other than 1, or within AFTER_RESTART_S of a (re)start, are left out."""
     ts = local.timeseries
-    rows = ts[(ts.operator == operator) & (ts.subtask == -1)]
-    wide = rows.pivot_table(index="ts", columns="metric", values="value", aggfunc="mean").sort_index()
+    agg = ts[ts.subtask == -1]
+    wide = agg[agg.operator == operator].pivot_table(index="ts", columns="metric", values="value",
+                                                     aggfunc="mean").sort_index()
     rate_col = str(Metric.RECORDS_OUT if source else Metric.RECORDS_IN)
     empty = pd.DataFrame(columns=["ts", "residual", "deployment", "parallelism"])
     if any(c not in wide for c in (str(Metric.BUSY), rate_col, str(Metric.PARALLELISM))) or capacity <= 0:
@@ -84,7 +90,14 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     took = wide[rate_col] / par / capacity
     model = (offset + gain * took.clip(0.0, 1.0)).clip(0.0, 1.0)
     if backlogged is not None:
-        model = model.where(~(took >= 1.0), backlogged)
+        bp = str(Metric.BACKPRESSURED)
+        if source:
+            queued = took >= SOURCE_FULL
+        else:
+            held = agg[(agg.metric == bp) & agg.operator.isin(list(upstream))].groupby("ts").value.max() / 1000.0
+            own = wide[bp] / 1000.0 if bp in wide else pd.Series(np.nan, wide.index)
+            queued = (held.reindex(wide.index) >= HELD_BACK) & (own < HELD_BACK)
+        model = model.where(~queued.fillna(False).astype(bool), backlogged)
     resid = wide[str(Metric.BUSY)] / 1000.0 - model
     keep = (resid.notna() & par.notna() & (share.fillna(1.0) == 1.0)).to_numpy() & (since >= AFTER_RESTART_S)
     return pd.DataFrame({"ts": t[keep], "residual": resid.to_numpy()[keep], "deployment": deployment[keep],
@@ -116,7 +129,8 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
                 continue
             queued = g.get("backlogged_mean")
             queued_f = float(queued) if isinstance(queued, int | float) and math.isfinite(queued) else None
-            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f)
+            ups = [str(u) for u in spec.get("upstream") or ()]
+            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f, ups)
                      for rec, st in zip(local, starts, strict=True)]
             # deployments are numbered per run: tell the runs' apart
             frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]

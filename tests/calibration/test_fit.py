@@ -49,9 +49,11 @@ def cap(op: str, cores: float) -> float:
     return (cores - OVERHEAD) / K[op]
 
 
-def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None) -> Measurement:
-    """`backlogged_busy`: add a `bottleneck` phase (the source at 3 subtasks, the map the only bottleneck) in which
-    the map, with records waiting at its input, reads this busy level instead of the line."""
+def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, target: str = "map",
+                          upstream_bp: float | None = None) -> Measurement:
+    """`backlogged_busy`: add a `bottleneck` phase for `target` (the source at 3 subtasks; the map limits, being
+    the slowest) in which the map, with records waiting at its input, reads this busy level instead of the line;
+    `upstream_bp` replaces the source's backpressure reading there (else 1 - its utilisation)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     c_src = cap("bids_source", QUOTA)
@@ -64,7 +66,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None) -
         for s in (0.5, 0.25):
             plan.append((f"share-{op}-{s:g}", "share", 2.0 * c_src, {op: s}, op))
     if backlogged_busy is not None:
-        plan.append(("bottleneck-map", "bottleneck", 3.0 * c_src, {}, "map"))
+        plan.append((f"bottleneck-{target}", "bottleneck", 3.0 * c_src, {}, target))
     rows = []
     counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}  # rec_in, rec_out, proc_cpu_s, jvm_time_ns
     t = 0.0
@@ -96,6 +98,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None) -
                     if kind == "bottleneck" and op == bottleneck and backlogged_busy is not None:
                         level = backlogged_busy
                     busy_now[op] = float(np.clip(level + rng.normal(0, BUSY_SD), 0, 1))
+                bp_read = (1 - u) if upstream else 0.0
+                if kind == "bottleneck" and upstream and upstream_bp is not None:
+                    bp_read = upstream_bp
                 for sub in range(par[op]):  # each subtask takes its share of the records
                     c = counters[op] if sub == 0 else extra_subtasks[sub]
                     xs, cs = x / par[op], OVERHEAD + (cores - OVERHEAD) / par[op]
@@ -105,7 +110,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None) -
                     c[3] += cs * 1e9
                     rows.append({
                         "t": t, "phase": name, "tm": f"tm-{j}-{sub}", "operator": op, "subtask": sub,
-                        "busy_ms": busy_now[op] * 1000, "bp_ms": (1 - u) * 1000 if upstream else 0.0,
+                        "busy_ms": busy_now[op] * 1000, "bp_ms": bp_read * 1000,
                         "idle_ms": 0.0, "is_bp": float(upstream), "rec_in": 0.0 if op == "bids_source" else c[0],
                         "rec_out": c[1] if op != "bids_source" else c[0], "proc_cpu_s": c[2], "jvm_time_ns": c[3],
                         "jvm_load": 0.97 * cs / (QUOTA * shares.get(op, 1.0)) + rng.normal(0, 0.02),
@@ -187,7 +192,7 @@ def test_a_bottleneck_with_records_at_its_input_reads_its_own_busy_level_and_the
     without = build_profile(synthetic_measurement(), load_topology("q1"), provenance())
     busy = with_phase.operators["map"].readings.busy
     assert busy.backlogged_mean == pytest.approx(0.6, abs=0.03)
-    assert busy.backlogged_sd == pytest.approx(BUSY_SD, rel=0.5) and busy.backlogged_n >= 3
+    assert busy.backlogged_sd == pytest.approx(BUSY_SD, rel=0.5) and busy.backlogged_n == 1
     assert busy.gain == pytest.approx(BUSY_GAIN, abs=0.05) and busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03)
     assert with_phase.operators["map"].capacity == pytest.approx(cap("map", QUOTA), rel=0.05)
     # the source reading its backlog in the overload phase (this system's bottleneck there) is one too, and
@@ -197,6 +202,34 @@ def test_a_bottleneck_with_records_at_its_input_reads_its_own_busy_level_and_the
     assert src.backlogged_n == without.operators["bids_source"].readings.busy.backlogged_n
     assert math.isnan(without.operators["map"].readings.busy.backlogged_mean)
     assert without.operators["map"].readings.busy.backlogged_n == 0
+
+
+def test_a_saturated_operator_is_backlogged_only_when_it_holds_its_upstream_back_and_was_the_phases_target() -> None:
+    """q1's map at 0.1 CPU saturated in the overload phase with its source 1-4 % backpressured: nothing queued at
+    its input, so its reading stays in the line. And a bottleneck phase for the sink in which the map limited
+    instead measures no one subtask of anything: the map there is neither a capacity point nor backlogged."""
+    topo = load_topology("q1")
+    light = build_profile(synthetic_measurement(backlogged_busy=0.6, upstream_bp=0.03), topo, provenance())
+    assert math.isnan(light.operators["map"].readings.busy.backlogged_mean)
+    wrong = build_profile(synthetic_measurement(backlogged_busy=0.6, target="sink"), topo, provenance())
+    assert math.isnan(wrong.operators["map"].readings.busy.backlogged_mean)
+    assert math.isnan(wrong.operators["sink"].readings.busy.backlogged_mean)  # the sink never saturated there
+    base = build_profile(synthetic_measurement(), topo, provenance())
+    assert [p for p in wrong.operators["map"].shares if p.saturated] == \
+        [p for p in base.operators["map"].shares if p.saturated]
+
+
+def test_the_backlogged_level_is_the_mean_of_plateau_means_and_one_updates_sd_within_a_plateau() -> None:
+    from harness.calibrated_profile import GaugeModel
+
+    level = fit.with_backlogged(GaugeModel(), [np.array([0.80, 0.82, 0.84]), np.array([0.90, 0.92, 0.94, 0.96, 0.98]),
+                                               np.array([0.5])])  # one update: no plateau of its own
+    assert level.backlogged_mean == pytest.approx((0.82 + 0.94) / 2)
+    assert level.backlogged_sd == pytest.approx(math.sqrt((0.02**2 + np.var([0.9, 0.92, 0.94, 0.96, 0.98], ddof=1))
+                                                          / 2))
+    assert level.backlogged_n == 2
+    none = fit.with_backlogged(GaugeModel(), [np.array([0.5]), np.array([math.nan, 0.7])])
+    assert math.isnan(none.backlogged_mean) and math.isnan(none.backlogged_sd) and none.backlogged_n == 0
 
 
 def test_a_full_plan_makes_each_non_source_operator_the_bottleneck_in_turn_and_quick_one() -> None:
@@ -737,3 +770,36 @@ def test_every_calibration_plan_reads_a_deployment_after_its_settling() -> None:
         d = plan_for(topo, quick, time_scale=scale).durations
         assert d.deployment_s - d.deployment_settle_s >= METER_S, (quick, scale, d)
     assert plan_for(topo, False).durations.deployment_s == 15.0
+
+
+def test_the_job_goes_back_to_its_base_layout_after_the_bottleneck_phases_or_the_calibration_stops() -> None:
+    """Every phase after the bottleneck phases assumes the base layout: a rescale back that fails once is tried
+    again, and one that keeps failing stops the query's calibration loudly (never measures another layout)."""
+    from types import SimpleNamespace
+
+    from harness.backends.base import RescaleResult
+    from harness.calibration.measure import QueryCalibration
+
+    class Backend:
+        def __init__(self, failures: int) -> None:
+            self.state = SimpleNamespace(parallelism={"bids_source": 3, "map": 1, "sink": 1}, job_id="j")
+            self.failures, self.calls, self.method = failures, 0, ""
+
+        def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
+            self.calls += 1
+            if self.calls <= self.failures:
+                return RescaleResult(parallelism=dict(self.state.parallelism), ok=False, error="timed out")
+            self.state.parallelism = dict(target)
+            return RescaleResult(parallelism=dict(target))
+
+    base = {"bids_source": 1, "map": 1, "sink": 1}
+    for failures, ok in ((0, True), (1, True), (2, False)):
+        cal = QueryCalibration.__new__(QueryCalibration)
+        cal.backend, cal.topology = Backend(failures), load_topology("q1")
+        cal.recorder, cal.say = SimpleNamespace(job_id=None), lambda _: None
+        if ok:
+            cal._back_to(base)
+            assert cal.backend.state.parallelism == base and cal.backend.calls == failures + 1
+        else:
+            with pytest.raises(RuntimeError, match="back to"):
+                cal._back_to(base)

@@ -412,14 +412,24 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     (row,) = [b for b in body if b[1] == "map"]
     assert row[head.index("sim: held sd per subtask")] == row[head.index("sim: sd between deployments")] \
         == "not calibrated"
-    # a map that takes its full capacity has records waiting at its input: it is compared with the calibrated
-    # backlogged level (0.9 here), not with the line at full utilisation
+    # a map holding its source back (the source 70 % backpressured, the map itself not) has records waiting at its
+    # input: it is compared with the calibrated backlogged level (0.9 here), not with the line, even where its
+    # rate reads 3 % under the calibrated capacity; with its source only 10 % backpressured, with the line
     costs["busy_reading"]["map"].update(held_sd=0.12, backlogged_mean=0.9)
+    g = costs["busy_reading"]["map"]
     cap_map = costs["capacity_per_subtask"]["map"]
-    full = [("busy_ms", "map", np.full(n, 900.0)), ("records_in", "map", np.full(n, cap_map)),
-            ("parallelism", "map", np.ones(n))]
-    table = timeseries_table(np.tile(t, len(full)), [c[0] for c in full for _ in t], [c[1] for c in full for _ in t],
-                             [-1] * (n * len(full)), np.concatenate([c[2] for c in full]))
-    saturated = RunRecord(tmp_path / "local2", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
-    (mp,) = [r for r in readings_rows({"ds2": ([saturated], [sim_rec])}) if r.operator == "map"]
-    assert mp.mean_residual == pytest.approx(0.0, abs=1e-9)
+
+    def run_with(source_bp: float) -> RunRecord:
+        cols = [("busy_ms", "map", np.full(n, 900.0)), ("records_in", "map", np.full(n, 0.97 * cap_map)),
+                ("parallelism", "map", np.ones(n)), ("backpressured_ms", "map", np.zeros(n)),
+                ("backpressured_ms", "bids_source", np.full(n, source_bp))]
+        table = timeseries_table(np.tile(t, len(cols)), [c[0] for c in cols for _ in t],
+                                 [c[1] for c in cols for _ in t], [-1] * (n * len(cols)),
+                                 np.concatenate([c[2] for c in cols]))
+        return RunRecord(tmp_path / f"local-{source_bp:g}", {"backend": {"name": "local"}}, table, sim.events_table,
+                         "completed")
+
+    (held,) = [r for r in readings_rows({"ds2": ([run_with(700.0)], [sim_rec])}) if r.operator == "map"]
+    assert held.mean_residual == pytest.approx(0.0, abs=1e-9)
+    (free,) = [r for r in readings_rows({"ds2": ([run_with(100.0)], [sim_rec])}) if r.operator == "map"]
+    assert free.mean_residual == pytest.approx(0.9 - (g["offset"] + g["gain"] * 0.97), abs=1e-9)

@@ -140,6 +140,24 @@ def test_a_subtask_with_records_waiting_at_its_input_reads_the_calibrated_backlo
     nan = start(constant(6_000, 900), prof=profile(busy=g.model_copy(update={"backlogged_mean": math.nan})))
     nan.advance_to(600)
     assert nan.snapshot(15).op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.3, abs=0.03)
+    # measured at share 1.0 only: mid throttled to half its quota and overloaded reads the line there
+    half = start(constant(6_000, 900), prof=profile(busy=g), cpu_share={"mid": 0.5})
+    half.advance_to(600)
+    assert half.snapshot(15).op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.3, abs=0.03)
+
+
+def test_a_meter_interval_partly_queued_mixes_the_backlogged_level_with_the_line() -> None:
+    from harness.backends.sim.readout import _busy_gauge
+
+    g = GaugeModel(offset=0.2, gain=0.1, noise_sd=[(0.0, 0.01), (1.0, 0.03)], backlogged_mean=0.9, backlogged_sd=0.02)
+    # 40 % of the interval queued (true busy 1.0 then), the rest at true busy 0.5: mean true busy 0.7
+    mean, sd = _busy_gauge(g, 0.4 * 1.0 + 0.6 * 0.5, 0.4)
+    line_mean, line_sd = 0.2 + 0.1 * 0.5, 0.01 + (0.03 - 0.01) * 0.5
+    assert mean == pytest.approx(0.6 * line_mean + 0.4 * 0.9)
+    assert sd == pytest.approx(math.sqrt(0.6 * line_sd**2 + 0.4 * 0.02**2))
+    assert _busy_gauge(g, 1.0, 1.0) == pytest.approx((0.9, 0.02))
+    # an unmeasured sd of the level: the line's at full load, not 0
+    assert _busy_gauge(g.model_copy(update={"backlogged_sd": math.nan}), 1.0, 1.0) == pytest.approx((0.9, 0.03))
 
 
 def test_noise_is_seeded_per_subtask_and_deterministic() -> None:

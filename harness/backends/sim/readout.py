@@ -7,10 +7,10 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   the reading against the true load (`harness.calibrated_profile.GaugeModel`), drawn per subtask
   and update from a seeded table, plus its held error: drawn per subtask once per deployment (a
   restarted job on the local stack reads the same load differently until its next restart). A
-  subtask that takes all it can (records wait at its input: the bottleneck) reads busy at the
-  calibrated backlogged level for that part of the interval, where measured: at a low CPU quota busy
-  time tells queued input apart more than load (q1's map at 0.1 CPU: 0.10 at its capacity with
-  nothing queued, 0.8-0.98 as a run's bottleneck). Idle = 1000 - busy - backpressured. The true
+  subtask that takes all it can (records wait at its input: the bottleneck) at CPU share 1.0 reads
+  busy at the calibrated backlogged level for that part of the interval, where measured: at a low
+  CPU quota busy time tells queued input apart more than load (q1's map at 0.1 CPU: 0.10 at its
+  capacity with nothing queued, 0.8-0.98 as a run's bottleneck). Idle = 1000 - busy - backpressured. The true
   busy fraction of a subtask is records / its capacity, the true backpressured fraction the records
   it could not hand downstream / its capacity.
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
@@ -297,7 +297,7 @@ def _busy_gauge(g: GaugeModel, level: float, queued: float) -> tuple[float, floa
     the line the rest of the time. Without a measured backlogged reading: the line throughout."""
     if queued <= 0.0 or not math.isfinite(g.backlogged_mean):
         return _gauge(g, level)
-    q_sd = g.backlogged_sd if math.isfinite(g.backlogged_sd) else 0.0
+    q_sd = g.backlogged_sd if math.isfinite(g.backlogged_sd) else _gauge(g, 1.0)[1]
     if queued >= 1.0:
         return _clip01(g.backlogged_mean), q_sd
     mean, sd = _gauge(g, (level - queued) / (1.0 - queued))  # the true busy of the other rows
@@ -420,7 +420,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lv_busy = [v / n_valid for v in lv_busy]
             lv_bp = [v / n_valid for v in lv_bp]
             lv_cpu = [idle_f + (c.saturated_fraction - idle_f) * w / n_valid for w in lv_work]
-            g_busy = [_busy_gauge(r.busy, v, f / n_valid) for v, f in zip(lv_busy, lv_queued, strict=True)]
+            # the backlogged level was measured at share 1.0; at a lower share the line (fitted with its saturated
+            # share plateaus) reads it
+            at_full = share == 1.0
+            g_busy = [_busy_gauge(r.busy, v, f / n_valid if at_full else 0.0)
+                      for v, f in zip(lv_busy, lv_queued, strict=True)]
             g_bp = [_gauge(r.backpressured, v) for v in lv_bp]
             g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
             g_jvm = [_gauge(r.cpu_jvm, v) for v in lv_cpu]
