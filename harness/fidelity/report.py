@@ -179,7 +179,8 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
     if inp.readings and inp.readings[1]:
         intro = ("The local runs' busy readings (the mean over an operator's subtasks) against the model the sim "
-                 "draws them from (offset + gain x true utilisation, recorded in each sim run): the residual's "
+                 "draws them from (offset + gain x true utilisation; where records waited at its input, the "
+                 "calibrated backlogged level; recorded in each sim run): the residual's "
                  "mean, and how far the deployments' mean residuals scatter (a deployment runs from a restart of "
                  "the job to the next; the samples' own noise taken out), beside the error the profile has each "
                  "subtask hold for a deployment and what that makes of a mean over p subtasks (held / sqrt(p), "
