@@ -23,7 +23,7 @@ in every run), fed by the load generator from a fresh consumer group:
 4. `share`: overloaded again (every task manager briefly at a full CPU first: a rescale may have
    started one), each operator in turn runs at lower CPU shares of its task manager's quota
    (cgroup, no restart), which makes it the bottleneck: its capacity there.
-5. `bottleneck`: each non-source operator (quick: the stateful or middle one) made the job's only
+5. `bottleneck` (not with --quick): each non-source operator made the job's only
    bottleneck at share 1.0 the way a run makes it: everything upstream of it scaled out to 2-3
    subtasks and the generator offering more than it takes. Its capacity where its upstream does not
    limit it first (q1 at 0.1 CPU: source and map both near 44k/s at parallelism 1), its busy reading
@@ -152,7 +152,9 @@ def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1
 
 def bottleneck_operators(topology: Topology, quick: bool) -> tuple[str, ...]:
     """The operators a `bottleneck` phase makes the job's only bottleneck: every non-source one in topological
-    order (quick: the stateful or middle one only)."""
+    order. None with `--quick`: one such phase cost about 40 s per query (a rescale there and back, fresh task
+    managers' JIT), and q1 + q11 took 11.0 min with it, over the 10 planned (session 14); a quick profile's busy
+    reading of a queued input stays unmeasured (NaN), and the sim reads the line there."""
     if quick:
-        return (stateful_operator(topology),)
+        return ()
     return tuple(op.name for op in topology.operators if not op.is_source)

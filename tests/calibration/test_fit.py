@@ -232,12 +232,13 @@ def test_the_backlogged_level_is_the_mean_of_plateau_means_and_one_updates_sd_wi
     assert math.isnan(none.backlogged_mean) and math.isnan(none.backlogged_sd) and none.backlogged_n == 0
 
 
-def test_a_full_plan_makes_each_non_source_operator_the_bottleneck_in_turn_and_quick_one() -> None:
+def test_a_full_plan_makes_each_non_source_operator_the_bottleneck_in_turn_and_quick_none() -> None:
     from harness.calibration.plan import plan_for
 
     topo = load_topology("q1")
     full, quick = plan_for(topo, False), plan_for(topo, True)
-    assert full.bottlenecks == ("map", "sink") and quick.bottlenecks == ("map",)
+    assert full.bottlenecks == ("map", "sink") and quick.bottlenecks == ()
+    assert plan_for(load_topology("q11"), False).bottlenecks == ("session_window", "sink")
     without = plan_for(topo, False)
     without = type(without)(**{**without.__dict__, "bottlenecks": ()})
     assert full.measure_s > without.measure_s and full.estimate_s > without.estimate_s
