@@ -38,8 +38,9 @@ in every run), fed by the load generator from a fresh consumer group:
    measured rate: the job's rate while their JVMs warm up (class loading, the JIT), the curve the
    simulator gives every new task manager. Last, because only now is the warm rate known on this
    machine (planned from an estimate, a cold start on a 3x faster machine was never overloaded).
-Durations are seconds of wall time; `--quick` shortens every phase and measures one rescale
-method fewer (reactive), and `time_scale` shrinks everything further (the integration test).
+Durations are seconds of wall time; `--quick` shortens every phase, measures one rescale method
+fewer (reactive), one lower CPU share (0.5) and no bottleneck phases, and `time_scale` shrinks
+everything further (the integration test).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a
 BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
 METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
+# --quick: one (q1 + q11 took 10.4 min with two, over the 10 planned, after the deployment phases came in session 13)
+SHARES_QUICK = (0.5,)
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
 GROWN_STATE_METHODS = ("in_place", "savepoint")  # scaled up again once the state has grown
@@ -141,7 +144,7 @@ def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1
     return QueryPlan(
         query=topology.query,
         ladder=LADDER_QUICK if quick else LADDER,
-        shares=SHARES,
+        shares=SHARES_QUICK if quick else SHARES,
         parallelisms=parallelisms,
         methods=RESCALE_METHODS_QUICK if quick else RESCALE_METHODS_FULL,
         durations=d,

@@ -1,7 +1,7 @@
 """`bench calibrate --quick` end to end on the real stack, reduced to q1 at half-length phases.
 
 Brings up Kafka, Flink and Prometheus (port offset 7100, work directory $BENCH_CALIBRATE_WORKDIR or
-/tmp/bench-calibrate-it), measures q1 through every phase (ladder, overload, two lower CPU shares per
+/tmp/bench-calibrate-it), measures q1 through every quick phase (ladder, overload, a lower CPU share per
 operator, in-place and savepoint rescales) and checks the profile it writes: numbers a user relies
 on, in physically possible ranges and consistent with each other, plus its provenance; then that a
 second run resumes from the recorded samples without measuring again. About 3 minutes; in `make test`.
