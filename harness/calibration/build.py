@@ -149,6 +149,7 @@ def _is_source(m: Measurement, op: str) -> bool:
     return op.endswith("_source")
 
 
+SATURATING = ("overload", "share", "bottleneck")  # phases that overload the job: its bottleneck saturates
 THROTTLED = 0.5  # a task manager throttled in at least this share of CFS periods is CPU-bound
 BACKLOG_S = 2.0  # a phase is saturated when the sources hold more than this many seconds of records
 BACKLOG_GROWTH = 0.05  # ... or their backlog grows by more than this share of their rate
@@ -160,7 +161,7 @@ def _cpu_bound(pl: OpPlateau, quota: float) -> bool:
     cap = quota * pl.p.share
     if math.isfinite(pl.p.cores) and pl.p.cores >= SATURATED_CPU * cap:
         return True
-    return pl.phase.kind in ("overload", "share", "parallelism", "bottleneck") and pl.p.busy_mean >= SATURATED_BUSY
+    return pl.phase.kind in (*SATURATING, "parallelism") and pl.p.busy_mean >= SATURATED_BUSY
 
 
 def backlogged(phase_plateaus: Sequence[OpPlateau], topology: Topology) -> bool:
@@ -197,7 +198,6 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     return {op for op in hot if not (hot & topology.descendants(op))} | co
 
 
-SATURATING = ("overload", "share", "bottleneck")  # phases that overload the job: its bottleneck saturates
 BLOCKED = 0.5  # a subtask backpressured at least this share of its time is held back from downstream
 
 
@@ -336,12 +336,13 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                     "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
                     "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
 
-        line = gauges([pl for pl in mine if pl.phase.kind != "parallelism"])
+        lined = [pl for pl in mine if pl.phase.kind != "parallelism"]  # the plateaus the readings' lines go through
+        line = gauges(lined)
         # the busy reading of a subtask with records waiting at its input is its own level (the map of q1 at 0.1
         # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
         # apart, and the line from the other plateaus
-        queued = [pl for pl in mine if pl.phase.kind != "parallelism" and backlogged_input(pl)]
-        busy_line = gauges([pl for pl in mine if pl.phase.kind != "parallelism" and pl not in queued])["busy"]
+        queued = [pl for pl in lined if backlogged_input(pl)]
+        busy_line = gauges([pl for pl in lined if all(pl is not x for x in queued)])["busy"] if queued else line["busy"]
         # the same load in several deployments (the job restarted in between): the error each one keeps
         held = gauges(redeployed)
         busy = fit.gauge_model(*busy_line, deployments=held["busy"])

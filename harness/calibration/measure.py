@@ -258,7 +258,7 @@ class QueryCalibration:
                     self._phase(f"share-{op}-{sh:g}", "share", d.share_s, d.settle_s, rate=self.offered,
                                 operator=op, share=sh)
                 self.backend.rescale(dict(self.backend.state.parallelism), {op: 1.0})
-            self._bottlenecks()
+            self._bottleneck_phases()
             self._parallelisms()
             self._grown_state_rescales()
             self._coldstart(d.cold_s, COLD_OVERLOAD * warm_rate)
@@ -350,7 +350,7 @@ class QueryCalibration:
         rate = fit.sources_rate(df, [s.name for s in self.topology.sources], phase.t0 + phase.settle_s, phase.t1)
         return rate if rate > 0 else math.nan
 
-    def _bottlenecks(self) -> None:
+    def _bottleneck_phases(self) -> None:
         """Each planned operator as the job's only bottleneck at share 1.0, as in a run: its upstream scaled out
         so it holds it back, the generator offering more than it takes. Back to the base layout after."""
         if not self.plan.bottlenecks:
@@ -374,9 +374,7 @@ class QueryCalibration:
                 self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} capped at "
                          f"{BOTTLENECK_UPSTREAM_MAX} subtasks: {op} may not be the one that limits")
             warm = set(self.stack.taskmanager_ids())
-            b.method = "in_place"
-            res = b.rescale(layout, None)
-            self.recorder.job_id = b.state.job_id
+            res = self._in_place(layout)
             extra: dict[str, Any] = {"layout": layout, "capped": sorted(capped)}
             if not res.ok:  # recorded without a plateau (no end time): the fits skip it, the record says why
                 self.say(f"{self.topology.query}: bottleneck {op}: rescale to {layout} failed ({res.error}); skipped")
@@ -391,15 +389,21 @@ class QueryCalibration:
         self._back_to(base)
         self._generate([self.offered] * int(self.plan.measure_s + 120))
 
+    def _in_place(self, layout: dict[str, int]) -> Any:
+        """Rescale the job to `layout` in place and keep recording it; the backend's RescaleResult."""
+        b = self.backend
+        b.method = "in_place"
+        res = b.rescale(layout, None)
+        self.recorder.job_id = b.state.job_id
+        return res
+
     def _back_to(self, layout: dict[str, int]) -> None:
         """The job at `layout` again (in place, one retry); the phases after it assume it, so failing is an error."""
         b = self.backend
         for _ in range(2):
             if b.state.parallelism == layout:
                 return
-            b.method = "in_place"
-            res = b.rescale(layout, None)
-            self.recorder.job_id = b.state.job_id
+            res = self._in_place(layout)
             if res.ok and b.state.parallelism == layout:
                 return
             self.say(f"{self.topology.query}: back to {layout} failed ({res.error})")
