@@ -192,6 +192,16 @@ class OperatorReadings(_Model):
                     "also after a run-time change)")
     pending: PendingModel | None = Field(
         None, description="a source's pendingRecords against the true backlog; None: not measured (read exactly)")
+    busy_scaled_out: GaugeModel | None = Field(
+        None, description="busy of a subtask of an operator at two or more subtasks (`busy` is at one): q1's source "
+                          "at 0.1 CPU reads 0.5-0.7 at one subtask whatever its load; None: not measured, `busy` "
+                          "reads it. Its line only: the held error and the backlogged level are `busy`'s")
+    scaled_out_subtasks: list[int] = Field(default_factory=list,
+                                           description="the operator's subtask counts `busy_scaled_out` came from")
+
+    def busy_at(self, subtasks: int) -> GaugeModel:
+        """The busy gauge's model for a subtask of this operator at `subtasks` subtasks."""
+        return self.busy_scaled_out if subtasks > 1 and self.busy_scaled_out is not None else self.busy
 
 
 class OperatorProfile(_Model):
@@ -439,4 +449,4 @@ def _none_to_nan(obj: object) -> object:
     return obj
 
 
-_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host", "taskmanager_memory", "pending"}
+_NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host", "taskmanager_memory", "pending", "busy_scaled_out"}

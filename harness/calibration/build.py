@@ -201,6 +201,14 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
 BLOCKED = 0.5  # a subtask backpressured at least this share of its time is held back from downstream
 
 
+MIN_SCALED_OUT = 2  # plateaus at two or more subtasks that make a busy line of their own (fewer: `busy` reads them)
+
+
+def _subtasks(pl: OpPlateau) -> int:
+    """The operator's subtasks in the plateau's phase."""
+    return int(pl.phase.parallelism.get(pl.operator, 1))
+
+
 def _blocked(pl: OpPlateau) -> bool:
     """Backpressured most of the time: measured in q3 at 0.25 CPU, an auction source taking 68 records/s at
     0.92 backpressured while its join stalled; taking it for saturated made its capacity 0."""
@@ -221,12 +229,14 @@ def _host_load(m: Measurement) -> HostLoad:
 def _meter_lag(m: Measurement, pls: list[OpPlateau], topology: Topology) -> tuple[float, float, int]:
     """(meter update interval, busy reading lag behind the true rate, transitions used)."""
     df = m.samples
-    ladder = [p for p in m.phases if p.kind in ("warmup", "ladder")]
-    ladder += [p for p in m.phases if p.kind == "overload"][:1]
+    # steps of the offered load between consecutive phases in one layout (a rescale between two is no step)
+    steps = [(a, b) for a, b in zip(m.phases, m.phases[1:], strict=False)
+             if a.kind in ("warmup", "ladder", "spread") and b.kind in ("ladder", "spread", "overload")
+             and a.parallelism == b.parallelism]
     lags: list[float] = []
     intervals: list[float] = []
     by = {(pl.phase.name, pl.operator): pl for pl in pls}
-    for prev, nxt in zip(ladder, ladder[1:], strict=False):
+    for prev, nxt in steps:
         for op in topology.names:
             a, b = by.get((prev.name, op)), by.get((nxt.name, op))
             if a is None or b is None or abs(b.p.busy_mean - a.p.busy_mean) < MIN_STEP:
@@ -340,9 +350,13 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         line = gauges(lined)
         # the busy reading of a subtask with records waiting at its input is its own level (the map of q1 at 0.1
         # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
-        # apart, and the line from the other plateaus
+        # apart; and it depends on the operator's subtasks (q1's source at 0.1 CPU: 0.5-0.7 at one subtask
+        # whatever its load, its task manager at its full quota; at 2-3 near its utilisation): the busy line at
+        # one subtask, and one of its own from the spread and bottleneck phases' scaled-out plateaus
         queued = [pl for pl in lined if backlogged_input(pl)]
-        busy_line = gauges([pl for pl in lined if all(pl is not x for x in queued)])["busy"] if queued else line["busy"]
+        one = [pl for pl in lined if _subtasks(pl) == 1 and all(pl is not x for x in queued)]
+        scaled = [pl for pl in lined if _subtasks(pl) > 1 and all(pl is not x for x in queued)]
+        busy_line = gauges(one)["busy"]
         # the same load in several deployments (the job restarted in between): the error each one keeps
         held = gauges(redeployed)
         busy = fit.gauge_model(*busy_line, deployments=held["busy"])
@@ -352,6 +366,8 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
             cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),
             pending=pending(m, topology, spec.name) if spec.is_source else None,
+            busy_scaled_out=fit.gauge_model(*gauges(scaled)["busy"]) if len(scaled) >= MIN_SCALED_OUT else None,
+            scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}) if len(scaled) >= MIN_SCALED_OUT else [],
         )
         state = None
         if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:

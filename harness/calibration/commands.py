@@ -320,7 +320,7 @@ def _print_profiles(profiles: list[Any]) -> None:
 
     table = Table(title="calibrated capacities (records/s per subtask at share 1.0 of the quota)")
     for col in ("query", "operator", "capacity", "at 0.5", "at 0.25", "selectivity", "CPU us/record",
-                "busy gain/offset", "TM start s", "downtime up|down in_place/savepoint/reactive s", "host load"):
+                "busy gain/offset (scaled out)", "TM start s", "downtime up|down in_place/savepoint/reactive s", "host load"):
         table.add_column(col)
     for prof in profiles:
         first = True
@@ -333,7 +333,7 @@ def _print_profiles(profiles: list[Any]) -> None:
                 f"{fitc.capacity(0.5 * prof.cpu_quota * sat):,.0f}",
                 f"{fitc.capacity(0.25 * prof.cpu_quota * sat):,.0f}",
                 f"{op.selectivity:.3f}", f"{op.cpu.cores_per_record * 1e6:.1f}",
-                f"{op.readings.busy.gain:.2f}/{op.readings.busy.offset:+.2f}",
+                f"{op.readings.busy.gain:.2f}/{op.readings.busy.offset:+.2f}" + _scaled_out(op.readings),
                 f"{prof.taskmanager_startup_s.mean:.1f}" if first else "",
                 "/".join(_up_down(d[m]) if m in d else "-" for m in ("in_place", "savepoint", "reactive"))
                 if first else "",
@@ -341,6 +341,11 @@ def _print_profiles(profiles: list[Any]) -> None:
             )
             first = False
     console.print(table)
+
+
+def _scaled_out(r: Any) -> str:
+    s = r.busy_scaled_out
+    return "" if s is None else f" ({s.gain:.2f}/{s.offset:+.2f} at {'/'.join(map(str, r.scaled_out_subtasks))})"
 
 
 def _command(queries: list[str], quick: bool) -> str:

@@ -34,6 +34,7 @@ from harness.calibration.plan import (
     GROWN_STATE_METHODS,
     OVERLOAD,
     PROBE_RAISE,
+    SPREAD_SUBTASKS,
     QueryPlan,
     stateful_operator,
 )
@@ -53,8 +54,8 @@ class PhaseRecord:
     """What the driver did in one phase (times in seconds since the recorder started)."""
 
     name: str
-    # coldstart | warmup | overload (the probe too) | drain | ladder | share | bottleneck | parallelism | rescale
-    # | deployment
+    # coldstart | warmup | overload (the probe too) | drain | ladder | spread | share | bottleneck | parallelism
+    # | rescale | deployment
     kind: str
     t0: float
     t1: float = math.nan
@@ -239,6 +240,7 @@ class QueryCalibration:
             self._phase("drain", "drain", drain, 0.0, rate=0.0)
             for i, r in enumerate(ladder):
                 self._phase(f"ladder-{i}", "ladder", d.level_s, d.settle_s, rate=r)
+            self._spread(c)
             # the probe may have run while the JVMs still compiled: offer more than the fastest rate seen since
             seen = [p.extra.get("throughput") for p in self.phases if p.kind == "overload"]
             seen += [self._throughput(p) for p in self.phases if p.kind == "ladder"]
@@ -388,6 +390,38 @@ class QueryCalibration:
             self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, settle, rate=rate, operator=op, extra=extra)
         self._back_to(base)
         self._generate([self.offered] * int(self.plan.measure_s + 120))
+
+    def _spread(self, rate: float) -> None:
+        """Every operator at `SPREAD_SUBTASKS` subtasks through the planned fractions of `rate` (the saturated rate
+        at parallelism 1: nothing saturates or is held back), then back to the base layout. Before the overload
+        phase, while Kafka holds no backlog: a scaled-out source reading a backlog would be another regime."""
+        if not self.plan.spread:
+            return
+        b, d = self.backend, self.plan.durations
+        base = dict(b.state.parallelism)
+        layout = {op: max(n, SPREAD_SUBTASKS) for op, n in base.items()}
+        levels = [f * rate for f in self.plan.spread]
+        self._generate([0.0] * 3600)  # the ladder's last level would queue up during the restart
+        warm = set(self.stack.taskmanager_ids())
+        res = self._in_place(layout)
+        if not res.ok:  # recorded without a plateau (no end time): the fits skip it, the record says why
+            self.say(f"{self.topology.query}: spread: rescale to {layout} failed ({res.error}); skipped")
+            self.phases.append(PhaseRecord(name="spread", kind="spread", t0=self.recorder.now(),
+                                           extra={"layout": layout, "error": str(res.error)}))
+            self._back_to(base)
+            return
+        self._generate([levels[0]] * 3600)
+        if set(self.stack.taskmanager_ids()) - warm:  # fresh task managers: their JIT at a full CPU first
+            self._rewarm(d.settle_s)
+        # the first level's readings from as long after the restart as a deployment phase's, as long as the others'
+        first = max(d.settle_s, d.rescale_settle_s + d.deployment_settle_s)
+        secs = [d.level_s + first - d.settle_s] + [d.level_s] * (len(levels) - 1)
+        self._generate([r for r, n in zip(levels, secs, strict=True) for _ in range(int(round(n)))]
+                       + [levels[-1]] * 3600)
+        for i, (r, n) in enumerate(zip(levels, secs, strict=True)):
+            self._phase(f"spread-{i}", "spread", n, first if i == 0 else d.settle_s, rate=r, extra={"layout": layout})
+        self._generate([0.0] * 3600)
+        self._back_to(base)
 
     def _in_place(self, layout: dict[str, int]) -> Any:
         """Rescale the job to `layout` in place and keep recording it; the backend's RescaleResult."""

@@ -9,7 +9,12 @@ in every run), fed by the load generator from a fresh consumer group:
    backlog did not grow), and its backlog is drained.
 1. `ladder`: the generator steps through fractions of the measured saturated rate; every
    operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
-   meter lag at each step).
+   meter lag at each step). Then (not with --quick) `spread`: every operator at `SPREAD_SUBTASKS`
+   subtasks (in place; fresh task managers get their JIT at a full CPU first), the generator stepping
+   through fractions of the same rate, nothing saturated or held back: the readings of scaled-out
+   subtasks against their truth (q1's source at 0.1 CPU reads 0.5-0.7 busy at one subtask whatever
+   its load, its task manager at its full quota, and in the runs close to its true utilisation at
+   2-4), then back to parallelism 1.
 2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
    share 1.0 (its capacity) and everything upstream of it is backpressured.
 3. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
@@ -39,7 +44,7 @@ in every run), fed by the load generator from a fresh consumer group:
    simulator gives every new task manager. Last, because only now is the warm rate known on this
    machine (planned from an estimate, a cold start on a 3x faster machine was never overloaded).
 Durations are seconds of wall time; `--quick` shortens every phase, measures one rescale method
-fewer (reactive), one lower CPU share (0.5) and no bottleneck phases, and `time_scale` shrinks
+fewer (reactive), one lower CPU share (0.5) and no spread or bottleneck phases, and `time_scale` shrinks
 everything further (the integration test).
 """
 
@@ -56,6 +61,10 @@ COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task m
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
 BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a bottleneck phase offers
 BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
+SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase (8 partitions: 4 per source subtask)
+# fractions of the measured saturated rate at parallelism 1 the spread phase steps through: 0.17-0.5 of each
+# subtask's capacity at 2 subtasks (the runs' scaled-out sources: 0.12-0.77)
+SPREAD = (0.35, 0.7, 1.0)
 METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 # --quick: one (q1 + q11 took 10.4 min with two, over the 10 planned, after the deployment phases came in session 13)
@@ -117,13 +126,14 @@ class QueryPlan:
     durations: Durations
     operators: tuple[str, ...] = field(default_factory=tuple)
     bottlenecks: tuple[str, ...] = field(default_factory=tuple)  # operators made the only bottleneck in turn
+    spread: tuple[float, ...] = ()  # the spread phase's levels (fractions of the saturated rate); none: no phase
 
     @property
     def measure_s(self) -> float:
-        """Seconds of load phases (ladder, overload, shares, bottlenecks, parallelism)."""
+        """Seconds of load phases (ladder, spread, overload, shares, bottlenecks, parallelism)."""
         d = self.durations
         extra_p = [p for p in self.parallelisms if p > 1]
-        return (d.cold_s + d.warmup_s + 2 * d.overload_s + len(self.ladder) * d.level_s
+        return (d.cold_s + d.warmup_s + 2 * d.overload_s + (len(self.ladder) + len(self.spread)) * d.level_s
                 + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s
                 + len(self.bottlenecks) * d.bottleneck_s)
 
@@ -135,6 +145,8 @@ class QueryPlan:
         rescale = 2 * len(self.methods) * (20.0 + d.rescale_settle_s) + (len(self.methods) + 1) * d.deployment_s
         if self.bottlenecks:  # a rescale into each layout and one back
             rescale += (len(self.bottlenecks) + 1) * 20.0
+        if self.spread:  # into the spread layout and back
+            rescale += 2 * 20.0
         return 2 * 25.0 + self.measure_s + rescale  # two job starts: the measured one, the cold start's
 
 
@@ -150,6 +162,7 @@ def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1
         durations=d,
         operators=topology.names,
         bottlenecks=bottleneck_operators(topology, quick),
+        spread=() if quick else SPREAD,  # q1 + q11 already take 9.4 min with --quick (session 14)
     )
 
 

@@ -67,9 +67,11 @@ SOURCE_FULL = 0.95  # a source taking this share of its calibrated capacity read
 
 
 def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float, gain: float,
-              starts: np.ndarray, backlogged: float | None = None, upstream: Sequence[str] = ()) -> pd.DataFrame:
+              starts: np.ndarray, backlogged: float | None = None, upstream: Sequence[str] = (),
+              scaled_out: tuple[float, float] | None = None) -> pd.DataFrame:
     """The local run's busy readings of `operator` (the mean over its subtasks) against offset + gain x
-    utilisation, or the `backlogged` level (where calibrated) where records waited at its input, told as the
+    utilisation (at two or more subtasks the `scaled_out` (offset, gain) where calibrated), or the `backlogged`
+    level (where calibrated) where records waited at its input, told as the
     calibration tells it: a source taking SOURCE_FULL of `capacity` per subtask or more; any other operator
     not itself held back (backpressured under HELD_BACK) with an `upstream` one held back by it. Columns ts,
     residual, deployment (index into `starts`), parallelism. Utilisation is its records per subtask /
@@ -89,6 +91,9 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     since = t - starts[np.clip(deployment, 0, None)]
     took = wide[rate_col] / par / capacity
     model = (offset + gain * took.clip(0.0, 1.0)).clip(0.0, 1.0)
+    if scaled_out is not None:
+        wide_line = (scaled_out[0] + scaled_out[1] * took.clip(0.0, 1.0)).clip(0.0, 1.0)
+        model = model.where(~(par > 1).fillna(False).astype(bool), wide_line)
     if backlogged is not None:
         bp = str(Metric.BACKPRESSURED)
         if source:
@@ -130,7 +135,10 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
             queued = g.get("backlogged_mean")
             queued_f = float(queued) if isinstance(queued, int | float) and math.isfinite(queued) else None
             ups = [str(u) for u in spec.get("upstream") or ()]
-            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f, ups)
+            wide = g.get("scaled_out")  # absent in records from before it was modelled: the one line throughout
+            wide_line = (float(wide["offset"]), float(wide["gain"])) if isinstance(wide, dict) else None
+            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f, ups,
+                               wide_line)
                      for rec, st in zip(local, starts, strict=True)]
             # deployments are numbered per run: tell the runs' apart
             frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]

@@ -47,7 +47,7 @@ from harness.backends.sim.config import SimConfig
 from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.model import SimModel, expected_per_step, topic_shares
 from harness.backends.sim.network import Placement
-from harness.calibrated_profile import GaugeModel, HostShare, QueryProfile
+from harness.calibrated_profile import HostShare, OperatorReadings, QueryProfile
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
@@ -67,11 +67,15 @@ INTERARRIVALS_UNREAD = "not sampled: the run's autoscaler does not read inter-ar
 _SEED_SALT = 0x51D  # keeps the arrival draws independent of the pattern generator's stream
 
 
-def _reading_record(g: GaugeModel) -> dict[str, float | None]:
-    """A reading model as run.yaml records it: an uncalibrated held error or backlogged reading is None, never 0."""
+def _reading_record(r: OperatorReadings) -> dict[str, Any]:
+    """The busy reading's model as run.yaml records it: an uncalibrated held error, backlogged reading or
+    scaled-out line is None, never 0."""
+    g, s = r.busy, r.busy_scaled_out
     return {"offset": g.offset, "gain": g.gain,
             "held_sd": g.held_sd if math.isfinite(g.held_sd) else None,
-            "backlogged_mean": g.backlogged_mean if math.isfinite(g.backlogged_mean) else None}
+            "backlogged_mean": g.backlogged_mean if math.isfinite(g.backlogged_mean) else None,
+            "scaled_out": None if s is None else {"offset": s.offset, "gain": s.gain,
+                                                  "subtasks": list(r.scaled_out_subtasks)}}
 
 
 def build_arrivals(
@@ -398,7 +402,7 @@ class SimBackend:
                 "taskmanager_stop_s": c.stop_s,
                 "rescale_downtime": {k: v.model_dump(mode="json", exclude={"points"}) for k, v in c.downtime.items()},
                 # the busy reading's model the autoscalers read through (held_sd None: not calibrated)
-                "busy_reading": {nm: _reading_record(op.readings.busy) for nm, op in zip(m.names, c.ops, strict=True)}
+                "busy_reading": {nm: _reading_record(op.readings) for nm, op in zip(m.names, c.ops, strict=True)}
                 if c.noisy else None,
             }
         return out
