@@ -34,6 +34,7 @@ OVERHEAD = 0.02  # cores a task manager spends whatever it processes
 K = {"bids_source": 2.0e-5, "map": 1.0e-5, "sink": 0.5e-5}  # CPU-seconds per input record
 SEL = {"bids_source": 1.0, "map": 1.0, "sink": 0.0}
 BUSY_OFFSET, BUSY_GAIN, BUSY_SD = 0.05, 0.9, 0.03
+WIDE_OFFSET, WIDE_GAIN = 0.0, 1.0  # a subtask of an operator at two or more subtasks (`spread`) reads this line
 COLD_F0, COLD_TAU_CPU_S = 0.3, 5.0  # a fresh task manager: 30 % of its warm speed, 1/e of the rest per 5 CPU-s
 COLD_DEAD_S = 12.0  # ... after 12 s of taking nothing (consumers opening, classes loading)
 
@@ -50,10 +51,12 @@ def cap(op: str, cores: float) -> float:
 
 
 def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, target: str = "map",
-                          upstream_bp: float | None = None) -> Measurement:
+                          upstream_bp: float | None = None, spread: tuple[float, ...] = ()) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (the source at 3 subtasks; the map limits, being
     the slowest) in which the map, with records waiting at its input, reads this busy level instead of the line;
-    `upstream_bp` replaces the source's backpressure reading there (else 1 - its utilisation)."""
+    `upstream_bp` replaces the source's backpressure reading there (else 1 - its utilisation). `spread`: a
+    `spread` phase per level (fractions of the source's capacity at one subtask) with every operator at 2
+    subtasks, which read the WIDE line."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     c_src = cap("bids_source", QUOTA)
@@ -61,6 +64,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     plan: list[tuple[str, str, float, dict[str, float], str | None]] = [
         ("coldstart", "coldstart", 1.2 * c_src, {}, None), ("warmup", "warmup", 0.2 * c_src, {}, None)]
     plan += [(f"ladder-{i}", "ladder", f * c_src, {}, None) for i, f in enumerate((0.2, 0.45, 0.7))]
+    plan += [(f"spread-{i}", "spread", f * c_src, {}, None) for i, f in enumerate(spread)]
     plan.append(("overload", "overload", 2.0 * c_src, {}, None))
     for op in ops:
         for s in (0.5, 0.25):
@@ -72,9 +76,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     t = 0.0
     length = 30
     pending = 0.0
-    extra_subtasks = {k: [0.0, 0.0, 0.0, 0.0] for k in (1, 2)}  # the source's 2nd and 3rd subtasks' counters
+    extra_subtasks: dict[tuple[str, int], list[float]] = {}  # counters of the operators' 2nd and 3rd subtasks
     for name, kind, rate, shares, target in plan:
-        par = {op: 3 if kind == "bottleneck" and op == "bids_source" else 1 for op in ops}
+        par = {op: 3 if kind == "bottleneck" and op == "bids_source" else 2 if kind == "spread" else 1 for op in ops}
         warm_caps = {op: par[op] * cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}  # the operator's total
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
                           operator=target, parallelism=par,
@@ -94,7 +98,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                 cores = OVERHEAD + (K[op] * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
-                    level = BUSY_OFFSET + BUSY_GAIN * u
+                    level = BUSY_OFFSET + BUSY_GAIN * u if par[op] == 1 else WIDE_OFFSET + WIDE_GAIN * u
                     if kind == "bottleneck" and op == bottleneck and backlogged_busy is not None:
                         level = backlogged_busy
                     busy_now[op] = float(np.clip(level + rng.normal(0, BUSY_SD), 0, 1))
@@ -102,7 +106,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                 if kind == "bottleneck" and upstream and upstream_bp is not None:
                     bp_read = upstream_bp
                 for sub in range(par[op]):  # each subtask takes its share of the records
-                    c = counters[op] if sub == 0 else extra_subtasks[sub]
+                    c = counters[op] if sub == 0 else extra_subtasks.setdefault((op, sub), [0.0] * 4)
                     xs, cs = x / par[op], OVERHEAD + (cores - OVERHEAD) / par[op]
                     c[0] += xs
                     c[1] += xs * SEL[op]
@@ -230,6 +234,52 @@ def test_the_backlogged_level_is_the_mean_of_plateau_means_and_one_updates_sd_wi
     assert level.backlogged_n == 2
     none = fit.with_backlogged(GaugeModel(), [np.array([0.5]), np.array([math.nan, 0.7])])
     assert math.isnan(none.backlogged_mean) and math.isnan(none.backlogged_sd) and none.backlogged_n == 0
+
+
+def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps_its_line(tmp_path: Path) -> None:
+    """q1's source at 0.1 CPU reads 0.5-0.7 busy at one subtask whatever its load, close to its utilisation at 2-4:
+    the spread phase's plateaus (every operator at 2 subtasks) give each operator a busy line at two or more
+    subtasks, the ladder's the line at one; capacities and the CPU model do not move."""
+    topo = load_topology("q1")
+    spread = build_profile(synthetic_measurement(spread=(0.4, 1.0, 1.6)), topo, provenance())
+    base = build_profile(synthetic_measurement(), topo, provenance())
+    for op in K:
+        r = spread.operators[op].readings
+        assert r.busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03) and r.busy.gain == pytest.approx(BUSY_GAIN,
+                                                                                                      abs=0.06)
+        wide = r.busy_scaled_out
+        assert wide is not None and r.scaled_out_subtasks == [2]
+        assert wide.offset == pytest.approx(WIDE_OFFSET, abs=0.03) and wide.gain == pytest.approx(WIDE_GAIN, abs=0.1)
+        assert r.busy_at(1) is r.busy and r.busy_at(2) is wide and r.busy_at(5) is wide
+        assert spread.operators[op].capacity == pytest.approx(base.operators[op].capacity, rel=0.02)
+        assert spread.operators[op].cpu.cores_per_record == pytest.approx(base.operators[op].cpu.cores_per_record,
+                                                                          rel=0.02)
+        # not measured: None, and the line at one subtask reads every parallelism (never a made-up line)
+        assert base.operators[op].readings.busy_scaled_out is None
+        assert base.operators[op].readings.busy_at(3) is base.operators[op].readings.busy
+    # one scaled-out plateau makes no line (the source held back at 3 subtasks in a bottleneck phase)
+    one = build_profile(synthetic_measurement(backlogged_busy=0.6), topo, provenance())
+    assert one.operators["bids_source"].readings.busy_scaled_out is None
+    # both round-trip through the profile file (not measured stays None, not a default line)
+    spread.save(tmp_path / "spread")
+    base.save(tmp_path / "base")
+    back, back_base = load_profile("q1", tmp_path / "spread"), load_profile("q1", tmp_path / "base")
+    assert back is not None and back_base is not None
+    wide_back = back.operators["map"].readings.busy_scaled_out
+    assert wide_back is not None and wide_back.gain == pytest.approx(
+        spread.operators["map"].readings.busy_scaled_out.gain, rel=1e-4)  # type: ignore[union-attr]
+    assert back_base.operators["map"].readings.busy_scaled_out is None
+
+
+def test_a_full_plan_spreads_every_operator_out_and_quick_does_not() -> None:
+    from harness.calibration.plan import SPREAD, plan_for
+
+    topo = load_topology("q1")
+    full, quick = plan_for(topo, False), plan_for(topo, True)
+    assert full.spread == SPREAD and quick.spread == ()
+    without = type(full)(**{**full.__dict__, "spread": ()})
+    assert full.measure_s - without.measure_s == pytest.approx(len(SPREAD) * full.durations.level_s)
+    assert full.estimate_s > without.estimate_s + full.measure_s - without.measure_s
 
 
 def test_a_full_plan_makes_each_non_source_operator_the_bottleneck_in_turn_and_quick_none() -> None:

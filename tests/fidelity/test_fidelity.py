@@ -433,3 +433,20 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     assert held.mean_residual == pytest.approx(0.0, abs=1e-9)
     (free,) = [r for r in readings_rows({"ds2": ([run_with(100.0)], [sim_rec])}) if r.operator == "map"]
     assert free.mean_residual == pytest.approx(0.9 - (g["offset"] + g["gain"] * 0.97), abs=1e-9)
+    # at two or more subtasks against the scaled-out line where the profile has one: the map reading its line at
+    # one subtask before t = 200 s and 0.3 + 0.4 x utilisation at two after leaves no residual in either
+    costs["busy_reading"]["map"].update(backlogged_mean=None, scaled_out={"offset": 0.3, "gain": 0.4,
+                                                                          "subtasks": [2]})
+    par = np.where(t < 200, 1.0, 2.0)
+    cols = [("busy_ms", "map", np.where(t < 200, g["offset"] + g["gain"] * 0.5, 0.3 + 0.4 * 0.5) * 1000.0),
+            ("records_in", "map", 0.5 * cap_map * par), ("parallelism", "map", par)]
+    table = timeseries_table(np.tile(t, len(cols)), [c[0] for c in cols for _ in t], [c[1] for c in cols for _ in t],
+                             [-1] * (n * len(cols)), np.concatenate([c[2] for c in cols]))
+    wide = RunRecord(tmp_path / "local-wide", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
+    (both,) = [r for r in readings_rows({"ds2": ([wide], [sim_rec])}) if r.operator == "map"]
+    assert both.deployments == 2 and both.mean_residual == pytest.approx(0.0, abs=1e-9)
+    # a record from before the line was modelled (no `scaled_out`): the one line throughout
+    del costs["busy_reading"]["map"]["scaled_out"]
+    (old,) = [r for r in readings_rows({"ds2": ([wide], [sim_rec])}) if r.operator == "map"]
+    assert old.mean_residual == pytest.approx(
+        (0.3 + 0.4 * 0.5 - (g["offset"] + g["gain"] * 0.5)) * second / (first + second), abs=1e-9)

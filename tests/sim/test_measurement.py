@@ -43,15 +43,17 @@ QUOTA = 0.25
 
 def profile(busy: GaugeModel | None = None, startup_s: float = 20.0, mid_state_per_gb: float = 0.0,
             downtime: float = 5.0, caps: tuple[float, float] = (8_000, 4_000),
-            down_downtime: float | None = None) -> QueryProfile:
-    """A calibrated profile of tests.sim.conftest.pipeline(): src 8k/s, mid 4k/s at 0.25 CPU (no overhead)."""
+            down_downtime: float | None = None, scaled_out: GaugeModel | None = None) -> QueryProfile:
+    """A calibrated profile of tests.sim.conftest.pipeline(): src 8k/s, mid 4k/s at 0.25 CPU (no overhead);
+    `scaled_out`: every operator's busy line at two or more subtasks (measured at 2)."""
     def op(cap: float, sel: float = 1.0, state: StateCost | None = None) -> OperatorProfile:
         fit = CapacityFit(cores_per_record=QUOTA / cap, overhead_cores=0.0, points=2, method="test")
         return OperatorProfile(
             capacity=cap, capacity_fit=fit, selectivity=sel,
             cpu=CpuModel(idle_cores=0.01, cores_per_record=QUOTA / cap, saturated_fraction=1.0),
             state=state,
-            readings=OperatorReadings(busy=busy or GaugeModel(), cpu_jvm=GaugeModel(gain=0.9)),
+            readings=OperatorReadings(busy=busy or GaugeModel(), cpu_jvm=GaugeModel(gain=0.9),
+                                      busy_scaled_out=scaled_out, scaled_out_subtasks=[2] if scaled_out else []),
         )
     prov = Provenance(date="2026-11-26T00:00:00+00:00", command="test", cpu_model="test", host_cpus=2,
                       flink_version="2.2.1", kafka_version="4.1.1", taskmanager_cpu_quota=QUOTA,
@@ -144,6 +146,34 @@ def test_a_subtask_with_records_waiting_at_its_input_reads_the_calibrated_backlo
     half = start(constant(6_000, 900), prof=profile(busy=g), cpu_share={"mid": 0.5})
     half.advance_to(600)
     assert half.snapshot(15).op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.3, abs=0.03)
+
+
+def test_an_operator_at_two_or_more_subtasks_reads_its_scaled_out_line_and_at_one_the_line() -> None:
+    """q1's source at 0.1 CPU read 0.5-0.7 busy at one subtask whatever its load and close to its utilisation at 2-4:
+    the sim reads a scaled-out operator's subtasks from the line calibrated for it, run.yaml records that line,
+    and a profile without one reads the line at one subtask everywhere."""
+    one = GaugeModel(offset=0.5, gain=0.1, noise_sd=[(0.0, 0.01)])
+    wide = GaugeModel(offset=0.0, gain=1.0, noise_sd=[(0.0, 0.01)])
+    prof = profile(busy=one, scaled_out=wide)
+
+    def busy(par: dict[str, int], rate: float, op: str, p: QueryProfile = prof) -> float:
+        b = start(constant(rate, 600), par=par, prof=p)
+        b.advance_to(400)
+        return b.snapshot(15).op(op).busy_ms_per_s / 1000.0
+
+    # src at 25 % of its 8k/s per subtask, mid at 50 % of its 4k/s per subtask, in both layouts
+    assert busy({"src": 1, "mid": 1, "sink": 1}, 2_000, "src") == pytest.approx(0.5 + 0.1 * 0.25, abs=0.02)
+    assert busy({"src": 1, "mid": 1, "sink": 1}, 2_000, "mid") == pytest.approx(0.5 + 0.1 * 0.5, abs=0.02)
+    assert busy({"src": 2, "mid": 2, "sink": 1}, 4_000, "src") == pytest.approx(0.25, abs=0.02)
+    assert busy({"src": 2, "mid": 3, "sink": 1}, 6_000, "mid") == pytest.approx(0.5, abs=0.02)
+    assert busy({"src": 2, "mid": 2, "sink": 1}, 4_000, "src", profile(busy=one)) == pytest.approx(0.525, abs=0.02)
+    b = start(constant(2_000, 60), prof=prof)
+    b.advance_to(30)
+    rec = b.facts()["costs"]["busy_reading"]
+    assert rec["src"]["scaled_out"] == {"offset": 0.0, "gain": 1.0, "subtasks": [2]}
+    b = start(constant(2_000, 60), prof=profile(busy=one))
+    b.advance_to(30)
+    assert b.facts()["costs"]["busy_reading"]["src"]["scaled_out"] is None
 
 
 def test_a_meter_interval_partly_queued_mixes_the_backlogged_level_with_the_line() -> None:
