@@ -194,14 +194,22 @@ class OperatorReadings(_Model):
         None, description="a source's pendingRecords against the true backlog; None: not measured (read exactly)")
     busy_scaled_out: GaugeModel | None = Field(
         None, description="busy of a subtask of an operator at two or more subtasks (`busy` is at one): q1's source "
-                          "at 0.1 CPU reads 0.5-0.7 at one subtask whatever its load; None: not measured, `busy` "
-                          "reads it. Its line only: the held error and the backlogged level are `busy`'s")
+                          "at 0.1 CPU reads 0.55-0.64 at one subtask whatever its load, 0.08-0.14 at two; None: not "
+                          "measured (or over too narrow a range of loads to extrapolate), `busy` reads it. Its line "
+                          "and noise only: the held error and the backlogged level are measured at one subtask")
     scaled_out_subtasks: list[int] = Field(default_factory=list,
                                            description="the operator's subtask counts `busy_scaled_out` came from")
 
     def busy_at(self, subtasks: int) -> GaugeModel:
-        """The busy gauge's model for a subtask of this operator at `subtasks` subtasks."""
-        return self.busy_scaled_out if subtasks > 1 and self.busy_scaled_out is not None else self.busy
+        """The busy gauge's model for a subtask of this operator at `subtasks` subtasks: scaled out, its own line
+        with the backlogged level measured at one subtask (a queued bottleneck reads near a full second there,
+        q1's map 0.87-0.91, where the scaled-out line, measured unsaturated, would have to be extrapolated)."""
+        if subtasks <= 1 or self.busy_scaled_out is None:
+            return self.busy
+        b = self.busy
+        return self.busy_scaled_out.model_copy(update={"backlogged_mean": b.backlogged_mean,
+                                                       "backlogged_sd": b.backlogged_sd,
+                                                       "backlogged_n": b.backlogged_n})
 
 
 class OperatorProfile(_Model):

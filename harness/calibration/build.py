@@ -20,6 +20,7 @@ import pandas as pd
 from harness.calibrated_profile import (
     HELD_BACK,
     DowntimeModel,
+    GaugeModel,
     HostLoad,
     Meters,
     OperatorProfile,
@@ -202,6 +203,19 @@ BLOCKED = 0.5  # a subtask backpressured at least this share of its time is held
 
 
 MIN_SCALED_OUT = 2  # plateaus at two or more subtasks that make a busy line of their own (fewer: `busy` reads them)
+# ... over at least this range of true busy levels: q1's sink at 2 subtasks was read at 0.07-0.19 only, where a
+# line falls by 0.48 per unit, and at 0.3 it would read 0
+MIN_SCALED_SPAN = 0.25
+
+
+def scaled_out_line(levels: Sequence[float], readings: Sequence[np.ndarray]) -> GaugeModel | None:
+    """The busy line of scaled-out subtasks, or None where too few plateaus (with a known level and a reading) or
+    too narrow a range of levels measured it to extrapolate: the line at one subtask then reads them."""
+    usable = [(lv, r) for lv, r in zip(levels, readings, strict=True) if math.isfinite(lv) and len(r)]
+    lv = [u for u, _ in usable]
+    if len(usable) < MIN_SCALED_OUT or max(lv) - min(lv) < MIN_SCALED_SPAN:
+        return None
+    return fit.gauge_model(lv, [r for _, r in usable])
 
 
 def _subtasks(pl: OpPlateau) -> int:
@@ -304,8 +318,9 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         # restart, 3.8-4.5 on the ladder before), which would tilt the CPU model: they stay out of every other fit
         redeployed = [pl for pl in mine if pl.phase.kind == "deployment" and pl.p.share == 1.0]
         mine = [pl for pl in mine if pl.phase.kind != "deployment"]
-        # the CPU line from the plateaus at parallelism 1 (a bottleneck phase's scaled-out upstream is held back)
-        unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0
+        # the CPU line from the plateaus at parallelism 1 (a bottleneck phase's scaled-out upstream is held back;
+        # the spread phase's task managers each carry a part)
+        unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0 and _subtasks(pl) == 1
                  and pl.phase.kind not in ("parallelism", "bottleneck")]
         sat = [pl for pl in mine if saturated(pl, q) and pl.phase.kind in SATURATING]
         cpu = fit.cpu_model([pl.p.rate_in for pl in unsat], [pl.p.cores for pl in unsat], q,
@@ -350,9 +365,10 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         line = gauges(lined)
         # the busy reading of a subtask with records waiting at its input is its own level (the map of q1 at 0.1
         # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
-        # apart; and it depends on the operator's subtasks (q1's source at 0.1 CPU: 0.5-0.7 at one subtask
-        # whatever its load, its task manager at its full quota; at 2-3 near its utilisation): the busy line at
-        # one subtask, and one of its own from the spread and bottleneck phases' scaled-out plateaus
+        # apart; and it depends on the operator's subtasks (q1's source at 0.1 CPU: 0.55-0.64 at one subtask
+        # whatever its load, its task manager at its full quota; 0.08-0.14 at two): the busy line at one subtask,
+        # and one of its own from the scaled-out plateaus, free (spread) or held back (a bottleneck's upstream),
+        # both as a run's scaled-out operators are
         queued = [pl for pl in lined if backlogged_input(pl)]
         one = [pl for pl in lined if _subtasks(pl) == 1 and all(pl is not x for x in queued)]
         scaled = [pl for pl in lined if _subtasks(pl) > 1 and all(pl is not x for x in queued)]
@@ -366,9 +382,11 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
             cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),
             pending=pending(m, topology, spec.name) if spec.is_source else None,
-            busy_scaled_out=fit.gauge_model(*gauges(scaled)["busy"]) if len(scaled) >= MIN_SCALED_OUT else None,
-            scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}) if len(scaled) >= MIN_SCALED_OUT else [],
+            busy_scaled_out=scaled_out_line(*gauges(scaled)["busy"]),
+            scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}),
         )
+        if readings.busy_scaled_out is None:
+            readings = readings.model_copy(update={"scaled_out_subtasks": []})
         state = None
         if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
             state = _state(m, spec.name, spec.state_ttl_s, mine, cpu)

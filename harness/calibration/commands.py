@@ -320,7 +320,8 @@ def _print_profiles(profiles: list[Any]) -> None:
 
     table = Table(title="calibrated capacities (records/s per subtask at share 1.0 of the quota)")
     for col in ("query", "operator", "capacity", "at 0.5", "at 0.25", "selectivity", "CPU us/record",
-                "busy gain/offset (scaled out)", "TM start s", "downtime up|down in_place/savepoint/reactive s", "host load"):
+                "busy gain/offset (scaled out)", "TM start s", "downtime up|down in_place/savepoint/reactive s",
+                "host load"):
         table.add_column(col)
     for prof in profiles:
         first = True

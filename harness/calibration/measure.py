@@ -394,7 +394,8 @@ class QueryCalibration:
     def _spread(self, rate: float) -> None:
         """Every operator at `SPREAD_SUBTASKS` subtasks through the planned fractions of `rate` (the saturated rate
         at parallelism 1: nothing saturates or is held back), then back to the base layout. Before the overload
-        phase, while Kafka holds no backlog: a scaled-out source reading a backlog would be another regime."""
+        phase, while Kafka holds no backlog (a source reading one is saturated: the backlogged level's regime).
+        The overload after it waits as long after the restart back as a deployment phase does."""
         if not self.plan.spread:
             return
         b, d = self.backend, self.plan.durations
@@ -422,6 +423,8 @@ class QueryCalibration:
             self._phase(f"spread-{i}", "spread", n, first if i == 0 else d.settle_s, rate=r, extra={"layout": layout})
         self._generate([0.0] * 3600)
         self._back_to(base)
+        self.recorder.phase = "spread-back"
+        self._wait(first)
 
     def _in_place(self, layout: dict[str, int]) -> Any:
         """Rescale the job to `layout` in place and keep recording it; the backend's RescaleResult."""

@@ -12,9 +12,9 @@ in every run), fed by the load generator from a fresh consumer group:
    meter lag at each step). Then (not with --quick) `spread`: every operator at `SPREAD_SUBTASKS`
    subtasks (in place; fresh task managers get their JIT at a full CPU first), the generator stepping
    through fractions of the same rate, nothing saturated or held back: the readings of scaled-out
-   subtasks against their truth (q1's source at 0.1 CPU reads 0.5-0.7 busy at one subtask whatever
-   its load, its task manager at its full quota, and in the runs close to its true utilisation at
-   2-4), then back to parallelism 1.
+   subtasks against their truth (q1's source at 0.1 CPU reads 0.55-0.64 busy at one subtask whatever
+   its load, its task manager at its full quota; 0.08-0.14 at two, at 14-41 % of its capacity), then
+   back to parallelism 1.
 2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
    share 1.0 (its capacity) and everything upstream of it is backpressured.
 3. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
@@ -62,8 +62,9 @@ PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (
 BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a bottleneck phase offers
 BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
 SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase (8 partitions: 4 per source subtask)
-# fractions of the measured saturated rate at parallelism 1 the spread phase steps through: 0.17-0.5 of each
-# subtask's capacity at 2 subtasks (the runs' scaled-out sources: 0.12-0.77)
+# fractions of the measured saturated rate at parallelism 1 the spread phase steps through: the operator that
+# limits at 1 subtask then runs at 0.17-0.5 of each subtask's capacity (the runs' scaled-out sources: 0.12-0.77),
+# faster ones lower (q1's sink at 2 subtasks: 0.07-0.19, too narrow a range for a line of its own)
 SPREAD = (0.35, 0.7, 1.0)
 METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)

@@ -1,7 +1,8 @@
 """How the local runs' busy readings scatter around the reading model the sim draws from (pure).
 
 DS2 takes a subtask's true rate as its records / its busy time, so the busy reading's error decides its
-targets. The sim draws a reading as offset + gain x true utilisation (a subtask that takes all it can: the
+targets. The sim draws a reading as offset + gain x true utilisation (the line at one subtask, or the
+operator's scaled-out line at two or more where calibrated; a subtask that takes all it can: the
 calibrated backlogged level, where measured), plus the noise of each meter update,
 plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in
 every sim run's costs). This checks that model against the local runs of the same cells: per cell and

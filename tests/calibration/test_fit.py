@@ -34,7 +34,8 @@ OVERHEAD = 0.02  # cores a task manager spends whatever it processes
 K = {"bids_source": 2.0e-5, "map": 1.0e-5, "sink": 0.5e-5}  # CPU-seconds per input record
 SEL = {"bids_source": 1.0, "map": 1.0, "sink": 0.0}
 BUSY_OFFSET, BUSY_GAIN, BUSY_SD = 0.05, 0.9, 0.03
-WIDE_OFFSET, WIDE_GAIN = 0.0, 1.0  # a subtask of an operator at two or more subtasks (`spread`) reads this line
+SPREAD_EXTRA_CORES = 0.05
+WIDE_OFFSET, WIDE_GAIN = 0.3, 0.3  # a subtask of an operator at two or more subtasks (`spread`) reads this line
 COLD_F0, COLD_TAU_CPU_S = 0.3, 5.0  # a fresh task manager: 30 % of its warm speed, 1/e of the rest per 5 CPU-s
 COLD_DEAD_S = 12.0  # ... after 12 s of taking nothing (consumers opening, classes loading)
 
@@ -108,6 +109,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                 for sub in range(par[op]):  # each subtask takes its share of the records
                     c = counters[op] if sub == 0 else extra_subtasks.setdefault((op, sub), [0.0] * 4)
                     xs, cs = x / par[op], OVERHEAD + (cores - OVERHEAD) / par[op]
+                    if kind == "spread":  # a scaled-out task manager burns more (q1's source: its quota at any load)
+                        cs += SPREAD_EXTRA_CORES
                     c[0] += xs
                     c[1] += xs * SEL[op]
                     c[2] += cs
@@ -243,23 +246,33 @@ def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps
     topo = load_topology("q1")
     spread = build_profile(synthetic_measurement(spread=(0.4, 1.0, 1.6)), topo, provenance())
     base = build_profile(synthetic_measurement(), topo, provenance())
-    for op in K:
+    for op in K:  # the spread phase's task managers each carry a part: not in the CPU model's line
+        assert spread.operators[op].capacity == pytest.approx(base.operators[op].capacity, rel=0.02)
+        assert spread.operators[op].cpu.cores_per_record == pytest.approx(base.operators[op].cpu.cores_per_record,
+                                                                          rel=0.02)
+    # the sink at 2 subtasks ran at 5-20 % busy only: too narrow a range to extrapolate, the line at one reads it
+    assert spread.operators["sink"].readings.busy_scaled_out is None
+    assert spread.operators["sink"].readings.busy_at(2) is spread.operators["sink"].readings.busy
+    for op in ("bids_source", "map"):  # at 20-80 % and 10-40 %
         r = spread.operators[op].readings
         assert r.busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03) and r.busy.gain == pytest.approx(BUSY_GAIN,
                                                                                                       abs=0.06)
         wide = r.busy_scaled_out
         assert wide is not None and r.scaled_out_subtasks == [2]
         assert wide.offset == pytest.approx(WIDE_OFFSET, abs=0.03) and wide.gain == pytest.approx(WIDE_GAIN, abs=0.1)
-        assert r.busy_at(1) is r.busy and r.busy_at(2) is wide and r.busy_at(5) is wide
-        assert spread.operators[op].capacity == pytest.approx(base.operators[op].capacity, rel=0.02)
-        assert spread.operators[op].cpu.cores_per_record == pytest.approx(base.operators[op].cpu.cores_per_record,
-                                                                          rel=0.02)
+        assert r.busy_at(1) is r.busy and r.busy_at(2).gain == wide.gain and r.busy_at(5).offset == wide.offset
+        # the backlogged level measured at one subtask holds scaled out (the sim's bottleneck reading)
+        assert r.busy_at(2).backlogged_mean == pytest.approx(r.busy.backlogged_mean, nan_ok=True)
         # not measured: None, and the line at one subtask reads every parallelism (never a made-up line)
         assert base.operators[op].readings.busy_scaled_out is None
         assert base.operators[op].readings.busy_at(3) is base.operators[op].readings.busy
-    # one scaled-out plateau makes no line (the source held back at 3 subtasks in a bottleneck phase)
+    # one scaled-out plateau makes no line (the source held back at 3 subtasks in a bottleneck phase), nor do
+    # plateaus over too narrow a range of loads to extrapolate (the source at 2 subtasks at 20-30 % busy here)
     one = build_profile(synthetic_measurement(backlogged_busy=0.6), topo, provenance())
     assert one.operators["bids_source"].readings.busy_scaled_out is None
+    narrow = build_profile(synthetic_measurement(spread=(0.4, 0.5, 0.6)), topo, provenance())
+    assert narrow.operators["bids_source"].readings.busy_scaled_out is None
+    assert narrow.operators["bids_source"].readings.scaled_out_subtasks == []
     # both round-trip through the profile file (not measured stays None, not a default line)
     spread.save(tmp_path / "spread")
     base.save(tmp_path / "base")
@@ -854,3 +867,75 @@ def test_the_job_goes_back_to_its_base_layout_after_the_bottleneck_phases_or_the
         else:
             with pytest.raises(RuntimeError, match="back to"):
                 cal._back_to(base)
+
+
+def test_the_spread_phase_scales_every_operator_out_from_an_empty_queue_and_goes_back_after() -> None:
+    """The driver's order: the generator stopped before the restart (the ladder's load would queue up during it),
+    every operator at SPREAD_SUBTASKS, fresh task managers rewarmed under the first level, the levels recorded in
+    the new layout (the first read as long after the restart as a deployment phase), then back to the base layout
+    and a wait as long before the overload. A failed rescale is recorded without a plateau and the job goes back;
+    a quick plan has no spread phase."""
+    from types import SimpleNamespace
+
+    from harness.backends.base import RescaleResult
+    from harness.calibration.measure import QueryCalibration
+    from harness.calibration.plan import SPREAD, SPREAD_SUBTASKS, plan_for
+
+    base = {"bids_source": 1, "map": 1, "sink": 1}
+
+    def run(fail: bool, quick: bool = False) -> tuple[list[tuple[Any, ...]], QueryCalibration]:
+        events: list[tuple[Any, ...]] = []
+        clock = [0.0]
+
+        class Backend:
+            def __init__(self) -> None:
+                self.state = SimpleNamespace(parallelism=dict(base), cpu_share={}, job_id="j")
+                self.method = ""
+
+            def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
+                events.append(("rescale", dict(target)))
+                if fail and target != base:
+                    return RescaleResult(parallelism=dict(self.state.parallelism), ok=False, error="timed out")
+                self.state.parallelism = dict(target)
+                return RescaleResult(parallelism=dict(target))
+
+        def wait(seconds: float) -> None:
+            clock[0] += seconds
+            events.append(("wait", seconds))
+
+        cal = QueryCalibration.__new__(QueryCalibration)
+        cal.backend, cal.topology = Backend(), load_topology("q1")
+        cal.plan = plan_for(cal.topology, quick)
+        tms = ["tm-1", "tm-2", "tm-3"]
+        cal.stack = SimpleNamespace(taskmanager_ids=lambda: tms + (["tm-4"] if any(
+            e[0] == "rescale" and e[1] != base for e in events) and not fail else []))
+        cal.recorder = SimpleNamespace(job_id=None, phase="", now=lambda: clock[0])
+        cal.say, cal.phases = (lambda _: None), []
+        cal._generate = lambda rates: events.append(("generate", rates[0], len(rates)))  # type: ignore[method-assign]
+        cal._rewarm = lambda s: events.append(("rewarm",))  # type: ignore[method-assign]
+        cal._wait = wait  # type: ignore[method-assign]
+        cal._state_bytes = lambda: math.nan  # type: ignore[method-assign]
+        cal._spread(10_000.0)
+        return events, cal
+
+    events, cal = run(fail=False)
+    d = cal.plan.durations
+    first = max(d.settle_s, d.rescale_settle_s + d.deployment_settle_s)
+    wide = {op: SPREAD_SUBTASKS for op in base}
+    kinds = [e[0] for e in events]
+    assert events[0] == ("generate", 0.0, 3600) and events[1] == ("rescale", wide)
+    assert events[2] == ("generate", SPREAD[0] * 10_000.0, 3600) and events[3] == ("rewarm",)
+    assert events[4][:2] == ("generate", SPREAD[0] * 10_000.0)
+    spread = [p for p in cal.phases if p.kind == "spread"]
+    assert [p.rate for p in spread] == pytest.approx([f * 10_000.0 for f in SPREAD])
+    assert all(p.parallelism == wide for p in spread)
+    assert [p.settle_s for p in spread] == [first] + [d.settle_s] * (len(SPREAD) - 1)
+    assert spread[0].t1 - spread[0].t0 == pytest.approx(d.level_s + first - d.settle_s)
+    assert events[-3:] == [("generate", 0.0, 3600), ("rescale", base), ("wait", first)]
+    assert kinds.count("rescale") == 2 and cal.backend.state.parallelism == base
+
+    failed, cal = run(fail=True)
+    (rec,) = cal.phases
+    assert rec.kind == "spread" and math.isnan(rec.t1) and rec.extra["error"] == "timed out"
+    assert cal.backend.state.parallelism == base and ("rewarm",) not in failed
+    assert run(fail=False, quick=True)[0] == []

@@ -445,6 +445,19 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     wide = RunRecord(tmp_path / "local-wide", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
     (both,) = [r for r in readings_rows({"ds2": ([wide], [sim_rec])}) if r.operator == "map"]
     assert both.deployments == 2 and both.mean_residual == pytest.approx(0.0, abs=1e-9)
+    # as the sim reads it (`busy_at`): the backlogged level, measured at one subtask, holds at two: a map holding
+    # its source back is compared with it at either, not with the scaled-out line (0.69 at 97 %)
+    costs["busy_reading"]["map"]["backlogged_mean"] = 0.9
+    cols = [("busy_ms", "map", np.full(n, 900.0)),
+            ("records_in", "map", 0.97 * cap_map * par), ("parallelism", "map", par),
+            ("backpressured_ms", "map", np.zeros(n)), ("backpressured_ms", "bids_source", np.full(n, 700.0))]
+    table = timeseries_table(np.tile(t, len(cols)), [c[0] for c in cols for _ in t], [c[1] for c in cols for _ in t],
+                             [-1] * (n * len(cols)), np.concatenate([c[2] for c in cols]))
+    held_wide = RunRecord(tmp_path / "local-held-wide", {"backend": {"name": "local"}}, table, sim.events_table,
+                          "completed")
+    (queued_both,) = [r for r in readings_rows({"ds2": ([held_wide], [sim_rec])}) if r.operator == "map"]
+    assert queued_both.deployments == 2 and queued_both.mean_residual == pytest.approx(0.0, abs=1e-9)
+    costs["busy_reading"]["map"]["backlogged_mean"] = None
     # a record from before the line was modelled (no `scaled_out`): the one line throughout
     del costs["busy_reading"]["map"]["scaled_out"]
     (old,) = [r for r in readings_rows({"ds2": ([wide], [sim_rec])}) if r.operator == "map"]

@@ -167,6 +167,12 @@ def test_an_operator_at_two_or_more_subtasks_reads_its_scaled_out_line_and_at_on
     assert busy({"src": 2, "mid": 2, "sink": 1}, 4_000, "src") == pytest.approx(0.25, abs=0.02)
     assert busy({"src": 2, "mid": 3, "sink": 1}, 6_000, "mid") == pytest.approx(0.5, abs=0.02)
     assert busy({"src": 2, "mid": 2, "sink": 1}, 4_000, "src", profile(busy=one)) == pytest.approx(0.525, abs=0.02)
+    # per operator: the source at one subtask reads its line beside the mid at two reading the scaled-out one
+    assert busy({"src": 1, "mid": 2, "sink": 1}, 4_000, "src") == pytest.approx(0.5 + 0.1 * 0.5, abs=0.02)
+    assert busy({"src": 1, "mid": 2, "sink": 1}, 4_000, "mid") == pytest.approx(0.5, abs=0.02)
+    # a scaled-out bottleneck with records queued at its input reads the backlogged level measured at one subtask
+    queued = profile(busy=one.model_copy(update={"backlogged_mean": 0.9, "backlogged_sd": 0.01}), scaled_out=wide)
+    assert busy({"src": 2, "mid": 2, "sink": 1}, 12_000, "mid", queued) == pytest.approx(0.9, abs=0.03)
     b = start(constant(2_000, 60), prof=prof)
     b.advance_to(30)
     rec = b.facts()["costs"]["busy_reading"]
