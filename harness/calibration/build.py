@@ -370,9 +370,10 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         # and one of its own from the scaled-out plateaus, free (spread) or held back (a bottleneck's upstream),
         # both as a run's scaled-out operators are
         queued = [pl for pl in lined if backlogged_input(pl)]
-        one = [pl for pl in lined if _subtasks(pl) == 1 and all(pl is not x for x in queued)]
-        scaled = [pl for pl in lined if _subtasks(pl) > 1 and all(pl is not x for x in queued)]
-        busy_line = gauges(one)["busy"]
+        unqueued = [pl for pl in lined if all(pl is not x for x in queued)]
+        scaled = [pl for pl in unqueued if _subtasks(pl) > 1]
+        busy_line = gauges([pl for pl in unqueued if _subtasks(pl) == 1])["busy"]
+        wide = scaled_out_line(*gauges(scaled)["busy"])
         # the same load in several deployments (the job restarted in between): the error each one keeps
         held = gauges(redeployed)
         busy = fit.gauge_model(*busy_line, deployments=held["busy"])
@@ -382,11 +383,9 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
             cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),
             pending=pending(m, topology, spec.name) if spec.is_source else None,
-            busy_scaled_out=scaled_out_line(*gauges(scaled)["busy"]),
-            scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}),
+            busy_scaled_out=wide,
+            scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}) if wide is not None else [],
         )
-        if readings.busy_scaled_out is None:
-            readings = readings.model_copy(update={"scaled_out_subtasks": []})
         state = None
         if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
             state = _state(m, spec.name, spec.state_ttl_s, mine, cpu)

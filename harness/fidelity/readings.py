@@ -91,10 +91,13 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     deployment = np.searchsorted(starts, t, side="right") - 1  # the latest (re)start at or before each reading
     since = t - starts[np.clip(deployment, 0, None)]
     took = wide[rate_col] / par / capacity
-    model = (offset + gain * took.clip(0.0, 1.0)).clip(0.0, 1.0)
+
+    def line(off: float, g: float) -> pd.Series:
+        return (off + g * took.clip(0.0, 1.0)).clip(0.0, 1.0)
+
+    model = line(offset, gain)
     if scaled_out is not None:
-        wide_line = (scaled_out[0] + scaled_out[1] * took.clip(0.0, 1.0)).clip(0.0, 1.0)
-        model = model.where(~(par > 1).fillna(False).astype(bool), wide_line)
+        model = model.where(~(par > 1).fillna(False).astype(bool), line(*scaled_out))
     if backlogged is not None:
         bp = str(Metric.BACKPRESSURED)
         if source:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from harness.backends.sim.config import SimConfig
 from harness.calibrated_profile import (
@@ -48,6 +49,14 @@ class OpCost:
     state_per_gb: float = 0.0  # relative per-record cost growth per GB of state per subtask
     state_bytes_per_record: float = 0.0  # state growth per processed record (within the query's TTL)
     readings: OperatorReadings = field(default_factory=OperatorReadings)
+
+    def busy_at(self, subtasks: int) -> GaugeModel:
+        """`readings.busy_at(subtasks)`, its scaled-out model built once per run (the readout asks every snapshot)."""
+        return self.readings.busy if subtasks <= 1 else self._busy_scaled_out
+
+    @cached_property
+    def _busy_scaled_out(self) -> GaugeModel:
+        return self.readings.busy_at(2)
 
     def capacity(self, cores: float, state_bytes_per_subtask: float = 0.0) -> float:
         """Records/s of one subtask given the cores it may use and the state it holds (a saturated task

@@ -423,7 +423,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             # the backlogged level was measured at share 1.0; at a lower share the line (fitted with its saturated
             # share plateaus) reads it
             at_full = share == 1.0
-            busy_model = r.busy_at(model.par[i])  # at one subtask, or scaled out (a source reads differently)
+            busy_model = c.busy_at(model.par[i])  # at one subtask, or scaled out (a source reads differently)
             g_busy = [_busy_gauge(busy_model, v, f / n_valid if at_full else 0.0)
                       for v, f in zip(lv_busy, lv_queued, strict=True)]
             g_bp = [_gauge(r.backpressured, v) for v in lv_bp]
