@@ -34,8 +34,8 @@ from harness.calibration.plan import (
     GROWN_STATE_METHODS,
     OVERLOAD,
     PROBE_RAISE,
-    SPREAD_SUBTASKS,
     QueryPlan,
+    spread_layout,
     stateful_operator,
 )
 from harness.calibration.recorder import Recorder
@@ -392,16 +392,22 @@ class QueryCalibration:
         self._generate([self.offered] * int(self.plan.measure_s + 120))
 
     def _spread(self, rate: float) -> None:
-        """Every operator at `SPREAD_SUBTASKS` subtasks through the planned fractions of `rate` (the saturated rate
-        at parallelism 1: nothing saturates or is held back), then back to the base layout. Before the overload
-        phase, while Kafka holds no backlog (a source reading one is saturated: the backlogged level's regime).
-        The overload after it waits as long after the restart back as a deployment phase does."""
+        """Every operator scaled out (`spread_layout`) through the planned fractions of a top rate at which none
+        saturates or is held back, then back to the base layout. `rate`: the saturated rate measured at parallelism
+        1, which scales the estimated capacities to this machine. Before the overload phase, while Kafka holds no
+        backlog (a source reading one is saturated: the backlogged level's regime). The overload after it waits
+        as long after the restart back as a deployment phase does."""
         if not self.plan.spread:
             return
         b, d = self.backend, self.plan.durations
         base = dict(b.state.parallelism)
-        layout = {op: max(n, SPREAD_SUBTASKS) for op, n in base.items()}
-        levels = [f * rate for f in self.plan.spread]
+        speed = rate / self.rate_capacity if self.rate_capacity > 0 and math.isfinite(rate) else 1.0
+        frac = pattern_fractions(self.topology, self.selectivity)
+        top, wide = spread_layout({op: speed * self.estimate[op] / f if f > 0 else math.inf
+                                   for op, f in frac.items()})
+        layout = {op: max(n, wide[op]) for op, n in base.items()}
+        levels = [f * top for f in self.plan.spread]
+        self.say(f"{self.topology.query}: spread to {layout}, up to {top:,.0f} records/s")
         self._generate([0.0] * 3600)  # the ladder's last level would queue up during the restart
         warm = set(self.stack.taskmanager_ids())
         res = self._in_place(layout)

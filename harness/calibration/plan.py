@@ -9,12 +9,12 @@ in every run), fed by the load generator from a fresh consumer group:
    backlog did not grow), and its backlog is drained.
 1. `ladder`: the generator steps through fractions of the measured saturated rate; every
    operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
-   meter lag at each step). Then (not with --quick) `spread`: every operator at `SPREAD_SUBTASKS`
-   subtasks (in place; fresh task managers get their JIT at a full CPU first), the generator stepping
-   through fractions of the same rate, nothing saturated or held back: the readings of scaled-out
-   subtasks against their truth (q1's source at 0.1 CPU reads 0.55-0.64 busy at one subtask whatever
-   its load, its task manager at its full quota; 0.08-0.14 at two, at 14-41 % of its capacity), then
-   back to parallelism 1.
+   meter lag at each step). Then (not with --quick) `spread`: every operator scaled out to 2-3 subtasks
+   (`spread_layout`; in place; fresh task managers get their JIT at a full CPU first), the generator stepping
+   through fractions of a top rate at which each operator's subtasks run at up to `SPREAD_TOP` of their
+   capacity, nothing saturated or held back: the readings of scaled-out subtasks against their truth (q1's
+   source at 0.1 CPU reads 0.55-0.64 busy at one subtask whatever its load, its task manager at its full quota;
+   0.08-0.14 at two, at 14-41 % of its capacity), then back to parallelism 1.
 2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
    share 1.0 (its capacity) and everything upstream of it is backpressured.
 3. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
@@ -50,6 +50,7 @@ everything further (the integration test).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from harness.topology import Topology
@@ -61,11 +62,13 @@ COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task m
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
 BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a bottleneck phase offers
 BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
-SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase (8 partitions: 4 per source subtask)
-# fractions of the measured saturated rate at parallelism 1 the spread phase steps through: the operator that
-# limits at 1 subtask then runs at 0.17-0.5 of each subtask's capacity (the runs' scaled-out sources: 0.12-0.77),
-# faster ones lower (q1's sink at 2 subtasks: 0.07-0.19, too narrow a range for a line of its own)
-SPREAD = (0.35, 0.7, 1.0)
+SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase, at least (8 partitions: 4 per source subtask)
+SPREAD_SUBTASKS_MAX = 3  # ... and at most (task managers on a 2-core host, as a bottleneck phase's upstream)
+SPREAD_TOP = 0.8  # the utilisation of an operator's subtasks at the spread phase's top rate, at most
+# fractions of that top rate the spread phase steps through. Session 15's levels were fractions of the rate at one
+# subtask, so only the operator that limits there got to half its capacity per subtask (q1's map: 0.11-0.32), while
+# the runs' scaled-out operators work at up to 0.9-0.98 (q1's HPA-Varga cell, map at 2 subtasks)
+SPREAD = (0.25, 0.5, 0.75, 1.0)
 METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 # --quick: one (q1 + q11 took 10.4 min with two, over the 10 planned, after the deployment phases came in session 13)
@@ -127,7 +130,7 @@ class QueryPlan:
     durations: Durations
     operators: tuple[str, ...] = field(default_factory=tuple)
     bottlenecks: tuple[str, ...] = field(default_factory=tuple)  # operators made the only bottleneck in turn
-    spread: tuple[float, ...] = ()  # the spread phase's levels (fractions of the saturated rate); none: no phase
+    spread: tuple[float, ...] = ()  # the spread phase's levels (fractions of its top rate); none: no phase
 
     @property
     def measure_s(self) -> float:
@@ -175,3 +178,22 @@ def bottleneck_operators(topology: Topology, quick: bool) -> tuple[str, ...]:
     if quick:
         return ()
     return tuple(op.name for op in topology.operators if not op.is_source)
+
+
+def spread_layout(rate_at_capacity: dict[str, float]) -> tuple[float, dict[str, int]]:
+    """The spread phase's top rate and layout from each operator's `rate_at_capacity` (the generator's records/s
+    that bring one of its subtasks to its capacity; infinite for an operator the pattern does not feed).
+
+    The top rate is the highest at which every operator fits in `SPREAD_SUBTASKS_MAX` subtasks at `SPREAD_TOP` of
+    their capacity, and no higher than brings the fastest one to `SPREAD_TOP` at `SPREAD_SUBTASKS`; each operator
+    gets the fewest subtasks (at least `SPREAD_SUBTASKS`) that keep it at `SPREAD_TOP` or below there. So every
+    operator is scaled out and nothing saturates, and the operators' top utilisations are as high as the subtask cap
+    allows (q1 at 0.1 CPU: source 0.8 at 3 subtasks, map 0.62 at 3, sink 0.56 at 2)."""
+    fed = {op: r for op, r in rate_at_capacity.items() if math.isfinite(r) and r > 0}
+    if not fed:
+        raise ValueError("no operator has a finite rate at capacity: nothing to spread")
+    top = min(min(SPREAD_SUBTASKS_MAX * SPREAD_TOP * r for r in fed.values()),
+              max(SPREAD_SUBTASKS * SPREAD_TOP * r for r in fed.values()))
+    layout = {op: max(SPREAD_SUBTASKS, math.ceil(top / (SPREAD_TOP * fed[op]) - 1e-9)) if op in fed
+              else SPREAD_SUBTASKS for op in rate_at_capacity}
+    return top, layout

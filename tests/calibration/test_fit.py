@@ -869,19 +869,46 @@ def test_the_job_goes_back_to_its_base_layout_after_the_bottleneck_phases_or_the
                 cal._back_to(base)
 
 
+def test_the_spread_layout_brings_every_operator_high_without_saturating_any() -> None:
+    """The top rate is the highest at which every operator fits in 3 subtasks at 0.8 of its capacity (capped
+    where the fastest reaches 0.8 at 2), each operator gets the fewest subtasks (at least 2) that keep it at or
+    under 0.8 there; an operator the pattern does not feed stays at 2; with no fed operator it is an error."""
+    from harness.calibration.plan import SPREAD_SUBTASKS, SPREAD_SUBTASKS_MAX, SPREAD_TOP, spread_layout
+
+    # q1 at 0.1 CPU (session 15's capacities): the source limits the top rate at 3 subtasks
+    top, layout = spread_layout({"bids_source": 31_100.0, "map": 40_000.0, "sink": 67_000.0})
+    assert top == pytest.approx(3 * 0.8 * 31_100.0)
+    assert layout == {"bids_source": 3, "map": 3, "sink": 2}
+    util = {"bids_source": top / 3 / 31_100.0, "map": top / 3 / 40_000.0, "sink": top / 2 / 67_000.0}
+    assert util == pytest.approx({"bids_source": 0.8, "map": 0.622, "sink": 0.557}, abs=1e-3)
+    # operators alike: the cap where the fastest reaches 0.8 at 2 subtasks, every one at 2
+    top, layout = spread_layout({"a": 10_000.0, "b": 10_000.0, "c": math.inf})
+    assert top == pytest.approx(2 * 0.8 * 10_000.0) and layout == {"a": 2, "b": 2, "c": 2}
+    # whatever the capacities: every fed operator within [2, 3] subtasks and at or under 0.8 at the top rate
+    for caps in ({"a": 5_000.0, "b": 60_000.0}, {"a": 9_000.0, "b": 12_000.0, "c": 7_500.0}):
+        top, layout = spread_layout(caps)
+        for op, r in caps.items():
+            assert SPREAD_SUBTASKS <= layout[op] <= SPREAD_SUBTASKS_MAX
+            assert top / layout[op] / r <= SPREAD_TOP + 1e-9
+    with pytest.raises(ValueError, match="nothing to spread"):
+        spread_layout({"a": math.inf})
+
+
 def test_the_spread_phase_scales_every_operator_out_from_an_empty_queue_and_goes_back_after() -> None:
     """The driver's order: the generator stopped before the restart (the ladder's load would queue up during it),
-    every operator at SPREAD_SUBTASKS, fresh task managers rewarmed under the first level, the levels recorded in
-    the new layout (the first read as long after the restart as a deployment phase), then back to the base layout
-    and a wait as long before the overload. A failed rescale is recorded without a plateau and the job goes back;
-    a quick plan has no spread phase."""
+    every operator scaled out to `spread_layout`'s layout for the capacities scaled to this machine (the measured
+    saturated rate over the estimated one), fresh task managers rewarmed under the first level, the levels
+    (fractions of the top rate) recorded in the new layout (the first read as long after the restart as a
+    deployment phase), then back to the base layout and a wait as long before the overload. A failed rescale is
+    recorded without a plateau and the job goes back; a quick plan has no spread phase."""
     from types import SimpleNamespace
 
     from harness.backends.base import RescaleResult
     from harness.calibration.measure import QueryCalibration
-    from harness.calibration.plan import SPREAD, SPREAD_SUBTASKS, plan_for
+    from harness.calibration.plan import SPREAD, plan_for, spread_layout
 
     base = {"bids_source": 1, "map": 1, "sink": 1}
+    estimate = {"bids_source": 10_000.0, "map": 13_000.0, "sink": 21_000.0}  # the sink fastest, the source slowest
 
     def run(fail: bool, quick: bool = False) -> tuple[list[tuple[Any, ...]], QueryCalibration]:
         events: list[tuple[Any, ...]] = []
@@ -911,23 +938,25 @@ def test_the_spread_phase_scales_every_operator_out_from_an_empty_queue_and_goes
             e[0] == "rescale" and e[1] != base for e in events) and not fail else []))
         cal.recorder = SimpleNamespace(job_id=None, phase="", now=lambda: clock[0])
         cal.say, cal.phases = (lambda _: None), []
+        cal.estimate, cal.selectivity, cal.rate_capacity = estimate, {}, 10_000.0
         cal._generate = lambda rates: events.append(("generate", rates[0], len(rates)))  # type: ignore[method-assign]
         cal._rewarm = lambda s: events.append(("rewarm",))  # type: ignore[method-assign]
         cal._wait = wait  # type: ignore[method-assign]
         cal._state_bytes = lambda: math.nan  # type: ignore[method-assign]
-        cal._spread(10_000.0)
+        cal._spread(20_000.0)  # this machine twice as fast as the estimate
         return events, cal
 
     events, cal = run(fail=False)
     d = cal.plan.durations
     first = max(d.settle_s, d.rescale_settle_s + d.deployment_settle_s)
-    wide = {op: SPREAD_SUBTASKS for op in base}
+    top, wide = spread_layout({op: 2 * r for op, r in estimate.items()})
+    assert top == pytest.approx(2 * 3 * 0.8 * 10_000.0) and wide == {"bids_source": 3, "map": 3, "sink": 2}
     kinds = [e[0] for e in events]
     assert events[0] == ("generate", 0.0, 3600) and events[1] == ("rescale", wide)
-    assert events[2] == ("generate", SPREAD[0] * 10_000.0, 3600) and events[3] == ("rewarm",)
-    assert events[4][:2] == ("generate", SPREAD[0] * 10_000.0)
+    assert events[2] == ("generate", SPREAD[0] * top, 3600) and events[3] == ("rewarm",)
+    assert events[4][:2] == ("generate", SPREAD[0] * top)
     spread = [p for p in cal.phases if p.kind == "spread"]
-    assert [p.rate for p in spread] == pytest.approx([f * 10_000.0 for f in SPREAD])
+    assert [p.rate for p in spread] == pytest.approx([f * top for f in SPREAD])
     assert all(p.parallelism == wide for p in spread)
     assert [p.settle_s for p in spread] == [first] + [d.settle_s] * (len(SPREAD) - 1)
     assert spread[0].t1 - spread[0].t0 == pytest.approx(d.level_s + first - d.settle_s)
