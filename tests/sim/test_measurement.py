@@ -32,6 +32,7 @@ from harness.calibrated_profile import (
 )
 from harness.config import Experiment
 from harness.kafka_settings import KafkaSettings
+from harness.metrics.snapshot import MetricsSnapshot
 from harness.topology import Topology
 from harness.vocabulary import Metric
 from tests.sim.conftest import constant, pipeline
@@ -180,6 +181,36 @@ def test_an_operator_at_two_or_more_subtasks_reads_its_scaled_out_line_and_at_on
     b = start(constant(2_000, 60), prof=profile(busy=one))
     b.advance_to(30)
     assert b.facts()["costs"]["busy_reading"]["src"]["scaled_out"] is None
+
+
+def test_a_held_back_subtask_reads_its_not_busy_time_as_backpressured_not_idle() -> None:
+    """Flink derives busy from measured idle and backpressured time, so a held-back subtask that never waits for
+    input (a Kafka source with a backlog) reads almost no idle time whatever its busy reading (locally: idle
+    0.03-0.04 at 3 subtasks behind q1's map); a free one reads the same busy line with the rest idle. Seen through
+    HPA-Varga, which reads utilisation as 1 - idle: the held-back source is fully used, the free one is not."""
+    from autoscalers.hpa.scaler import HPAVarga
+
+    low = GaugeModel(offset=0.1, gain=0.3, noise_sd=[(0.0, 0.01)])  # busy reads well under the truth
+    held = start(constant(6_000, 900), prof=profile(busy=low))  # src (8k/s) held back by mid (4k/s): 0.5 busy
+    free = start(constant(4_000, 900), par={"src": 1, "mid": 2, "sink": 1}, prof=profile(busy=low))  # src 0.5
+    for b in (held, free):
+        b.advance_to(600)
+    h, f = held.snapshot(15), free.snapshot(15)
+    for snap in (h, f):  # the same true busy, the same busy reading
+        assert snap.op("src").busy_ms_per_s / 1000.0 == pytest.approx(0.1 + 0.3 * 0.5, abs=0.03)
+    assert h.op("src").idle_ms_per_s / 1000.0 == pytest.approx(0.0, abs=0.03)
+    assert h.op("src").backpressured_ms_per_s / 1000.0 == pytest.approx(0.75, abs=0.03)
+    assert f.op("src").idle_ms_per_s / 1000.0 == pytest.approx(0.75, abs=0.03)
+    assert f.op("src").backpressured_ms_per_s / 1000.0 == pytest.approx(0.0, abs=0.01)
+    # the bottleneck itself has no not-busy time to split (records wait at its input): its reading as before
+    assert h.op("mid").busy_ms_per_s / 1000.0 == pytest.approx(0.4, abs=0.03)
+    varga = HPAVarga()
+
+    def utilisation(snap: MetricsSnapshot) -> float | None:
+        return {r.metric: r.value for r in varga.readings(snap)[0]["src"]}["utilisation"]
+
+    assert utilisation(h) == pytest.approx(1.0, abs=0.03)
+    assert utilisation(f) == pytest.approx(0.25, abs=0.03)
 
 
 def test_a_meter_interval_partly_queued_mixes_the_backlogged_level_with_the_line() -> None:

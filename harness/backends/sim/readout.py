@@ -10,7 +10,9 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   subtask that takes all it can (records wait at its input: the bottleneck) at CPU share 1.0 reads
   busy at the calibrated backlogged level for that part of the interval, where measured: at a low
   CPU quota busy time tells queued input apart more than load (q1's map at 0.1 CPU: 0.10 at its
-  capacity with nothing queued, 0.8-0.98 as a run's bottleneck). Idle = 1000 - busy - backpressured. The true
+  capacity with nothing queued, 0.8-0.98 as a run's bottleneck). Flink derives busy as 1000 - idle -
+  backpressured, so a busy reading's error moves into idle and backpressured as the true not-busy time splits
+  (at least): a held-back subtask that never waits for input reads (almost) no idle time. The true
   busy fraction of a subtask is records / its capacity, the true backpressured fraction the records
   it could not hand downstream / its capacity.
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
@@ -182,6 +184,17 @@ def _noise(model: SimModel, seed: int) -> NoiseTable:
 
 
 _new = object.__new__
+
+
+def _blocked_share(busy: float, backpressured: float) -> float:
+    """The part of a subtask's true not-busy time it spends blocked on output rather than waiting for input.
+
+    Flink measures idle (waiting for input) and backpressured (waiting for output buffers) time and derives busy
+    as what they leave, so whatever the busy reading misses lands in one of the two as the truth splits them, at
+    least: a held-back source with a Kafka backlog never waits for input (locally, at 3 subtasks behind q1's map:
+    idle 0.03-0.04 whatever its busy reading), and its not-busy reading is backpressured time."""
+    idle = max(0.0, 1.0 - busy - backpressured)
+    return backpressured / (backpressured + idle) if backpressured + idle > 1e-9 else 0.0
 
 
 def _subtask(rin: float, rout: float, busy: float, idle: float, bp: float, buffer: float, cpu: float, jvm: float,
@@ -419,6 +432,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                     lv_bp[kk] += min(1.0 - b, bs[kk] / cap)
             lv_busy = [v / n_valid for v in lv_busy]
             lv_bp = [v / n_valid for v in lv_bp]
+            blocked_share = [_blocked_share(b, p) for b, p in zip(lv_busy, lv_bp, strict=True)]
             lv_cpu = [idle_f + (c.saturated_fraction - idle_f) * w / n_valid for w in lv_work]
             # the backlogged level was measured at share 1.0; at a lower share the line (fitted with its saturated
             # share plateaus) reads it
@@ -430,8 +444,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
             g_jvm = [_gauge(r.cpu_jvm, v) for v in lv_cpu]
             if noise is None or n_sub == 0:
-                per_kind = [(gb[0] * 1000.0, min(gp[0], 1.0 - gb[0]) * 1000.0, gc[0], gj[0])
-                            for gb, gp, gc, gj in zip(g_busy, g_bp, g_cpu, g_jvm, strict=True)]
+                per_kind = [(gb[0] * 1000.0, max(min(gp[0], 1.0 - gb[0]), (1.0 - gb[0]) * sh) * 1000.0, gc[0], gj[0])
+                            for gb, gp, gc, gj, sh in zip(g_busy, g_bp, g_cpu, g_jvm, blocked_share,
+                                                          strict=True)]
                 # each subtask's reading is its kind's (one list per gauge, subtasks in order)
                 busy_l, bp_l, cpu_l, jvm_l = ([kind_vals[kk] for kk in kinds.kind_list] if nk > 1 else
                                               [kind_vals[0]] * n_sub for kind_vals in zip(*per_kind, strict=True))
@@ -450,6 +465,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                     read += held_sd[:, None] * noise.held(i, model.deployment, n_sub)
                 read = np.clip(read, 0.0, 1.0)
                 read[1] = np.minimum(read[1], 1.0 - read[0])
+                read[1] = np.maximum(read[1], (1.0 - read[0]) * np.asarray(blocked_share)[ko])
                 read[:2] *= 1000.0
                 busy_l, bp_l, cpu_l, jvm_l = read.tolist()
                 # isBackPressured is instantaneous: each scrape sees a subtask flagged with P(blocked)
