@@ -41,30 +41,23 @@ def completed(results: Path) -> int:
 
 
 def interrupt_at_random(tmp_path: Path, rng: random.Random, workers: str) -> tuple[int, str, float]:
-    """SIGINT at a random moment while runs are in flight, timed in units of this machine's run time.
+    """SIGINT at a random moment while runs are in flight, timed by the matrix's own progress.
 
-    The moment is drawn between 1 and 2.5 times the time the first run of this attempt took to
-    complete (counted from the matrix taking its lock): however fast or loaded the machine, there
-    are always runs in flight or queued then (9 runs, at most 2 at once)."""
+    The moment is when 1 to 3 more runs of this attempt have completed (drawn), plus a jitter of up to
+    0.2 s: however fast, loaded or uneven the machine, 9 runs at most 2 at once leave runs in flight
+    or queued then. (Timed as 1-2.5 first runs instead, a fresh clone's first run, its caches cold,
+    took so much longer than the rest that the whole matrix once finished before the signal.)"""
     m = tmp_path / "m.yaml"
     m.write_text(MATRIX)
     results = tmp_path / "r"
     # a terminal's Ctrl-C goes to the whole process group: so does ours
     proc = subprocess.Popen([BENCH, "matrix", str(m), "--results", str(results), "--workers", workers],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lock = results / "tiny" / ".lock"
-    before = lock.stat().st_mtime_ns if lock.exists() else None
     deadline = time.monotonic() + 120
-    # the matrix has taken its lock (it opens the lock file anew): it schedules runs from here on
-    while proc.poll() is None and time.monotonic() < deadline:
-        if lock.exists() and lock.stat().st_mtime_ns != before:
-            break
-        time.sleep(0.02)
-    locked, done_before = time.monotonic(), completed(results)
-    while proc.poll() is None and time.monotonic() < deadline and completed(results) == done_before:
-        time.sleep(0.02)
-    first_run = time.monotonic() - locked
-    time.sleep(max(0.0, rng.uniform(1.0, 2.5) * first_run - first_run))
+    target = completed(results) + rng.randint(1, 3)
+    while proc.poll() is None and time.monotonic() < deadline and completed(results) < target:
+        time.sleep(0.01)
+    time.sleep(rng.uniform(0.0, 0.2))
     sent = time.monotonic()
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
@@ -78,7 +71,7 @@ def test_sigint_at_random_points_of_a_sim_matrix(tmp_path: Path, workers: str) -
     interrupted_once = False
     for attempt in range(2 if workers == "2" else 1):
         if attempt and 9 - completed(tmp_path / "r") < 6:
-            break  # too few runs left for the signal to be sure to land while they run
+            break  # too few runs left for the signal to be sure to land while they run (3 more complete first)
         code, out, took = interrupt_at_random(tmp_path, rng, workers)
         got = statuses(tmp_path / "r")
         assert set(got) <= {RunStatus.COMPLETED, RunStatus.INTERRUPTED}, out  # never `failed` for a Ctrl-C
