@@ -371,7 +371,10 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         # both as a run's scaled-out operators are
         queued = [pl for pl in lined if backlogged_input(pl)]
         unqueued = [pl for pl in lined if all(pl is not x for x in queued)]
-        scaled = [pl for pl in unqueued if _subtasks(pl) > 1]
+        # a spread phase measures free subtasks: one in which an operator limited (a capacity over-estimated, a
+        # source's busiest subtask of 3 at 9/8 of the mean) reads the saturated or held-back regime instead
+        scaled = [pl for pl in unqueued if _subtasks(pl) > 1
+                  and not (pl.phase.kind == "spread" and limiting.get(pl.phase.name))]
         busy_line = gauges([pl for pl in unqueued if _subtasks(pl) == 1])["busy"]
         wide = scaled_out_line(*gauges(scaled)["busy"])
         # the same load in several deployments (the job restarted in between): the error each one keeps

@@ -401,10 +401,17 @@ class QueryCalibration:
             return
         b, d = self.backend, self.plan.durations
         base = dict(b.state.parallelism)
-        speed = rate / self.rate_capacity if self.rate_capacity > 0 and math.isfinite(rate) else 1.0
+        ok = rate > 0 and math.isfinite(rate) and 0 < self.rate_capacity < math.inf
+        speed = rate / self.rate_capacity if ok else 1.0  # nothing measured: the estimates as they are
         frac = pattern_fractions(self.topology, self.selectivity)
-        top, wide = spread_layout({op: speed * self.estimate[op] / f if f > 0 else math.inf
-                                   for op, f in frac.items()})
+        try:
+            top, wide = spread_layout({op: speed * self.estimate[op] / f if f > 0 else math.inf
+                                       for op, f in frac.items()})
+        except ValueError as e:  # recorded without a plateau, as a failed rescale is: the fits skip it
+            self.say(f"{self.topology.query}: spread skipped ({e})")
+            self.phases.append(PhaseRecord(name="spread", kind="spread", t0=self.recorder.now(),
+                                           extra={"error": str(e)}))
+            return
         layout = {op: max(n, wide[op]) for op, n in base.items()}
         levels = [f * top for f in self.plan.spread]
         self.say(f"{self.topology.query}: spread to {layout}, up to {top:,.0f} records/s")

@@ -62,7 +62,8 @@ COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task m
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
 BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a bottleneck phase offers
 BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
-SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase, at least (8 partitions: 4 per source subtask)
+SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase, at least (8 partitions: a source at 3 gets 3/3/2,
+# so its busiest subtask runs at 9/8 of the mean; the fits use the mean per subtask)
 SPREAD_SUBTASKS_MAX = 3  # ... and at most (task managers on a 2-core host, as a bottleneck phase's upstream)
 SPREAD_TOP = 0.8  # the utilisation of an operator's subtasks at the spread phase's top rate, at most
 # fractions of that top rate the spread phase steps through. Session 15's levels were fractions of the rate at one
@@ -187,8 +188,9 @@ def spread_layout(rate_at_capacity: dict[str, float]) -> tuple[float, dict[str, 
     The top rate is the highest at which every operator fits in `SPREAD_SUBTASKS_MAX` subtasks at `SPREAD_TOP` of
     their capacity, and no higher than brings the fastest one to `SPREAD_TOP` at `SPREAD_SUBTASKS`; each operator
     gets the fewest subtasks (at least `SPREAD_SUBTASKS`) that keep it at `SPREAD_TOP` or below there. So every
-    operator is scaled out and nothing saturates, and the operators' top utilisations are as high as the subtask cap
-    allows (q1 at 0.1 CPU: source 0.8 at 3 subtasks, map 0.62 at 3, sink 0.56 at 2)."""
+    operator is scaled out and nothing saturates; the slowest reaches `SPREAD_TOP` unless the cap at the fastest
+    lowers the rate (q1 at 0.1 CPU: source 0.8 at 3 subtasks, map 0.62 at 3, sink 0.56 at 2; two operators at 10k
+    and 12k/s: 0.64 and 0.8 at 2)."""
     fed = {op: r for op, r in rate_at_capacity.items() if math.isfinite(r) and r > 0}
     if not fed:
         raise ValueError("no operator has a finite rate at capacity: nothing to spread")

@@ -12,7 +12,9 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   CPU quota busy time tells queued input apart more than load (q1's map at 0.1 CPU: 0.10 at its
   capacity with nothing queued, 0.8-0.98 as a run's bottleneck). Flink derives busy as 1000 - idle -
   backpressured, so a busy reading's error moves into idle and backpressured as the true not-busy time splits
-  (at least): a held-back subtask that never waits for input reads (almost) no idle time. The true
+  (at least): the backpressured reading is raised to that share of what the busy reading leaves, so a held-back
+  subtask that never waits for input reads no idle time, and its backpressured reading carries the busy
+  reading's error instead of its own gauge's (locally, such a source read idle 0.03-0.04). The true
   busy fraction of a subtask is records / its capacity, the true backpressured fraction the records
   it could not hand downstream / its capacity.
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
