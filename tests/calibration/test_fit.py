@@ -87,6 +87,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
         if kind == "coldstart":
             rec.extra = {"bin_s": 10.0}
         busy_now = {op: 0.0 for op in ops}
+        if kind == "spread":  # the driver starts the spread layout from an empty queue (the cold start's is drained)
+            pending = 0.0
         for second in range(90 if kind == "coldstart" else length):
             f = warm_fraction(second + 0.5) if kind == "coldstart" else 1.0
             caps = {op: c * f for op, c in warm_caps.items()}
