@@ -407,10 +407,8 @@ class QueryCalibration:
         try:
             top, wide = spread_layout({op: speed * self.estimate[op] / f if f > 0 else math.inf
                                        for op, f in frac.items()})
-        except ValueError as e:  # recorded without a plateau, as a failed rescale is: the fits skip it
-            self.say(f"{self.topology.query}: spread skipped ({e})")
-            self.phases.append(PhaseRecord(name="spread", kind="spread", t0=self.recorder.now(),
-                                           extra={"error": str(e)}))
+        except ValueError as e:
+            self._skipped_spread({}, str(e))
             return
         layout = {op: max(n, wide[op]) for op, n in base.items()}
         levels = [f * top for f in self.plan.spread]
@@ -418,10 +416,8 @@ class QueryCalibration:
         self._generate([0.0] * 3600)  # the ladder's last level would queue up during the restart
         warm = set(self.stack.taskmanager_ids())
         res = self._in_place(layout)
-        if not res.ok:  # recorded without a plateau (no end time): the fits skip it, the record says why
-            self.say(f"{self.topology.query}: spread: rescale to {layout} failed ({res.error}); skipped")
-            self.phases.append(PhaseRecord(name="spread", kind="spread", t0=self.recorder.now(),
-                                           extra={"layout": layout, "error": str(res.error)}))
+        if not res.ok:
+            self._skipped_spread(layout, str(res.error))
             self._back_to(base)
             return
         self._generate([levels[0]] * 3600)
@@ -438,6 +434,12 @@ class QueryCalibration:
         self._back_to(base)
         self.recorder.phase = "spread-back"
         self._wait(first)
+
+    def _skipped_spread(self, layout: dict[str, int], error: str) -> None:
+        """A spread phase that could not run, recorded without a plateau (no end time: the fits skip it) and why."""
+        self.say(f"{self.topology.query}: spread to {layout or 'no layout'} skipped ({error})")
+        extra: dict[str, Any] = {"layout": layout, "error": error} if layout else {"error": error}
+        self.phases.append(PhaseRecord(name="spread", kind="spread", t0=self.recorder.now(), extra=extra))
 
     def _in_place(self, layout: dict[str, int]) -> Any:
         """Rescale the job to `layout` in place and keep recording it; the backend's RescaleResult."""

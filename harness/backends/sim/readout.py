@@ -199,6 +199,14 @@ def _blocked_share(busy: float, backpressured: float) -> float:
     return backpressured / (backpressured + idle) if backpressured + idle > 1e-9 else 0.0
 
 
+def _backpressured_reading(busy: float | np.ndarray, backpressured: float | np.ndarray,
+                           blocked_share: float | np.ndarray) -> float | np.ndarray:
+    """The backpressured reading beside a busy reading: no more than what busy leaves, and at least the blocked
+    share of it (`_blocked_share`). Scalars or arrays alike (the exact and the noisy readout)."""
+    left = 1.0 - busy
+    return np.maximum(np.minimum(backpressured, left), left * blocked_share)
+
+
 def _subtask(rin: float, rout: float, busy: float, idle: float, bp: float, buffer: float, cpu: float, jvm: float,
              lag: float | None) -> SubtaskMetrics:
     """SubtaskMetrics without the frozen dataclass' per-field __setattr__ (hundreds per snapshot)."""
@@ -446,7 +454,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             g_cpu = [_gauge(r.cpu, v) for v in lv_cpu]
             g_jvm = [_gauge(r.cpu_jvm, v) for v in lv_cpu]
             if noise is None or n_sub == 0:
-                per_kind = [(gb[0] * 1000.0, max(min(gp[0], 1.0 - gb[0]), (1.0 - gb[0]) * sh) * 1000.0, gc[0], gj[0])
+                per_kind = [(gb[0] * 1000.0, float(_backpressured_reading(gb[0], gp[0], sh)) * 1000.0, gc[0], gj[0])
                             for gb, gp, gc, gj, sh in zip(g_busy, g_bp, g_cpu, g_jvm, blocked_share,
                                                           strict=True)]
                 # each subtask's reading is its kind's (one list per gauge, subtasks in order)
@@ -466,8 +474,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 if held_sd is not None:
                     read += held_sd[:, None] * noise.held(i, model.deployment, n_sub)
                 read = np.clip(read, 0.0, 1.0)
-                read[1] = np.minimum(read[1], 1.0 - read[0])
-                read[1] = np.maximum(read[1], (1.0 - read[0]) * np.asarray(blocked_share)[ko])
+                read[1] = _backpressured_reading(read[0], read[1], np.asarray(blocked_share)[ko])
                 read[:2] *= 1000.0
                 busy_l, bp_l, cpu_l, jvm_l = read.tolist()
                 # isBackPressured is instantaneous: each scrape sees a subtask flagged with P(blocked)
