@@ -52,12 +52,14 @@ def cap(op: str, cores: float) -> float:
 
 
 def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, target: str = "map",
-                          upstream_bp: float | None = None, spread: tuple[float, ...] = ()) -> Measurement:
+                          upstream_bp: float | None = None, spread: tuple[float, ...] = (),
+                          spread_par: dict[str, int] | None = None, limited_busy: float | None = None) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (the source at 3 subtasks; the map limits, being
     the slowest) in which the map, with records waiting at its input, reads this busy level instead of the line;
     `upstream_bp` replaces the source's backpressure reading there (else 1 - its utilisation). `spread`: a
     `spread` phase per level (fractions of the source's capacity at one subtask) with every operator at 2
-    subtasks, which read the WIDE line."""
+    subtasks (`spread_par` overrides per operator), which read the WIDE line; in a spread phase whose rate
+    exceeds what the layout takes, the operator that limits reads `limited_busy` if given (a saturated reading)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     c_src = cap("bids_source", QUOTA)
@@ -79,7 +81,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     pending = 0.0
     extra_subtasks: dict[tuple[str, int], list[float]] = {}  # counters of the operators' 2nd and 3rd subtasks
     for name, kind, rate, shares, target in plan:
-        par = {op: 3 if kind == "bottleneck" and op == "bids_source" else 2 if kind == "spread" else 1 for op in ops}
+        wide_par = {op: (spread_par or {}).get(op, 2) for op in ops}
+        par = {op: 3 if kind == "bottleneck" and op == "bids_source" else wide_par[op] if kind == "spread" else 1
+               for op in ops}
         warm_caps = {op: par[op] * cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}  # the operator's total
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
                           operator=target, parallelism=par,
@@ -104,6 +108,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                     level = BUSY_OFFSET + BUSY_GAIN * u if par[op] == 1 else WIDE_OFFSET + WIDE_GAIN * u
                     if kind == "bottleneck" and op == bottleneck and backlogged_busy is not None:
                         level = backlogged_busy
+                    if kind == "spread" and op == bottleneck and limited_busy is not None:
+                        level = limited_busy
                     busy_now[op] = float(np.clip(level + rng.normal(0, BUSY_SD), 0, 1))
                 bp_read = (1 - u) if upstream else 0.0
                 if kind == "bottleneck" and upstream and upstream_bp is not None:
@@ -284,6 +290,31 @@ def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps
     assert wide_back is not None and wide_back.gain == pytest.approx(
         spread.operators["map"].readings.busy_scaled_out.gain, rel=1e-4)  # type: ignore[union-attr]
     assert back_base.operators["map"].readings.busy_scaled_out is None
+
+
+def test_spread_plateaus_at_three_and_two_subtasks_make_each_operator_its_line_and_a_limited_one_stays_out() -> None:
+    """The spread layout gives each operator 2-3 subtasks (q1 at 0.1 CPU: 3/3/2). Each operator's scaled-out line
+    comes from its own plateaus at whatever count it ran; a spread phase whose rate one operator could not take
+    (here the source's three subtasks, reading a saturated 0.95 busy) measures the saturated regime, not a free
+    subtask, and stays out of every operator's line, as it stays out of the capacity fit."""
+    topo = load_topology("q1")
+    layout = {"bids_source": 3, "map": 2, "sink": 2}
+    levels = (0.6, 1.2, 1.8, 2.4)  # the source's three subtasks at 20-80 % of what they take
+    free = build_profile(synthetic_measurement(spread=levels, spread_par=layout), topo, provenance())
+    limited = build_profile(synthetic_measurement(spread=(*levels, 3.5), spread_par=layout, limited_busy=0.95),
+                            topo, provenance())
+    base = build_profile(synthetic_measurement(), topo, provenance())
+    for prof in (free, limited):
+        src, mp = prof.operators["bids_source"].readings, prof.operators["map"].readings
+        assert src.scaled_out_subtasks == [3] and mp.scaled_out_subtasks == [2]
+        for r in (src, mp):
+            assert r.busy_scaled_out is not None
+            assert r.busy_scaled_out.offset == pytest.approx(WIDE_OFFSET, abs=0.03)
+            assert r.busy_scaled_out.gain == pytest.approx(WIDE_GAIN, abs=0.1)
+            assert r.busy_at(3).gain == r.busy_scaled_out.gain  # beyond the counts measured, the line holds
+        assert prof.operators["sink"].readings.busy_scaled_out is None  # 7-30 % busy only: too narrow a range
+        for op in K:
+            assert prof.operators[op].capacity == pytest.approx(base.operators[op].capacity, rel=0.02)
 
 
 def test_a_full_plan_spreads_every_operator_out_and_quick_does_not() -> None:
@@ -721,6 +752,42 @@ def test_a_backpressured_source_never_counts_as_the_saturated_one() -> None:
     assert bottlenecks(blocked + rest, topo, QUOTA) == set()
     unread = [pl("auction_source", 68.0, math.nan, pending=1e6), pl("person_source", 324.0, math.nan, pending=1e6)]
     assert bottlenecks(unread + rest, topo, QUOTA) == {"auction_source", "person_source"}  # unknown: not blocked
+
+
+def test_a_source_throttled_at_its_own_lower_share_limited_its_phase_though_it_reads_backpressured() -> None:
+    """q11's source at 0.1 CPU, share 0.25, throttled in every CFS period: its task manager's threads all stop, so
+    the stop shows as backpressured time (0.49-0.71) while the session window, at a third of its CPU, took all it
+    sent. In its own share phase it limited; the same readings at its full share (another operator's phase), or
+    unthrottled, are a source held back. With the window at its own CPU limit too, both limited."""
+    from harness.calibration.build import OpPlateau, bottlenecks
+    from harness.topology import load_topology
+
+    topo = load_topology("q11")
+
+    def pl(phase: PhaseRecord, op: str, rate: float, cores: float, bp: float, throttled: float, share: float = 1.0,
+           pending: float = math.nan) -> OpPlateau:
+        p = fit.Plateau(phase=phase.name, share=share, rate_in=rate, rate_out=rate, cores=cores,
+                        busy=np.array([0.2]), backpressured=np.array([bp]), idle=np.array([0.0]),
+                        cpu_jvm=np.array([0.1]), flagged=bp, throttled=throttled, pending=pending,
+                        pending_growth=0.0)
+        return OpPlateau(phase, op, p, np.zeros(0), pd.DataFrame())
+
+    def phase_of(target: str) -> PhaseRecord:
+        return PhaseRecord(name=f"share-{target}-0.25", kind="share", t0=0.0, t1=30.0, operator=target)
+
+    own = phase_of("bids_source")
+    window, sink = pl(own, "session_window", 5298.0, 0.041, 0.0, 0.10), pl(own, "sink", 349.0, 0.013, 0.0, 0.0)
+    throttled = pl(own, "bids_source", 5209.0, 0.025, 0.71, 1.0, share=0.25, pending=1.5e6)
+    assert bottlenecks([throttled, window, sink], topo, 0.1) == {"bids_source"}
+    unthrottled = pl(own, "bids_source", 5209.0, 0.025, 0.71, 0.1, share=0.25, pending=1.5e6)
+    assert bottlenecks([unthrottled, window, sink], topo, 0.1) == set()
+    other = phase_of("sink")  # the source at its full share, throttled and backpressured: held back
+    at_full = [pl(other, "bids_source", 5209.0, 0.1, 0.71, 1.0, pending=1.5e6),
+               pl(other, "session_window", 5298.0, 0.041, 0.0, 0.10), pl(other, "sink", 349.0, 0.013, 0.0, 0.0)]
+    assert bottlenecks(at_full, topo, 0.1) == set()
+    hot_window = pl(own, "session_window", 9332.0, 0.091, 0.0, 0.97)
+    half = pl(own, "bids_source", 10420.0, 0.040, 0.85, 0.74, share=0.5, pending=1.35e6)
+    assert bottlenecks([half, hot_window, sink], topo, 0.1) == {"bids_source", "session_window"}
 
 
 def test_the_pending_records_buffer_is_recovered_from_a_cold_starts_samples() -> None:
