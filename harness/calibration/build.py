@@ -179,7 +179,8 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     """The operators that limited a phase. Only a phase with a backlog in Kafka was limited at all; then
     the bottleneck is the most downstream CPU-bound operator (one upstream of it may run hot too, but
     it is blocked, not saturated) and any source at its own CPU limit that it did not hold back, else the
-    sources themselves that were not backpressured (none: nothing limited the phase measurably). A source is
+    sources themselves that were not held back (backpressured, unless a lower share throttled them: see
+    `_throttled_at_own_share`; none: nothing limited the phase measurably). A source is
     not judged by its CPU alone: a KafkaSource reader used its task manager's quota while reading little
     (measured with the tiered JIT)."""
     if not backlogged(phase_plateaus, topology):
@@ -187,7 +188,8 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     srcs = {s.name for s in topology.sources}
     hot = {pl.operator for pl in phase_plateaus if pl.operator not in srcs and _cpu_bound(pl, quota)}
     if not hot:  # the sources limited, except those held back from downstream (blocked, not saturated)
-        return {pl.operator for pl in phase_plateaus if pl.operator in srcs and not _blocked(pl)}
+        return {pl.operator for pl in phase_plateaus
+                if pl.operator in srcs and (not _blocked(pl) or _throttled_at_own_share(pl))}
     # a source at its own CPU limit with its own backlog, not held back from downstream, limited itself too
     # (measured: q1 at 0.25 CPU, source and map both throttled at 127k/s, the source backpressured 5 % of its
     # time; a source held back by a slower map was throttled in under 10 % of periods). At full shares, or
@@ -225,19 +227,20 @@ def _subtasks(pl: OpPlateau) -> int:
 
 def _blocked(pl: OpPlateau) -> bool:
     """Backpressured most of the time: measured in q3 at 0.25 CPU, an auction source taking 68 records/s at
-    0.92 backpressured while its join stalled; taking it for saturated made its capacity 0.
-
-    Not so the operator a phase gave a lower CPU share, throttled in most CFS periods: the backpressured time is
-    wall-clock time and a throttled task manager's threads all stop, its output's network threads too, so the
-    throttling shows as backpressure. Measured: q11's source at 0.1 CPU, share 0.25, throttled in every period,
-    read 0.49-0.71 backpressured while its session window, unthrottled at a third of its CPU, took all it sent;
-    taken for held back, its capacity became the CPU model's extrapolation (32.8k/s, twice what its share phases
-    measure)."""
+    0.92 backpressured while its join stalled; taking it for saturated made its capacity 0."""
     bp = pl.p.backpressured_mean
-    if not (math.isfinite(bp) and bp >= BLOCKED):
-        return False
-    own_share = pl.phase.kind == "share" and pl.phase.operator == pl.operator and pl.p.share < 1.0
-    return not (own_share and math.isfinite(pl.p.throttled) and pl.p.throttled >= THROTTLED)
+    return math.isfinite(bp) and bp >= BLOCKED
+
+
+def _throttled_at_own_share(pl: OpPlateau) -> bool:
+    """Throttled in most CFS periods at the lower CPU share its phase gave it. A throttled task manager's threads
+    all stop, the network threads sending its output too, and backpressured time is wall-clock time: so the
+    throttling reads as backpressure. Measured: q11's source at 0.1 CPU, share 0.25, throttled in every period,
+    read 0.49-0.71 backpressured while no downstream operator was at its CPU limit; taken for held back, its
+    capacity became the CPU model's extrapolation (32.8k/s; its share phases give 27.4k). Only where nothing
+    downstream is CPU-bound: beside a saturated operator, a held-back source stays a lower bound."""
+    own = pl.phase.kind == "share" and pl.phase.operator == pl.operator and pl.p.share < 1.0
+    return own and math.isfinite(pl.p.throttled) and pl.p.throttled >= THROTTLED
 
 
 def _host_load(m: Measurement) -> HostLoad:

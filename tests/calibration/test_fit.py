@@ -294,9 +294,9 @@ def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps
 
 def test_spread_plateaus_at_three_and_two_subtasks_make_each_operator_its_line_and_a_limited_one_stays_out() -> None:
     """The spread layout gives each operator 2-3 subtasks (q1 at 0.1 CPU: 3/3/2). Each operator's scaled-out line
-    comes from its own plateaus at whatever count it ran; a spread phase whose rate one operator could not take
-    (here the source's three subtasks, reading a saturated 0.95 busy) measures the saturated regime, not a free
-    subtask, and stays out of every operator's line, as it stays out of the capacity fit."""
+    comes from its own plateaus at whatever count it ran. A spread phase whose rate the layout could not take (the
+    source's three subtasks at their capacity, reading a saturated 0.95 busy; the map's task managers at their CPU
+    limit) measures the saturated regime, not free subtasks: it stays out of every operator's line."""
     topo = load_topology("q1")
     layout = {"bids_source": 3, "map": 2, "sink": 2}
     levels = (0.6, 1.2, 1.8, 2.4)  # the source's three subtasks at 20-80 % of what they take
@@ -311,7 +311,7 @@ def test_spread_plateaus_at_three_and_two_subtasks_make_each_operator_its_line_a
             assert r.busy_scaled_out is not None
             assert r.busy_scaled_out.offset == pytest.approx(WIDE_OFFSET, abs=0.03)
             assert r.busy_scaled_out.gain == pytest.approx(WIDE_GAIN, abs=0.1)
-            assert r.busy_at(3).gain == r.busy_scaled_out.gain  # beyond the counts measured, the line holds
+            assert r.busy_at(1).gain == pytest.approx(BUSY_GAIN, abs=0.06)  # one subtask keeps its own line
         assert prof.operators["sink"].readings.busy_scaled_out is None  # 7-30 % busy only: too narrow a range
         for op in K:
             assert prof.operators[op].capacity == pytest.approx(base.operators[op].capacity, rel=0.02)
@@ -756,9 +756,9 @@ def test_a_backpressured_source_never_counts_as_the_saturated_one() -> None:
 
 def test_a_source_throttled_at_its_own_lower_share_limited_its_phase_though_it_reads_backpressured() -> None:
     """q11's source at 0.1 CPU, share 0.25, throttled in every CFS period: its task manager's threads all stop, so
-    the stop shows as backpressured time (0.49-0.71) while the session window, at a third of its CPU, took all it
-    sent. In its own share phase it limited; the same readings at its full share (another operator's phase), or
-    unthrottled, are a source held back. With the window at its own CPU limit too, both limited."""
+    the stop reads as backpressured time (0.49-0.71) while the session window, well under its CPU limit, took all
+    it sent. In its own share phase it limited. Held back it stays: unthrottled or not known to be throttled, at
+    its full share in another phase, and beside a downstream operator at its own CPU limit (a lower bound)."""
     from harness.calibration.build import OpPlateau, bottlenecks
     from harness.topology import load_topology
 
@@ -772,22 +772,25 @@ def test_a_source_throttled_at_its_own_lower_share_limited_its_phase_though_it_r
                         pending_growth=0.0)
         return OpPlateau(phase, op, p, np.zeros(0), pd.DataFrame())
 
-    def phase_of(target: str) -> PhaseRecord:
-        return PhaseRecord(name=f"share-{target}-0.25", kind="share", t0=0.0, t1=30.0, operator=target)
+    own = PhaseRecord(name="share-bids_source-0.25", kind="share", t0=0.0, t1=30.0, operator="bids_source")
 
-    own = phase_of("bids_source")
-    window, sink = pl(own, "session_window", 5298.0, 0.041, 0.0, 0.10), pl(own, "sink", 349.0, 0.013, 0.0, 0.0)
-    throttled = pl(own, "bids_source", 5209.0, 0.025, 0.71, 1.0, share=0.25, pending=1.5e6)
-    assert bottlenecks([throttled, window, sink], topo, 0.1) == {"bids_source"}
-    unthrottled = pl(own, "bids_source", 5209.0, 0.025, 0.71, 0.1, share=0.25, pending=1.5e6)
-    assert bottlenecks([unthrottled, window, sink], topo, 0.1) == set()
-    other = phase_of("sink")  # the source at its full share, throttled and backpressured: held back
-    at_full = [pl(other, "bids_source", 5209.0, 0.1, 0.71, 1.0, pending=1.5e6),
-               pl(other, "session_window", 5298.0, 0.041, 0.0, 0.10), pl(other, "sink", 349.0, 0.013, 0.0, 0.0)]
-    assert bottlenecks(at_full, topo, 0.1) == set()
-    hot_window = pl(own, "session_window", 9332.0, 0.091, 0.0, 0.97)
-    half = pl(own, "bids_source", 10420.0, 0.040, 0.85, 0.74, share=0.5, pending=1.35e6)
-    assert bottlenecks([half, hot_window, sink], topo, 0.1) == {"bids_source", "session_window"}
+    def downstream(phase: PhaseRecord, window_cores: float = 0.041, window_throttled: float = 0.10) -> list[OpPlateau]:
+        return [pl(phase, "session_window", 5298.0, window_cores, 0.0, window_throttled),
+                pl(phase, "sink", 349.0, 0.013, 0.0, 0.0)]
+
+    def source(phase: PhaseRecord, throttled: float, share: float = 0.25) -> OpPlateau:
+        return pl(phase, "bids_source", 5209.0, 0.1 * share, 0.71, throttled, share=share, pending=1.5e6)
+
+    assert bottlenecks([source(own, 1.0), *downstream(own)], topo, 0.1) == {"bids_source"}
+    for held in (0.1, math.nan):  # not throttled, or not known to be
+        assert bottlenecks([source(own, held), *downstream(own)], topo, 0.1) == set()
+    # at its full share (a phase that gave no operator a lower share, aimed at the source or not)
+    for phase in (PhaseRecord(name="bottleneck-bids_source", kind="bottleneck", t0=0.0, t1=30.0,
+                              operator="bids_source"),
+                  PhaseRecord(name="overload", kind="overload", t0=0.0, t1=30.0)):
+        assert bottlenecks([source(phase, 1.0, share=1.0), *downstream(phase)], topo, 0.1) == set()
+    # the window at its CPU limit: it limited, and the throttled source beside it stays a lower bound
+    assert bottlenecks([source(own, 1.0), *downstream(own, 0.091, 0.97)], topo, 0.1) == {"session_window"}
 
 
 def test_the_pending_records_buffer_is_recovered_from_a_cold_starts_samples() -> None:
