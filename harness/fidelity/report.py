@@ -3,7 +3,8 @@
 Sections: what was run (file, scale, time scale and how the scale was chosen, seeds, n, host load
 of the local runs, the calibrated profiles used), whether the profile and the local runs came from machines of
 the same speed (flagged when not), the targets met per cell, per-cell tables of
-local vs sim with the sim's 95 % CI and the relative difference, Kendall's tau of the rankings,
+local vs sim with the sim's 95 % CI and the relative difference, Kendall's tau of the rankings, the local
+busy readings against the sim's reading model and both sides' CPU readings by load,
 and per cell a figure of task managers and latency over time (local vs each sim repetition).
 """
 
@@ -24,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from harness.analysis.metrics import MeanCI  # noqa: E402
 from harness.fidelity.compare import LABELS, METRICS, CellComparison, Tau  # noqa: E402
+from harness.fidelity.cpu_readings import MIN_READINGS as CPU_MIN_READINGS  # noqa: E402
 from harness.fidelity.machines import WARNING  # noqa: E402
 from harness.fidelity.readings import AFTER_RESTART_S as READINGS_AFTER_RESTART_S  # noqa: E402
 from harness.record import RunRecord  # noqa: E402
@@ -49,6 +51,7 @@ class ReportInput:
     records: dict[str, tuple[list[RunRecord], list[RunRecord]]] = field(default_factory=dict)  # cell -> (local, sim)
     machines: list[str] = field(default_factory=list)  # the profile's machine speed vs the local runs' (machines.py)
     readings: tuple[list[str], list[list[str]]] | None = None  # local busy readings vs the sim's model (readings.py)
+    cpu: tuple[list[str], list[list[str]]] | None = None  # both sides' CPU readings by load (cpu_readings.py)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -189,6 +192,16 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
         md.append("\n## Busy readings: local vs the sim's model\n\n" + intro + "\n\n" + _md_table(*inp.readings))
         h.append("<h2>Busy readings: local vs the sim's model</h2><p>" + html.escape(intro) + "</p>"
                  + _html_table(*inp.readings))
+    if inp.cpu and inp.cpu[1]:
+        intro = ("The CPU reading (CPU time / the task manager's quota, as HPA-CPU reads it; the mean over an "
+                 "operator's task managers) of the local run and of the sim runs, by the operator's load per subtask "
+                 "(its records per subtask / the sim's calibrated capacity per subtask), at one subtask and at two or "
+                 "more: the mean reading per band, local / sim (n/a: fewer than "
+                 f"{CPU_MIN_READINGS} readings). Readings at another CPU share or within "
+                 f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start are left out.")
+        md.append("\n## CPU readings by load: local vs sim\n\n" + intro + "\n\n" + _md_table(*inp.cpu))
+        h.append("<h2>CPU readings by load: local vs sim</h2><p>" + html.escape(intro) + "</p>"
+                 + _html_table(*inp.cpu))
     md.append("\n## Cells\n")
     h.append("<h2>Cells</h2>")
     for c in inp.cells:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -463,3 +464,61 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     (old,) = [r for r in readings_rows({"ds2": ([wide], [sim_rec])}) if r.operator == "map"]
     assert old.mean_residual == pytest.approx(
         (0.3 + 0.4 * 0.5 - (g["offset"] + g["gain"] * 0.5)) * second / (first + second), abs=1e-9)
+
+
+def test_the_report_sets_both_sides_cpu_readings_by_load_per_subtask_side_by_side(tmp_path: Path) -> None:
+    """Local and sim CPU readings of an operator are banded by its records per subtask over the sim's capacity per
+    subtask, apart at one subtask and at two or more. A local CPU read every 15 s takes the latest rate before
+    it; readings right after a (re)start or at another CPU share are left out; a band with too few readings on a
+    side is n/a, never 0."""
+    from harness.fidelity.cpu_readings import MIN_READINGS, cpu_rows, cpu_table
+    from harness.fidelity.readings import AFTER_RESTART_S
+    from harness.record import RunRecord, timeseries_table
+
+    m, src = matrix(tmp_path)
+    run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
+    sim = read_run_record(run_experiment(run.experiment, run.run_dir))
+    cap = sim.meta["backend"]["costs"]["capacity_per_subtask"]["map"]
+
+    def record(name: str, every: float, cpu_at: dict[tuple[int, float], float], share_low_after: float = 1e9,
+               offset: float = 0.0) -> RunRecord:
+        """The map at 1 subtask and 0.1 of its capacity until t = 300 s, then at 2 and 0.6 per subtask; its CPU
+        read every `every` s, by (subtasks, load) from `cpu_at`, plus `offset`, at share 0.5 after
+        `share_low_after`."""
+        t = np.arange(5.0, 605.0, 5.0)
+        par = np.where(t < 300, 1.0, 2.0)
+        load = np.where(t < 300, 0.1, 0.6)
+        read = np.arange(15.0, 600.0, every) + 0.1  # off the rates' times, as the loop's reads are
+        rpar = np.where(read < 300, 1, 2)
+        rcpu = np.array([cpu_at[(int(p), 0.1 if p == 1 else 0.6)] for p in rpar]) + offset
+        share = np.where(t < share_low_after, 1.0, 0.5)
+        series = [("records_in", t, load * cap * par), ("parallelism", t, par), ("cpu_share", t, share),
+                  ("cpu", read, rcpu)]
+        table = timeseries_table(np.concatenate([s[1] for s in series]),
+                                 [s[0] for s in series for _ in s[1]], ["map"] * sum(len(s[1]) for s in series),
+                                 [-1] * sum(len(s[1]) for s in series), np.concatenate([s[2] for s in series]))
+        return RunRecord(tmp_path / name, {**sim.meta} if name.startswith("sim") else {"backend": {"name": "local"}},
+                         table, sim.events_table, "completed")
+
+    levels = {(1, 0.1): 0.30, (2, 0.6): 0.70}
+    local = record("local", 15.0, levels)
+    sims = [record("sim-a", 5.0, levels, offset=0.05), record("sim-b", 5.0, levels, offset=0.15)]
+    rows = {(r.operator, r.scaled_out): r for r in cpu_rows({"ds2": ([local], sims)})}
+    one, two = rows[("map", False)], rows[("map", True)]
+    assert one.local[0] == pytest.approx(0.30) and one.sim[0] == pytest.approx(0.40)  # 0.35 and 0.45 pooled
+    assert two.local[2] == pytest.approx(0.70) and two.sim[2] == pytest.approx(0.80)
+    for row, band in ((one, 0), (two, 2)):  # nothing was read at the other loads: unknown, not 0
+        assert all(np.isnan(v) for i, v in enumerate(row.local) if i != band)
+    head, body = cpu_table(list(rows.values()))
+    (line,) = [b for b in body if b[1] == "map" and b[2] == "2+"]
+    assert line[head.index("load 0.50-0.75 local / sim")] == "0.70 / 0.80"
+    assert line[head.index("load 0.00-0.25 local / sim")] == "n/a / n/a"
+    # within AFTER_RESTART_S of the rescale at 300 s nothing counts, nor at another CPU share: the share halved
+    # MIN_READINGS reads after that leaves just enough; one read sooner, too few (no band to compare: no row)
+    def scaled_out(share_low_after: float) -> list[Any]:
+        rec = record("local-short", 15.0, levels, share_low_after=share_low_after)
+        return [r for r in cpu_rows({"ds2": ([rec], sims)}) if r.operator == "map" and r.scaled_out]
+
+    (enough,) = scaled_out(300.0 + AFTER_RESTART_S + 15.0 * MIN_READINGS)
+    assert enough.local[2] == pytest.approx(0.70)
+    assert scaled_out(300.0 + AFTER_RESTART_S + 15.0 * (MIN_READINGS - 1)) == []
