@@ -1,12 +1,14 @@
 """The CPU readings of the local and the sim runs of one cell side by side, by how loaded a subtask was (pure).
 
 HPA-CPU decides from the CPU reading (CPU time / the task manager's quota) alone, so where the sim's reading of
-an operator at a given load parts from the local one, HPA-CPU's cells part too (q11's source at 0.1 CPU: 0.71-0.76
-on the sim at 5-8k records/s per subtask, 0.60-0.66 locally at 3-11k). Both sides are read the same way: per
-operator, its records per subtask over the sim's calibrated capacity per subtask, banded, and the mean reading in
-each band, split at one subtask and two or more (a scaled-out task manager carries a part of the operator).
-Readings at a CPU share other than 1, or within `AFTER_RESTART_S` of a (re)start, are left out, as for the busy
-readings. It only reports: nothing here feeds the model.
+an operator at a given load parts from the local one, HPA-CPU's cells part too. Per operator, each CPU reading is
+set beside the operator's records per subtask over the same span (the time since the run's previous CPU reading:
+15 s locally, where the loop reads it, 5 s on the sim), over the sim's calibrated capacity per subtask; the
+readings are banded by that load, apart at one subtask and at two or more (a scaled-out task manager carries a
+part of the operator). A span with a rate sample missing has no load (unknown, not 0). Readings at a CPU share
+other than 1, or within `AFTER_RESTART_S` of a (re)start, are left out, as for the busy readings. Each run's band
+mean counts where it has `MIN_SECONDS` of readings, and a side's figure is the mean over its runs' band means (a
+repetition that stayed longer in a band does not outweigh the others). It only reports: nothing feeds the model.
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ from harness.fidelity.machines import sim_costs
 from harness.fidelity.readings import AFTER_RESTART_S, restarts
 from harness.vocabulary import Metric
 
-BANDS = (0.0, 0.25, 0.5, 0.75, math.inf)  # records per subtask / capacity per subtask
-MIN_READINGS = 3  # fewer readings in a band on either side: no mean shown
+BANDS = (0.0, 0.25, 0.5, 0.75, 1.0, math.inf)  # records per subtask / capacity per subtask (1+: a backlog read)
+MIN_SECONDS = 45.0  # a run's band mean counts with at least this much reading time in the band
+
+
+@dataclass(frozen=True)
+class BandMeans:
+    """One side's figure per band: the mean over its runs' band means (NaN: no run had MIN_SECONDS there)."""
+
+    mean: tuple[float, ...]
+    seconds: tuple[float, ...]  # reading time in the band, over all runs
+    runs: tuple[int, ...]  # runs whose band mean counts
 
 
 @dataclass(frozen=True)
@@ -32,46 +43,69 @@ class CpuRow:
     cell: str
     operator: str
     scaled_out: bool  # two or more subtasks (False: one)
-    local: tuple[float, ...]  # mean CPU reading per band; NaN: fewer than MIN_READINGS there
-    sim: tuple[float, ...]  # the same over the sim's repetitions pooled
+    local: BandMeans
+    sim: BandMeans  # over the sim's repetitions
 
 
 def band_readings(rec: Any, operator: str, source: bool, capacity: float) -> pd.DataFrame:
     """One run's CPU readings of `operator` (the mean over its task managers) with the band of its load per
-    subtask and whether it ran scaled out. Columns: band (index into BANDS), scaled_out, cpu."""
+    subtask over the reading's span, whether it ran scaled out, and the span. Columns: band, scaled_out, cpu,
+    seconds."""
+    empty = pd.DataFrame({"band": pd.Series(dtype=int), "scaled_out": pd.Series(dtype=bool),
+                          "cpu": pd.Series(dtype=float), "seconds": pd.Series(dtype=float)})
     ts = rec.timeseries
     agg = ts[(ts.subtask == -1) & (ts.operator == operator)]
-    wide = agg.pivot_table(index="ts", columns="metric", values="value", aggfunc="mean").sort_index()
-    rate_col = str(Metric.RECORDS_OUT if source else Metric.RECORDS_IN)
-    empty = pd.DataFrame({"band": pd.Series(dtype=int), "scaled_out": pd.Series(dtype=bool),
-                          "cpu": pd.Series(dtype=float)})
-    if any(c not in wide for c in (str(Metric.CPU), rate_col, str(Metric.PARALLELISM))) or capacity <= 0:
+    rate_metric = str(Metric.RECORDS_OUT if source else Metric.RECORDS_IN)
+
+    def series(metric: str) -> pd.Series:
+        s = agg[agg.metric == metric]
+        return pd.Series(s.value.to_numpy(dtype=float), index=s.ts.to_numpy(dtype=float)).sort_index()
+
+    cpu, rate, par = series(str(Metric.CPU)), series(rate_metric), series(str(Metric.PARALLELISM))
+    share = series(str(Metric.CPU_SHARE))
+    if cpu.empty or rate.empty or par.empty or capacity <= 0:
         return empty
-    par = wide[str(Metric.PARALLELISM)].ffill()
-    share = wide[str(Metric.CPU_SHARE)].ffill() if str(Metric.CPU_SHARE) in wide else pd.Series(1.0, wide.index)
-    t = np.asarray(wide.index, dtype=float)
+    t = cpu.index.to_numpy()
+    span = float(np.median(np.diff(t))) if len(t) > 1 else 5.0
+    rt, rv = rate.index.to_numpy(), rate.to_numpy()
+    per_sub = np.full(len(t), np.nan)
+    for i, ti in enumerate(t):
+        inside = rv[(rt > ti - span) & (rt <= ti)]
+        if len(inside) and np.isfinite(inside).all():  # a gap in the span: its load is unknown
+            per_sub[i] = inside.mean()
+
+    def at(s: pd.Series, default: float) -> np.ndarray:
+        """The state in force at each reading (a change is recorded when it happens; before any, `default`)."""
+        s = s[~s.index.duplicated(keep="last")]
+        return s.reindex(s.index.union(t)).ffill().reindex(t).fillna(default).to_numpy()
+
+    p = at(par.dropna(), math.nan)
+    sh = at(share.dropna(), 1.0)  # no share recorded: the full quota, as the busy readings take it
     starts = restarts(rec)
     since = t - starts[np.clip(np.searchsorted(starts, t, side="right") - 1, 0, None)]
-    # locally the CPU is read at each loop (every 15 s), the rates every scrape: the latest rate at a CPU reading
-    load = (wide[rate_col].ffill() / par / capacity).to_numpy(dtype=float)
-    cpu = wide[str(Metric.CPU)].to_numpy(dtype=float)
-    keep = (np.isfinite(load) & np.isfinite(cpu) & par.notna().to_numpy() & (share.fillna(1.0) == 1.0).to_numpy()
-            & (since >= AFTER_RESTART_S))
+    load = per_sub / p / capacity
+    cv = cpu.to_numpy()
+    keep = np.isfinite(load) & np.isfinite(cv) & (sh == 1.0) & (since >= AFTER_RESTART_S)
     band = np.searchsorted(np.asarray(BANDS[1:-1]), load[keep], side="right")
-    return pd.DataFrame({"band": band, "scaled_out": (par.to_numpy()[keep] > 1), "cpu": cpu[keep]})
+    return pd.DataFrame({"band": band, "scaled_out": p[keep] > 1, "cpu": cv[keep],
+                         "seconds": np.full(int(keep.sum()), span)})
 
 
-def _means(frames: Sequence[pd.DataFrame], scaled_out: bool) -> tuple[float, ...]:
-    """Mean reading per band over the runs' readings pooled."""
-    both = pd.concat(frames)
-    mine = both[both.scaled_out == scaled_out]
-    xs = [mine.cpu[mine.band == b] for b in range(len(BANDS) - 1)]
-    return tuple(float(x.mean()) if len(x) >= MIN_READINGS else math.nan for x in xs)
+def _band_means(runs: Sequence[pd.DataFrame], scaled_out: bool) -> BandMeans:
+    means, seconds, counted = [], [], []
+    for b in range(len(BANDS) - 1):
+        per_run = [r[(r.scaled_out == scaled_out) & (r.band == b)] for r in runs]
+        ok = [x.cpu.mean() for x in per_run if x.seconds.sum() >= MIN_SECONDS]
+        means.append(float(np.mean(ok)) if ok else math.nan)
+        seconds.append(float(sum(x.seconds.sum() for x in per_run)))
+        counted.append(len(ok))
+    return BandMeans(tuple(means), tuple(seconds), tuple(counted))
 
 
 def cpu_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[CpuRow]:
     """Per cell (its local and sim records), operator and one vs several subtasks: both sides' CPU readings by
-    load band. Rows where neither side has a band with enough readings are left out."""
+    load band. A row with no band that both sides read is left out, and so is an operator whose sim records hold
+    no calibrated capacity (records from before it was recorded): there is no load to band by."""
     out: list[CpuRow] = []
     for cell_id, (local, sims) in cells.items():
         if not local or not sims:
@@ -84,24 +118,27 @@ def cpu_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[C
             loc = [band_readings(r, name, source, caps[name]) for r in local]
             sim = [band_readings(r, name, source, caps[name]) for r in sims]
             for scaled_out in (False, True):
-                lm, sm = _means(loc, scaled_out), _means(sim, scaled_out)
-                if all(math.isnan(a) or math.isnan(b) for a, b in zip(lm, sm, strict=True)):
+                lm, sm = _band_means(loc, scaled_out), _band_means(sim, scaled_out)
+                if all(math.isnan(a) or math.isnan(b) for a, b in zip(lm.mean, sm.mean, strict=True)):
                     continue
                 out.append(CpuRow(cell_id, name, scaled_out, lm, sm))
     return out
 
 
+def _band_label(i: int) -> str:
+    lo, hi = BANDS[i], BANDS[i + 1]
+    return f"load {lo:.2f}+" if math.isinf(hi) else f"load {lo:.2f}-{hi:.2f}"
+
+
 def cpu_table(rows: Sequence[CpuRow]) -> tuple[list[str], list[list[str]]]:
-    """The report's table: per band 'local / sim' (n/a: too few readings on that side, never 0)."""
-    def band(i: int) -> str:
-        lo, hi = BANDS[i], BANDS[i + 1]
-        return f"load {lo:.2f}+" if math.isinf(hi) else f"load {lo:.2f}-{hi:.2f}"
+    """The report's table: per band 'local (its reading time) / sim (its runs counted)'; n/a where no run had
+    enough reading time there, never 0."""
+    head = ["cell", "operator", "subtasks", *(_band_label(i) for i in range(len(BANDS) - 1))]
 
-    head = ["cell", "operator", "subtasks", *(band(i) + " local / sim" for i in range(len(BANDS) - 1))]
-
-    def f(v: float) -> str:
-        return "n/a" if math.isnan(v) else f"{v:.2f}"
+    def side(m: float, detail: str) -> str:
+        return "n/a" if math.isnan(m) else f"{m:.2f} ({detail})"
 
     body = [[r.cell, r.operator, "2+" if r.scaled_out else "1",
-             *(f"{f(a)} / {f(b)}" for a, b in zip(r.local, r.sim, strict=True))] for r in rows]
+             *(f"{side(r.local.mean[i], f'{r.local.seconds[i]:.0f} s')} / {side(r.sim.mean[i], str(r.sim.runs[i]))}"
+               for i in range(len(BANDS) - 1))] for r in rows]
     return head, body

@@ -51,10 +51,10 @@ def _capacities(sim: Any) -> dict[str, float]:
     return {k: float(v) for k, v in (sim_costs(sim).get("capacity_per_subtask") or {}).items()}
 
 
-def restarts(local: Any) -> np.ndarray:
-    """When the job (re)started: the run's start and every change of any operator's parallelism (a rescale
-    restarts the whole job, whichever operator it was for)."""
-    ts = local.timeseries
+def restarts(rec: Any) -> np.ndarray:
+    """When the job (re)started, in a local or a sim run: the run's start and every change of any operator's
+    parallelism (a rescale restarts the whole job, whichever operator it was for)."""
+    ts = rec.timeseries
     par = ts[(ts.metric == str(Metric.PARALLELISM)) & (ts.subtask == -1)]
     times = [0.0]
     for _, g in par.groupby("operator"):

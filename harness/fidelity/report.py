@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from harness.analysis.metrics import MeanCI  # noqa: E402
 from harness.fidelity.compare import LABELS, METRICS, CellComparison, Tau  # noqa: E402
-from harness.fidelity.cpu_readings import MIN_READINGS as CPU_MIN_READINGS  # noqa: E402
+from harness.fidelity.cpu_readings import MIN_SECONDS as CPU_MIN_SECONDS  # noqa: E402
 from harness.fidelity.machines import WARNING  # noqa: E402
 from harness.fidelity.readings import AFTER_RESTART_S as READINGS_AFTER_RESTART_S  # noqa: E402
 from harness.record import RunRecord  # noqa: E402
@@ -195,10 +195,12 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     if inp.cpu and inp.cpu[1]:
         intro = ("The CPU reading (CPU time / the task manager's quota, as HPA-CPU reads it; the mean over an "
                  "operator's task managers) of the local run and of the sim runs, by the operator's load per subtask "
-                 "(its records per subtask / the sim's calibrated capacity per subtask), at one subtask and at two or "
-                 "more: the mean reading per band, local / sim (n/a: fewer than "
-                 f"{CPU_MIN_READINGS} readings). Readings at another CPU share or within "
-                 f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start are left out.")
+                 "over the reading's span (its records per subtask / the sim's calibrated capacity per subtask; 1+: "
+                 "more than that, a backlog read), at one subtask and at two or more. Per band: the local mean "
+                 "(its reading time) / the sim's mean over its runs' means (the runs counted); a run counts in a "
+                 f"band with {CPU_MIN_SECONDS:.0f} s of readings there, n/a: none did. Readings at another CPU share, "
+                 f"within {READINGS_AFTER_RESTART_S:.0f} s of a (re)start or over a span with a rate missing are "
+                 "left out.")
         md.append("\n## CPU readings by load: local vs sim\n\n" + intro + "\n\n" + _md_table(*inp.cpu))
         h.append("<h2>CPU readings by load: local vs sim</h2><p>" + html.escape(intro) + "</p>"
                  + _html_table(*inp.cpu))

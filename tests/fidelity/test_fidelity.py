@@ -7,6 +7,7 @@ pipeline is checked on sim records, with sim records standing in for local ones 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -467,58 +468,75 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
 
 
 def test_the_report_sets_both_sides_cpu_readings_by_load_per_subtask_side_by_side(tmp_path: Path) -> None:
-    """Local and sim CPU readings of an operator are banded by its records per subtask over the sim's capacity per
-    subtask, apart at one subtask and at two or more. A local CPU read every 15 s takes the latest rate before
-    it; readings right after a (re)start or at another CPU share are left out; a band with too few readings on a
-    side is n/a, never 0."""
-    from harness.fidelity.cpu_readings import MIN_READINGS, cpu_rows, cpu_table
+    """Each CPU reading is banded by the operator's records per subtask over the reading's own span (the mean of the
+    rate samples since the previous reading; unknown with one missing) over the sim's capacity per subtask, apart
+    at one subtask and at two or more; a source by the records it sends. Readings right after a (re)start or at
+    another CPU share are left out; a run counts in a band with MIN_SECONDS of readings there, and a side's figure
+    is the mean of its runs' means; n/a where none counts, never 0."""
+    from harness.fidelity.cpu_readings import MIN_SECONDS, cpu_rows, cpu_table
     from harness.fidelity.readings import AFTER_RESTART_S
     from harness.record import RunRecord, timeseries_table
 
     m, src = matrix(tmp_path)
     run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
     sim = read_run_record(run_experiment(run.experiment, run.run_dir))
-    cap = sim.meta["backend"]["costs"]["capacity_per_subtask"]["map"]
+    caps = sim.meta["backend"]["costs"]["capacity_per_subtask"]
+    end = 600.0
 
-    def record(name: str, every: float, cpu_at: dict[tuple[int, float], float], share_low_after: float = 1e9,
-               offset: float = 0.0) -> RunRecord:
-        """The map at 1 subtask and 0.1 of its capacity until t = 300 s, then at 2 and 0.6 per subtask; its CPU
-        read every `every` s, by (subtasks, load) from `cpu_at`, plus `offset`, at share 0.5 after
-        `share_low_after`."""
-        t = np.arange(5.0, 605.0, 5.0)
-        par = np.where(t < 300, 1.0, 2.0)
-        load = np.where(t < 300, 0.1, 0.6)
-        read = np.arange(15.0, 600.0, every) + 0.1  # off the rates' times, as the loop's reads are
-        rpar = np.where(read < 300, 1, 2)
-        rcpu = np.array([cpu_at[(int(p), 0.1 if p == 1 else 0.6)] for p in rpar]) + offset
+    def record(name: str, every: float, cpu: float, loads: Sequence[float] = (0.3, 0.3, 0.96),
+               gap_at: float | None = None, share_low_after: float = 1e9, rescale_at: float = 300.0) -> RunRecord:
+        """Map and source at 1 subtask until `rescale_at`, then at 2; per subtask, 5-s rate samples cycling
+        through `loads` (x capacity); the CPU read every `every` s (0.1 s after a rate sample) at `cpu`."""
+        t = np.arange(5.0, end, 5.0)
+        par = np.where(t < rescale_at, 1.0, 2.0)
         share = np.where(t < share_low_after, 1.0, 0.5)
-        series = [("records_in", t, load * cap * par), ("parallelism", t, par), ("cpu_share", t, share),
-                  ("cpu", read, rcpu)]
-        table = timeseries_table(np.concatenate([s[1] for s in series]),
-                                 [s[0] for s in series for _ in s[1]], ["map"] * sum(len(s[1]) for s in series),
-                                 [-1] * sum(len(s[1]) for s in series), np.concatenate([s[2] for s in series]))
-        return RunRecord(tmp_path / name, {**sim.meta} if name.startswith("sim") else {"backend": {"name": "local"}},
-                         table, sim.events_table, "completed")
+        frac = np.array([loads[k % len(loads)] for k in range(len(t))])
+        if gap_at is not None:
+            frac[np.argmin(np.abs(t - gap_at))] = np.nan
+        read = np.arange(15.0, end, every) + 0.1
+        parts: list[tuple[str, str, np.ndarray, np.ndarray]] = []
+        for op, metric in (("map", "records_in"), ("bids_source", "records_out")):
+            parts += [(metric, op, t, frac * caps[op] * par), ("parallelism", op, t, par),
+                      ("cpu_share", op, t, share), ("cpu", op, read, np.full(len(read), cpu))]
+        table = timeseries_table(np.concatenate([x[2] for x in parts]), [x[0] for x in parts for _ in x[2]],
+                                 [x[1] for x in parts for _ in x[2]], [-1] * sum(len(x[2]) for x in parts),
+                                 np.concatenate([x[3] for x in parts]))
+        meta = sim.meta if name.startswith("sim") else {"backend": {"name": "local"}}
+        return RunRecord(tmp_path / name, meta, table, sim.events_table, "completed")
 
-    levels = {(1, 0.1): 0.30, (2, 0.6): 0.70}
-    local = record("local", 15.0, levels)
-    sims = [record("sim-a", 5.0, levels, offset=0.05), record("sim-b", 5.0, levels, offset=0.15)]
-    rows = {(r.operator, r.scaled_out): r for r in cpu_rows({"ds2": ([local], sims)})}
-    one, two = rows[("map", False)], rows[("map", True)]
-    assert one.local[0] == pytest.approx(0.30) and one.sim[0] == pytest.approx(0.40)  # 0.35 and 0.45 pooled
-    assert two.local[2] == pytest.approx(0.70) and two.sim[2] == pytest.approx(0.80)
-    for row, band in ((one, 0), (two, 2)):  # nothing was read at the other loads: unknown, not 0
-        assert all(np.isnan(v) for i, v in enumerate(row.local) if i != band)
-    head, body = cpu_table(list(rows.values()))
+    def rows(local: RunRecord, sims: list[RunRecord]) -> dict[tuple[str, bool], Any]:
+        return {(r.operator, r.scaled_out): r for r in cpu_rows({"ds2": ([local], sims)})}
+
+    # every 15 s locally the span holds samples at 0.3, 0.3, 0.96: its mean, 0.52, is band 0.50-0.75 (the last
+    # sample alone would be 0.75-1.00, the next 0.25-0.50); on the sim every 5 s, each sample its own span
+    local = record("local", 15.0, 0.70)
+    got = rows(local, [record("sim-a", 5.0, 0.80, loads=(0.52,))])
+    for op in ("map", "bids_source"):
+        for wide in (False, True):
+            r = got[(op, wide)]
+            assert r.local.mean[2] == pytest.approx(0.70) and np.isnan(r.local.mean[1]) and np.isnan(r.local.mean[3])
+            assert r.sim.mean[2] == pytest.approx(0.80) and np.isnan(r.sim.mean[3])
+    # the sim's repetitions count alike: the mean of their means (0.5), not of their readings pooled (0.43),
+    # though the second read that band for a fifth of the time only
+    long_, short_ = record("sim-long", 5.0, 0.40, loads=(0.6,)), record("sim-short", 5.0, 0.60, loads=(0.6,),
+                                                                        rescale_at=end - 90.0)
+    wide_row = rows(local, [long_, short_])[("map", True)]
+    assert wide_row.sim.mean[2] == pytest.approx(0.50) and wide_row.sim.runs[2] == 2
+    head, body = cpu_table(list(rows(local, [long_, short_]).values()))
     (line,) = [b for b in body if b[1] == "map" and b[2] == "2+"]
-    assert line[head.index("load 0.50-0.75 local / sim")] == "0.70 / 0.80"
-    assert line[head.index("load 0.00-0.25 local / sim")] == "n/a / n/a"
-    # within AFTER_RESTART_S of the rescale at 300 s nothing counts, nor at another CPU share: the share halved
-    # MIN_READINGS reads after that leaves just enough; one read sooner, too few (no band to compare: no row)
-    def scaled_out(share_low_after: float) -> list[Any]:
-        rec = record("local-short", 15.0, levels, share_low_after=share_low_after)
-        return [r for r in cpu_rows({"ds2": ([rec], sims)}) if r.operator == "map" and r.scaled_out]
+    assert line[head.index("load 0.50-0.75")] == f"0.70 ({wide_row.local.seconds[2]:.0f} s) / 0.50 (2)"
+    assert line[head.index("load 0.00-0.25")] == "n/a / n/a"
+    # a missing rate sample leaves its span's reading out (unknown load, not a lower one)
+    gapped = rows(record("local-gap", 15.0, 0.70, gap_at=400.0), [record("sim-a", 5.0, 0.80, loads=(0.52,))])[
+        ("map", True)]
+    assert gapped.local.seconds[2] == got[("map", True)].local.seconds[2] - 15.0
+    # within AFTER_RESTART_S of the rescale at 300 s nothing counts, nor at another CPU share: halving the share
+    # MIN_SECONDS after that leaves just enough; a reading sooner, too few (no band both sides read: no row)
+    def scaled_out_rows(share_low_after: float) -> list[Any]:
+        rec = record("local-short", 15.0, 0.70, share_low_after=share_low_after)
+        return [r for r in cpu_rows({"ds2": ([rec], [record("sim-a", 5.0, 0.80, loads=(0.52,))])})
+                if r.operator == "map" and r.scaled_out]
 
-    (enough,) = scaled_out(300.0 + AFTER_RESTART_S + 15.0 * MIN_READINGS)
-    assert enough.local[2] == pytest.approx(0.70)
-    assert scaled_out(300.0 + AFTER_RESTART_S + 15.0 * (MIN_READINGS - 1)) == []
+    (enough,) = scaled_out_rows(300.0 + AFTER_RESTART_S + MIN_SECONDS)
+    assert enough.local.mean[2] == pytest.approx(0.70)
+    assert scaled_out_rows(300.0 + AFTER_RESTART_S + MIN_SECONDS - 15.0) == []
