@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.fidelity.machines import sim_costs
-from harness.fidelity.readings import AFTER_RESTART_S, restarts
+from harness.fidelity.readings import AFTER_RESTART_S, capacities, operators, restarts
 from harness.vocabulary import Metric
 
 BANDS = (0.0, 0.25, 0.5, 0.75, 1.0, math.inf)  # records per subtask / capacity per subtask (1+: a backlog read)
@@ -110,9 +109,8 @@ def cpu_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[C
     for cell_id, (local, sims) in cells.items():
         if not local or not sims:
             continue
-        caps = {k: float(v) for k, v in (sim_costs(sims[0]).get("capacity_per_subtask") or {}).items()}
-        for spec in (sims[0].meta.get("topology") or {}).get("operators", []):
-            name, source = str(spec["name"]), not spec.get("upstream")  # a source has no upstream
+        caps = capacities(sims[0])
+        for name, source, _ in operators(sims[0]):
             if name not in caps:
                 continue
             loc = [band_readings(r, name, source, caps[name]) for r in local]

@@ -47,8 +47,16 @@ def _busy_models(sim: Any) -> dict[str, dict[str, Any]]:
     return sim_costs(sim).get("busy_reading") or {}
 
 
-def _capacities(sim: Any) -> dict[str, float]:
+def capacities(sim: Any) -> dict[str, float]:
+    """A sim record's calibrated capacity per subtask, by operator (absent in records from before it was kept)."""
     return {k: float(v) for k, v in (sim_costs(sim).get("capacity_per_subtask") or {}).items()}
+
+
+def operators(sim: Any) -> list[tuple[str, bool, list[str]]]:
+    """A sim record's operators in topology order: (name, is a source, upstream names); a source has no
+    upstream (harness.topology)."""
+    specs = (sim.meta.get("topology") or {}).get("operators", [])
+    return [(str(sp["name"]), not sp.get("upstream"), [str(u) for u in sp.get("upstream") or ()]) for sp in specs]
 
 
 def restarts(rec: Any) -> np.ndarray:
@@ -127,18 +135,16 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
     for cell_id, (local, sims) in cells.items():
         if not local or not sims:
             continue
-        models, caps = _busy_models(sims[0]), _capacities(sims[0])
+        models, caps = _busy_models(sims[0]), capacities(sims[0])
         if not models:  # exact readings, or a record from before the model was recorded
             continue
         starts = [restarts(rec) for rec in local]
-        for spec in (sims[0].meta.get("topology") or {}).get("operators", []):
-            name, source = str(spec["name"]), not spec.get("upstream")  # a source has no upstream (harness.topology)
+        for name, source, ups in operators(sims[0]):
             g = models.get(name)
             if g is None or name not in caps:
                 continue
             queued = g.get("backlogged_mean")
             queued_f = float(queued) if isinstance(queued, int | float) and math.isfinite(queued) else None
-            ups = [str(u) for u in spec.get("upstream") or ()]
             wide = g.get("scaled_out")  # absent in records from before it was modelled: the one line throughout
             wide_line = (float(wide["offset"]), float(wide["gain"])) if isinstance(wide, dict) else None
             parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f, ups,
