@@ -180,7 +180,7 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     the bottleneck is the most downstream CPU-bound operator (one upstream of it may run hot too, but
     it is blocked, not saturated) and any source at its own CPU limit that it did not hold back, else the
     sources themselves that were not held back (backpressured, unless a lower share throttled them: see
-    `_throttled_at_own_share`; none: nothing limited the phase measurably). A source is
+    `_throttled_in_its_own_phase`; none: nothing limited the phase measurably). A source is
     not judged by its CPU alone: a KafkaSource reader used its task manager's quota while reading little
     (measured with the tiered JIT)."""
     if not backlogged(phase_plateaus, topology):
@@ -189,7 +189,7 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     hot = {pl.operator for pl in phase_plateaus if pl.operator not in srcs and _cpu_bound(pl, quota)}
     if not hot:  # the sources limited, except those held back from downstream (blocked, not saturated)
         return {pl.operator for pl in phase_plateaus
-                if pl.operator in srcs and (not _blocked(pl) or _throttled_at_own_share(pl))}
+                if pl.operator in srcs and (not _blocked(pl) or _throttled_in_its_own_phase(pl))}
     # a source at its own CPU limit with its own backlog, not held back from downstream, limited itself too
     # (measured: q1 at 0.25 CPU, source and map both throttled at 127k/s, the source backpressured 5 % of its
     # time; a source held back by a slower map was throttled in under 10 % of periods). At full shares, or
@@ -232,14 +232,16 @@ def _blocked(pl: OpPlateau) -> bool:
     return math.isfinite(bp) and bp >= BLOCKED
 
 
-def _throttled_at_own_share(pl: OpPlateau) -> bool:
-    """Throttled in most CFS periods at the lower CPU share its phase gave it. A throttled task manager's threads
-    all stop, the network threads sending its output too, and backpressured time is wall-clock time: so the
-    throttling reads as backpressure. Measured: q11's source at 0.1 CPU, share 0.25, throttled in every period,
-    read 0.49-0.71 backpressured while no downstream operator was at its CPU limit; taken for held back, its
-    capacity became the CPU model's extrapolation (32.8k/s; its share phases give 27.4k). Only where nothing
-    downstream is CPU-bound: beside a saturated operator, a held-back source stays a lower bound."""
-    own = pl.phase.kind == "share" and pl.phase.operator == pl.operator and pl.p.share < 1.0
+def _throttled_in_its_own_phase(pl: OpPlateau) -> bool:
+    """Throttled in most CFS periods in a phase made to saturate it: at the lower CPU share its share phase gave
+    it, or in its own bottleneck phase (its downstream scaled out). A throttled task manager's threads all stop,
+    the network threads sending its output too, and backpressured time is wall-clock time: so the throttling
+    reads as backpressure. Measured: q11's source at 0.1 CPU, share 0.25, throttled in every period, read
+    0.49-0.71 backpressured while no downstream operator was at its CPU limit; taken for held back, its capacity
+    became the CPU model's extrapolation (32.8k/s; its share phases give 27.4k). Only where nothing downstream is
+    CPU-bound: beside a saturated operator, a held-back source stays a lower bound."""
+    mine = pl.phase.operator == pl.operator
+    own = mine and ((pl.phase.kind == "share" and pl.p.share < 1.0) or pl.phase.kind == "bottleneck")
     return own and math.isfinite(pl.p.throttled) and pl.p.throttled >= THROTTLED
 
 
@@ -386,8 +388,10 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         unqueued = [pl for pl in lined if all(pl is not x for x in queued)]
         # a spread phase measures free subtasks: one in which an operator limited (a capacity over-estimated, a
         # source's busiest subtask of 3 at 9/8 of the mean) reads the saturated or held-back regime instead
+        # likewise a bottleneck phase's scaled-out operator that limited it instead (a source's downstream capped)
         scaled = [pl for pl in unqueued if _subtasks(pl) > 1
-                  and not (pl.phase.kind == "spread" and limiting.get(pl.phase.name))]
+                  and not (pl.phase.kind == "spread" and limiting.get(pl.phase.name))
+                  and not (pl.phase.kind == "bottleneck" and pl.operator in limiting.get(pl.phase.name, set()))]
         busy_line = gauges([pl for pl in unqueued if _subtasks(pl) == 1])["busy"]
         wide = scaled_out_line(*gauges(scaled)["busy"])
         # the same load in several deployments (the job restarted in between): the error each one keeps

@@ -354,7 +354,9 @@ class QueryCalibration:
 
     def _bottleneck_phases(self) -> None:
         """Each planned operator as the job's only bottleneck at share 1.0, as in a run: its upstream scaled out
-        so it holds it back, the generator offering more than it takes. Back to the base layout after."""
+        so it holds it back, the generator offering more than it takes; a source's downstream scaled out so it
+        takes all the source gives (the backlog the phases before left is read at the source's own limit). Back
+        to the base layout after."""
         if not self.plan.bottlenecks:
             return
         b, d = self.backend, self.plan.durations
@@ -367,11 +369,13 @@ class QueryCalibration:
             rate = max(self.offered, OVERLOAD * self.estimate[op] / max(frac[op], 1e-9))
             layout = dict(base)
             capped: list[str] = []
-            for up in self.topology.ancestors(op):
-                need = math.ceil(BOTTLENECK_HEADROOM * rate * frac[up] / max(self.estimate[up], 1e-9))
-                layout[up] = min(BOTTLENECK_UPSTREAM_MAX, max(2, need))
+            spec = self.topology.op(op)
+            others = self.topology.descendants(op) if spec.is_source else self.topology.ancestors(op)
+            for other in sorted(others):
+                need = math.ceil(BOTTLENECK_HEADROOM * rate * frac[other] / max(self.estimate[other], 1e-9))
+                layout[other] = min(BOTTLENECK_UPSTREAM_MAX, max(2, need))
                 if need > BOTTLENECK_UPSTREAM_MAX:
-                    capped.append(up)
+                    capped.append(other)
             if capped:
                 self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} capped at "
                          f"{BOTTLENECK_UPSTREAM_MAX} subtasks: {op} may not be the one that limits")

@@ -28,12 +28,14 @@ in every run), fed by the load generator from a fresh consumer group:
 4. `share`: overloaded again (every task manager briefly at a full CPU first: a rescale may have
    started one), each operator in turn runs at lower CPU shares of its task manager's quota
    (cgroup, no restart), which makes it the bottleneck: its capacity there.
-5. `bottleneck` (not with --quick): each non-source operator made the job's only
-   bottleneck at share 1.0 the way a run makes it: everything upstream of it scaled out to 2-3
-   subtasks and the generator offering more than it takes. Its capacity where its upstream does not
-   limit it first (q1 at 0.1 CPU: source and map both near 44k/s at parallelism 1), its busy reading
-   while its input holds records (the map read 0.10 busy at parallelism 1 and 0.8-0.98 as the runs'
-   bottleneck), and its upstream's readings at parallelism 2-3 while held back by it.
+5. `bottleneck` (not with --quick): each operator made the job's only bottleneck at share 1.0 the way
+   a run makes it: everything upstream of it scaled out to 2-3 subtasks and the generator offering more
+   than it takes. Its capacity where its upstream does not limit it first (q1 at 0.1 CPU: source and map
+   both near 44k/s at parallelism 1), its busy reading while its input holds records (the map read 0.10
+   busy at parallelism 1 and 0.8-0.98 as the runs' bottleneck), and its upstream's readings at
+   parallelism 2-3 while held back by it. The sources last: each reads the backlog the phases before
+   left, its downstream scaled out to 2-3 subtasks, so a source behind a slower operator saturates at
+   its full share too.
 6. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
    how capacity scales with subtasks (Kafka partitions, key groups).
 7. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
@@ -60,7 +62,8 @@ LADDER_QUICK = (0.2, 0.45, 0.7)
 OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
 COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task managers warm up
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
-BOTTLENECK_HEADROOM = 1.25  # upstream subtasks carry this many times the rate a bottleneck phase offers
+BOTTLENECK_HEADROOM = 1.25  # scaled-out subtasks (a bottleneck's upstream, a source's downstream) carry this many
+# times the rate a bottleneck phase offers
 BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
 SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase, at least (8 partitions: a source at 3 gets 3/3/2,
 # so its busiest subtask runs at 9/8 of the mean; the fits use the mean per subtask)
@@ -172,13 +175,18 @@ def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1
 
 
 def bottleneck_operators(topology: Topology, quick: bool) -> tuple[str, ...]:
-    """The operators a `bottleneck` phase makes the job's only bottleneck: every non-source one in topological
-    order. None with `--quick`: one such phase cost about 40 s per query (a rescale there and back, fresh task
+    """The operators a `bottleneck` phase makes the job's only bottleneck: every one, the non-sources in
+    topological order, then the sources (each reads the backlog in Kafka the phases before it left, at share 1.0
+    with its downstream scaled out: without it a source behind a slower operator never saturates at its full
+    share, and its capacity comes from its lower shares alone; measured: q11's source at 0.1 CPU, fitted 22.1k/s
+    from its share-0.25 plateau, took 28-32k/s per subtask in a run's backlog with a fifth of its quota to spare).
+    None with `--quick`: one such phase cost about 40 s per query (a rescale there and back, fresh task
     managers' JIT), and q1 + q11 took 11.0 min with it, over the 10 planned (session 14); a quick profile's busy
     reading of a queued input stays unmeasured (NaN), and the sim reads the line there."""
     if quick:
         return ()
-    return tuple(op.name for op in topology.operators if not op.is_source)
+    return (tuple(op.name for op in topology.operators if not op.is_source)
+            + tuple(op.name for op in topology.operators if op.is_source))
 
 
 def spread_layout(rate_at_capacity: dict[str, float]) -> tuple[float, dict[str, int]]:

@@ -53,15 +53,28 @@ def cap(op: str, cores: float) -> float:
 
 def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, target: str = "map",
                           upstream_bp: float | None = None, spread: tuple[float, ...] = (),
-                          spread_par: dict[str, int] | None = None, limited_busy: float | None = None) -> Measurement:
-    """`backlogged_busy`: add a `bottleneck` phase for `target` (the source at 3 subtasks; the map limits, being
-    the slowest) in which the map, with records waiting at its input, reads this busy level instead of the line;
+                          spread_par: dict[str, int] | None = None, limited_busy: float | None = None,
+                          costs: dict[str, float] | None = None, throttled_cost: float = 0.0) -> Measurement:
+    """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
+    the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
+    level instead of the line;
     `upstream_bp` replaces the source's backpressure reading there (else 1 - its utilisation). `spread`: a
     `spread` phase per level (fractions of the source's capacity at one subtask) with every operator at 2
     subtasks (`spread_par` overrides per operator), which read the WIDE line; in a spread phase whose rate
-    exceeds what the layout takes, the operator that limits reads `limited_busy` if given (a saturated reading)."""
+    exceeds what the layout takes, the operator that limits reads `limited_busy` if given (a saturated reading).
+    `costs` overrides K per operator; `throttled_cost`: a record costs 1 + this x (1 - share) times as much at a
+    lower CPU share (a throttled task manager's JVM keeps its fixed work: q11's source at 0.1 CPU spent 5.4 CPU-us
+    per record at share 0.25, at most 3.3 reading a backlog at share 1.0)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
+    k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
+
+    def per_record(op: str, share: float) -> float:
+        return k_at[op] * (1.0 + throttled_cost * (1.0 - share))
+
+    def cap(op: str, cores: float, share: float = 1.0) -> float:  # noqa: F811 - this world's costs
+        return (cores - OVERHEAD) / per_record(op, share)
+
     c_src = cap("bids_source", QUOTA)
     phases: list[PhaseRecord] = []
     plan: list[tuple[str, str, float, dict[str, float], str | None]] = [
@@ -82,9 +95,12 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     extra_subtasks: dict[tuple[str, int], list[float]] = {}  # counters of the operators' 2nd and 3rd subtasks
     for name, kind, rate, shares, target in plan:
         wide_par = {op: (spread_par or {}).get(op, 2) for op in ops}
-        par = {op: 3 if kind == "bottleneck" and op == "bids_source" else wide_par[op] if kind == "spread" else 1
-               for op in ops}
-        warm_caps = {op: par[op] * cap(op, QUOTA * shares.get(op, 1.0)) for op in ops}  # the operator's total
+        # a bottleneck phase scales out the source (a non-source target's upstream) or, the source's, its downstream
+        scaled = ({op for op in ops if (op == "bids_source") != (target == "bids_source")} if kind == "bottleneck"
+                  else set())
+        par = {op: 3 if op in scaled else wide_par[op] if kind == "spread" else 1 for op in ops}
+        warm_caps = {op: par[op] * cap(op, QUOTA * shares.get(op, 1.0), shares.get(op, 1.0))
+                     for op in ops}  # the operator's total
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
                           operator=target, parallelism=par,
                           shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
@@ -102,7 +118,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
             pending += rate - x
             for j, op in enumerate(ops):
                 u = x / caps[op] if caps[op] > 0 else 0.0
-                cores = OVERHEAD + (K[op] * x / f if f > 0 else 0.0)
+                cores = OVERHEAD + (per_record(op, shares.get(op, 1.0)) * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
                     level = BUSY_OFFSET + BUSY_GAIN * u if par[op] == 1 else WIDE_OFFSET + WIDE_GAIN * u
@@ -219,6 +235,28 @@ def test_a_bottleneck_with_records_at_its_input_reads_its_own_busy_level_and_the
     assert without.operators["map"].readings.busy.backlogged_n == 0
 
 
+def test_a_source_behind_a_slower_operator_gets_its_full_share_capacity_from_its_own_bottleneck_phase() -> None:
+    """A source cheaper than its map never saturates at share 1.0 in the overload phase (the map limits), so
+    without its own bottleneck phase its capacity comes from its lower shares, where a throttled task manager
+    spends more per record: the line through them falls far under its real capacity (q11's source at 0.1 CPU:
+    22.1k/s fitted, 28-32k/s per subtask read from a run's backlog). Its bottleneck phase (map and sink at 3
+    subtasks, a backlog) saturates it at its full share: the capacity there is measured, the map's is unchanged,
+    and the source's busy reading of its backlog there is its backlogged level."""
+    world = {"costs": {"bids_source": 0.8e-5}, "throttled_cost": 1.0}
+    truth = (QUOTA - OVERHEAD) / 0.8e-5  # the source at share 1.0: 28.75k/s, the map 23k/s
+    without = build_profile(synthetic_measurement(**world), load_topology("q1"), provenance())
+    with_phase = build_profile(synthetic_measurement(backlogged_busy=0.7, target="bids_source", **world),
+                               load_topology("q1"), provenance())
+    src_without, src = without.operators["bids_source"], with_phase.operators["bids_source"]
+    assert src_without.capacity < 0.8 * truth  # the lower shares' line: about 20k/s
+    assert src.capacity == pytest.approx(truth, rel=0.03)
+    assert [p.share for p in src.shares if p.saturated] == pytest.approx([0.5, 0.25, 1.0])
+    for prof in (without, with_phase):  # the map limited the overload phase in both
+        assert prof.operators["map"].capacity == pytest.approx(cap("map", QUOTA), rel=0.03)
+    assert src.readings.busy.backlogged_mean == pytest.approx(0.7, abs=0.03)
+    assert math.isnan(src_without.readings.busy.backlogged_mean)
+
+
 def test_a_saturated_operator_is_backlogged_only_when_it_holds_its_upstream_back_and_was_the_phases_target() -> None:
     """q1's map at 0.1 CPU saturated in the overload phase with its source 1-4 % backpressured: nothing queued at
     its input, so its reading stays in the line. And a bottleneck phase for the sink in which the map limited
@@ -328,13 +366,16 @@ def test_a_full_plan_spreads_every_operator_out_and_quick_does_not() -> None:
     assert full.estimate_s > without.estimate_s + full.measure_s - without.measure_s
 
 
-def test_a_full_plan_makes_each_non_source_operator_the_bottleneck_in_turn_and_quick_none() -> None:
+def test_a_full_plan_makes_each_operator_the_bottleneck_in_turn_the_sources_last_and_quick_none() -> None:
     from harness.calibration.plan import plan_for
 
     topo = load_topology("q1")
     full, quick = plan_for(topo, False), plan_for(topo, True)
-    assert full.bottlenecks == ("map", "sink") and quick.bottlenecks == ()
-    assert plan_for(load_topology("q11"), False).bottlenecks == ("session_window", "sink")
+    assert full.bottlenecks == ("map", "sink", "bids_source") and quick.bottlenecks == ()
+    assert plan_for(load_topology("q11"), False).bottlenecks == ("session_window", "sink", "bids_source")
+    q8 = plan_for(load_topology("q8"), False).bottlenecks
+    srcs = [op.name for op in load_topology("q8").operators if op.is_source]
+    assert len(srcs) == 2 and list(q8[-2:]) == srcs and not set(srcs) & set(q8[:-2])
     without = plan_for(topo, False)
     without = type(without)(**{**without.__dict__, "bottlenecks": ()})
     assert full.measure_s > without.measure_s and full.estimate_s > without.estimate_s
@@ -784,11 +825,17 @@ def test_a_source_throttled_at_its_own_lower_share_limited_its_phase_though_it_r
     assert bottlenecks([source(own, 1.0), *downstream(own)], topo, 0.1) == {"bids_source"}
     for held in (0.1, math.nan):  # not throttled, or not known to be
         assert bottlenecks([source(own, held), *downstream(own)], topo, 0.1) == set()
-    # at its full share (a phase that gave no operator a lower share, aimed at the source or not)
-    for phase in (PhaseRecord(name="bottleneck-bids_source", kind="bottleneck", t0=0.0, t1=30.0,
-                              operator="bids_source"),
+    # at its full share in a phase not made to saturate it (another operator's, or the overload's)
+    for phase in (PhaseRecord(name="bottleneck-session_window", kind="bottleneck", t0=0.0, t1=30.0,
+                              operator="session_window"),
                   PhaseRecord(name="overload", kind="overload", t0=0.0, t1=30.0)):
         assert bottlenecks([source(phase, 1.0, share=1.0), *downstream(phase)], topo, 0.1) == set()
+    # its own bottleneck phase (its downstream scaled out) is made to saturate it at its full share: throttled, it
+    # limited; not throttled (or not known to be), backpressured, it was held back after all
+    mine = PhaseRecord(name="bottleneck-bids_source", kind="bottleneck", t0=0.0, t1=30.0, operator="bids_source")
+    assert bottlenecks([source(mine, 1.0, share=1.0), *downstream(mine)], topo, 0.1) == {"bids_source"}
+    for held in (0.1, math.nan):
+        assert bottlenecks([source(mine, held, share=1.0), *downstream(mine)], topo, 0.1) == set()
     # the window at its CPU limit: it limited, and the throttled source beside it stays a lower bound
     assert bottlenecks([source(own, 1.0), *downstream(own, 0.091, 0.97)], topo, 0.1) == {"session_window"}
 
@@ -1040,3 +1087,50 @@ def test_the_spread_phase_scales_every_operator_out_from_an_empty_queue_and_goes
     assert rec.kind == "spread" and math.isnan(rec.t1) and rec.extra["error"] == "timed out"
     assert cal.backend.state.parallelism == base and ("rewarm",) not in failed
     assert run(fail=False, quick=True)[0] == []
+
+
+def test_each_bottleneck_phase_scales_out_a_targets_upstream_and_a_sources_downstream() -> None:
+    """The driver's layouts, q11 at 0.1 CPU (session 17's capacities): the window's and the sink's phases scale out
+    what feeds them (enough subtasks to carry 1.25 x the offered rate, 2-3); the source's phase, last, scales out
+    what it feeds and keeps itself at one subtask, so it alone limits. Back to the base layout after."""
+    from types import SimpleNamespace
+
+    from harness.backends.base import RescaleResult
+    from harness.calibration.measure import QueryCalibration
+    from harness.calibration.plan import plan_for
+
+    topo = load_topology("q11")
+    base = {op.name: 1 for op in topo.operators}
+    events: list[tuple[str, dict[str, int]]] = []
+
+    class Backend:
+        def __init__(self) -> None:
+            self.state = SimpleNamespace(parallelism=dict(base), cpu_share={}, job_id="j")
+            self.method = ""
+
+        def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
+            events.append(("rescale", dict(target)))
+            self.state.parallelism = dict(target)
+            return RescaleResult(parallelism=dict(target))
+
+    cal = QueryCalibration.__new__(QueryCalibration)
+    cal.backend, cal.topology, cal.plan = Backend(), topo, plan_for(topo, False)
+    cal.stack = SimpleNamespace(taskmanager_ids=lambda: ["tm-1"])
+    cal.recorder = SimpleNamespace(job_id=None, phase="", now=lambda: 0.0)
+    cal.say, cal.phases, cal.offered = (lambda _: None), [], 30_000.0
+    cal.estimate = {"bids_source": 22_100.0, "session_window": 19_700.0, "sink": 4_200.0}
+    cal.selectivity = {"bids_source": 1.0, "session_window": 0.02, "sink": 0.0}
+    cal._generate = lambda rates: None  # type: ignore[method-assign]
+    cal._rewarm = lambda s: None  # type: ignore[method-assign]
+    cal._wait = lambda s: None  # type: ignore[method-assign]
+    cal._state_bytes = lambda: math.nan  # type: ignore[method-assign]
+    cal._bottleneck_phases()
+    layouts = {p.operator: p.extra["layout"] for p in cal.phases}
+    assert [p.operator for p in cal.phases] == ["session_window", "sink", "bids_source"]
+    # the window's phase: offered 1.6 x 19.7k = 31.5k, the source needs ceil(1.25 x 31.5k / 22.1k) = 2
+    assert layouts["session_window"] == {"bids_source": 2, "session_window": 1, "sink": 1}
+    # the source's phase: offered 1.6 x 22.1k = 35.4k; the window needs ceil(1.25 x 35.4k / 19.7k) = 3, the sink
+    # (fed 2 % of it) the minimum 2; the source itself stays at one subtask
+    assert layouts["bids_source"] == {"bids_source": 1, "session_window": 3, "sink": 2}
+    assert cal.phases[-1].rate == pytest.approx(1.6 * 22_100.0)
+    assert events[-1] == ("rescale", base) and cal.backend.state.parallelism == base
