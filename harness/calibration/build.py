@@ -179,8 +179,8 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     """The operators that limited a phase. Only a phase with a backlog in Kafka was limited at all; then
     the bottleneck is the most downstream CPU-bound operator (one upstream of it may run hot too, but
     it is blocked, not saturated) and any source at its own CPU limit that it did not hold back, else the
-    sources themselves that were not held back (backpressured, unless a lower share throttled them: see
-    `_throttled_in_its_own_phase`; none: nothing limited the phase measurably). A source is
+    sources themselves that were not held back (backpressured, unless throttled in a phase made to saturate them:
+    see `_throttled_in_its_own_phase`; none: nothing limited the phase measurably). A source is
     not judged by its CPU alone: a KafkaSource reader used its task manager's quota while reading little
     (measured with the tiered JIT)."""
     if not backlogged(phase_plateaus, topology):
@@ -189,7 +189,8 @@ def bottlenecks(phase_plateaus: Sequence[OpPlateau], topology: Topology, quota: 
     hot = {pl.operator for pl in phase_plateaus if pl.operator not in srcs and _cpu_bound(pl, quota)}
     if not hot:  # the sources limited, except those held back from downstream (blocked, not saturated)
         return {pl.operator for pl in phase_plateaus
-                if pl.operator in srcs and (not _blocked(pl) or _throttled_in_its_own_phase(pl))}
+                if pl.operator in srcs
+                and (not _blocked(pl) or _throttled_in_its_own_phase(pl, phase_plateaus, topology))}
     # a source at its own CPU limit with its own backlog, not held back from downstream, limited itself too
     # (measured: q1 at 0.25 CPU, source and map both throttled at 127k/s, the source backpressured 5 % of its
     # time; a source held back by a slower map was throttled in under 10 % of periods). At full shares, or
@@ -232,17 +233,29 @@ def _blocked(pl: OpPlateau) -> bool:
     return math.isfinite(bp) and bp >= BLOCKED
 
 
-def _throttled_in_its_own_phase(pl: OpPlateau) -> bool:
+STARVED = 0.3  # an operator idle (waiting for input) at least this share of its time took all it was given
+
+
+def _throttled_in_its_own_phase(pl: OpPlateau, phase_plateaus: Sequence[OpPlateau], topology: Topology) -> bool:
     """Throttled in most CFS periods in a phase made to saturate it: at the lower CPU share its share phase gave
-    it, or in its own bottleneck phase (its downstream scaled out). A throttled task manager's threads all stop,
-    the network threads sending its output too, and backpressured time is wall-clock time: so the throttling
-    reads as backpressure. Measured: q11's source at 0.1 CPU, share 0.25, throttled in every period, read
-    0.49-0.71 backpressured while no downstream operator was at its CPU limit; taken for held back, its capacity
-    became the CPU model's extrapolation (32.8k/s; its share phases give 27.4k). Only where nothing downstream is
-    CPU-bound: beside a saturated operator, a held-back source stays a lower bound."""
-    mine = pl.phase.operator == pl.operator
-    own = mine and ((pl.phase.kind == "share" and pl.p.share < 1.0) or pl.phase.kind == "bottleneck")
-    return own and math.isfinite(pl.p.throttled) and pl.p.throttled >= THROTTLED
+    it, or in its own bottleneck phase (its downstream scaled out), there only where what it feeds waited for input
+    (`STARVED`; a join stalled on its state reads busy or backpressured, not idle: then the source was held back,
+    however throttled). A throttled task manager's threads all stop, the network threads sending its output too,
+    and backpressured time is wall-clock time: so the throttling reads as backpressure. Measured: q11's source at
+    0.1 CPU, share 0.25, throttled in every period, read 0.49-0.71 backpressured while no downstream operator was
+    at its CPU limit; taken for held back, its capacity became the CPU model's extrapolation (32.8k/s; its share
+    phases give 27.4k). In its own bottleneck phase (session 18) it read 0.19, throttled in every period, its window
+    at 3 subtasks idle 0.41-0.65. Only where nothing downstream is CPU-bound: beside a saturated operator, a
+    held-back source stays a lower bound."""
+    if pl.phase.operator != pl.operator or not (math.isfinite(pl.p.throttled) and pl.p.throttled >= THROTTLED):
+        return False
+    if pl.phase.kind == "share":
+        return pl.p.share < 1.0
+    if pl.phase.kind != "bottleneck":
+        return False
+    fed = set(topology.downstream(pl.operator))
+    idle = [_mean_known(list(o.p.idle)) for o in phase_plateaus if o.operator in fed]
+    return bool(idle) and all(math.isfinite(i) and i >= STARVED for i in idle)
 
 
 def _host_load(m: Measurement) -> HostLoad:
@@ -304,7 +317,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         limiting[name] = bottlenecks([pl for pl in pls if pl.phase.name == name], topology, q)
 
     def saturated(pl: OpPlateau, _q: float = q) -> bool:
-        """It limited its phase. In a bottleneck phase only the operator made the bottleneck counts: an upstream
+        """It limited its phase. In a bottleneck phase only the operator made the bottleneck counts: a scaled-out
         one at 2-3 subtasks that limited instead (capped, or slower than estimated) is no measure of one subtask
         (as the parallelism phases are not)."""
         if pl.phase.kind == "bottleneck" and pl.operator != pl.phase.operator:
@@ -333,8 +346,8 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         # restart, 3.8-4.5 on the ladder before), which would tilt the CPU model: they stay out of every other fit
         redeployed = [pl for pl in mine if pl.phase.kind == "deployment" and pl.p.share == 1.0]
         mine = [pl for pl in mine if pl.phase.kind != "deployment"]
-        # the CPU line from the plateaus at parallelism 1 (a bottleneck phase's scaled-out upstream is held back;
-        # the spread phase's task managers each carry a part)
+        # the CPU line from the plateaus at parallelism 1 (the bottleneck and spread phases' scaled-out task managers
+        # each carry a part)
         unsat = [pl for pl in mine if not saturated(pl, q) and pl.p.share == 1.0 and _subtasks(pl) == 1
                  and pl.phase.kind not in ("parallelism", "bottleneck")]
         sat = [pl for pl in mine if saturated(pl, q) and pl.phase.kind in SATURATING]
@@ -382,8 +395,8 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
         # apart; and it depends on the operator's subtasks (q1's source at 0.1 CPU: 0.55-0.64 at one subtask
         # whatever its load, its task manager at its full quota; 0.08-0.14 at two): the busy line at one subtask,
-        # and one of its own from the scaled-out plateaus, free (spread) or held back (a bottleneck's upstream),
-        # both as a run's scaled-out operators are
+        # and one of its own from the scaled-out plateaus, free (spread, a source's downstream in its bottleneck
+        # phase) or held back (a bottleneck's upstream), both as a run's scaled-out operators are
         queued = [pl for pl in lined if backlogged_input(pl)]
         unqueued = [pl for pl in lined if all(pl is not x for x in queued)]
         # a spread phase measures free subtasks: one in which an operator limited (a capacity over-estimated, a

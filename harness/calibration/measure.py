@@ -28,7 +28,7 @@ import pandas as pd
 from harness.calibration import fit
 from harness.calibration.plan import (
     BOTTLENECK_HEADROOM,
-    BOTTLENECK_UPSTREAM_MAX,
+    BOTTLENECK_SCALED_MAX,
     COLD_OVERLOAD,
     GROWN_STATE_BYTES,
     GROWN_STATE_METHODS,
@@ -122,6 +122,41 @@ def pattern_fractions(topology: Topology, selectivity: dict[str, float]) -> dict
         else:
             out[op.name] = sum(out[u] * selectivity.get(u, 1.0) for u in op.upstream)
     return out
+
+
+def bottleneck_layout(topology: Topology, op: str, rate: float, base: dict[str, int], estimate: dict[str, float],
+                      selectivity: dict[str, float]) -> tuple[dict[str, int], list[str]]:
+    """The layout that makes `op` the job's only bottleneck at generator rate `rate`, and the operators that would
+    need more than `BOTTLENECK_SCALED_MAX` subtasks for it (capped there: `op` may not limit then).
+
+    A non-source's upstream gets enough subtasks to carry `BOTTLENECK_HEADROOM` x what the rate brings it (at
+    least 2: its readings scaled out and held back are measured too). A source stays at its base parallelism and
+    everything downstream of it gets enough to carry that many times what reaches it (no fewer than at base): the
+    source's own offered share, and what the other sources, at their base parallelism, can deliver at most by
+    their estimates (q8's person source floods its join no more than its auction source can feed it)."""
+    frac = pattern_fractions(topology, selectivity)
+    layout, capped = dict(base), []
+    if not topology.op(op).is_source:
+        for up in sorted(topology.ancestors(op)):
+            need = math.ceil(BOTTLENECK_HEADROOM * rate * frac[up] / max(estimate[up], 1e-9))
+            layout[up] = min(BOTTLENECK_SCALED_MAX, max(2, need))
+            if need > BOTTLENECK_SCALED_MAX:
+                capped.append(up)
+        return layout, capped
+    reach = topology.descendants(op)
+    flow: dict[str, float] = {}  # records/s reaching each operator in the phase
+    for spec in topology.operators:
+        if spec.is_source:
+            offered = rate * frac[spec.name]
+            flow[spec.name] = offered if spec.name == op else min(offered, estimate[spec.name] * base[spec.name])
+        else:
+            flow[spec.name] = sum(flow[u] * selectivity.get(u, 1.0) for u in spec.upstream)
+    for down in sorted(reach):
+        need = math.ceil(BOTTLENECK_HEADROOM * flow[down] / max(estimate[down], 1e-9))
+        layout[down] = min(BOTTLENECK_SCALED_MAX, max(base[down], need))
+        if need > BOTTLENECK_SCALED_MAX:
+            capped.append(down)
+    return layout, capped
 
 
 def estimated_rate_capacity(topology: Topology, capacity: dict[str, float], selectivity: dict[str, float]) -> float:
@@ -353,10 +388,11 @@ class QueryCalibration:
         return rate if rate > 0 else math.nan
 
     def _bottleneck_phases(self) -> None:
-        """Each planned operator as the job's only bottleneck at share 1.0, as in a run: its upstream scaled out
-        so it holds it back, the generator offering more than it takes; a source's downstream scaled out so it
-        takes all the source gives (the backlog the phases before left is read at the source's own limit). Back
-        to the base layout after."""
+        """Each planned operator as the job's only bottleneck at share 1.0, as in a run (`bottleneck_layout`): its
+        upstream scaled out so it holds it back, the generator offering more than it takes; a source's downstream
+        scaled out so it takes all the source gives (the source reads the backlog the phases before left and the
+        generator adds; the backlog before and after is recorded). A source whose downstream would need more than
+        `BOTTLENECK_SCALED_MAX` subtasks is skipped, recorded without a plateau. Back to the base layout after."""
         if not self.plan.bottlenecks:
             return
         b, d = self.backend, self.plan.durations
@@ -365,23 +401,21 @@ class QueryCalibration:
         # readings from as long after the restart as a deployment phase's (the restart's own work settles first)
         settle = max(d.settle_s, d.rescale_settle_s + d.deployment_settle_s)
         for op in self.plan.bottlenecks:
-            # the generator rate that overloads it (by its estimated capacity), and enough upstream to carry it
+            # the generator rate that overloads it (by its estimated capacity), and the layout that carries it
             rate = max(self.offered, OVERLOAD * self.estimate[op] / max(frac[op], 1e-9))
-            layout = dict(base)
-            capped: list[str] = []
-            spec = self.topology.op(op)
-            others = self.topology.descendants(op) if spec.is_source else self.topology.ancestors(op)
-            for other in sorted(others):
-                need = math.ceil(BOTTLENECK_HEADROOM * rate * frac[other] / max(self.estimate[other], 1e-9))
-                layout[other] = min(BOTTLENECK_UPSTREAM_MAX, max(2, need))
-                if need > BOTTLENECK_UPSTREAM_MAX:
-                    capped.append(other)
+            layout, capped = bottleneck_layout(self.topology, op, rate, base, self.estimate, self.selectivity)
+            extra: dict[str, Any] = {"layout": layout, "capped": sorted(capped)}
+            if capped and self.topology.op(op).is_source:  # what it feeds would limit first: nothing to measure
+                self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} would need more than "
+                         f"{BOTTLENECK_SCALED_MAX} subtasks to take what it gives; skipped")
+                self.phases.append(PhaseRecord(name=f"bottleneck-{op}", kind="bottleneck", t0=self.recorder.now(),
+                                               operator=op, rate=rate, extra={**extra, "error": "downstream capped"}))
+                continue
             if capped:
                 self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} capped at "
-                         f"{BOTTLENECK_UPSTREAM_MAX} subtasks: {op} may not be the one that limits")
+                         f"{BOTTLENECK_SCALED_MAX} subtasks: {op} may not be the one that limits")
             warm = set(self.stack.taskmanager_ids())
             res = self._in_place(layout)
-            extra: dict[str, Any] = {"layout": layout, "capped": sorted(capped)}
             if not res.ok:  # recorded without a plateau (no end time): the fits skip it, the record says why
                 self.say(f"{self.topology.query}: bottleneck {op}: rescale to {layout} failed ({res.error}); skipped")
                 self.phases.append(PhaseRecord(name=f"bottleneck-{op}", kind="bottleneck", t0=self.recorder.now(),
@@ -391,7 +425,11 @@ class QueryCalibration:
             self._generate([rate] * int(d.bottleneck_s + d.settle_s + 120))
             if set(self.stack.taskmanager_ids()) - warm:  # fresh task managers: their JIT at a full CPU first
                 self._rewarm(d.settle_s)
-            self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, settle, rate=rate, operator=op, extra=extra)
+            lag0 = self._lag()
+            rec = self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, settle, rate=rate, operator=op,
+                              extra=extra)
+            lag1 = self._lag()  # the backlog the phase read from, as the fits judge it (NaN: not measured)
+            rec.extra.update({"backlog_before": lag0, "backlog_after": lag1})
         self._back_to(base)
         self._generate([self.offered] * int(self.plan.measure_s + 120))
 

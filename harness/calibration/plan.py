@@ -64,7 +64,7 @@ COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task m
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
 BOTTLENECK_HEADROOM = 1.25  # scaled-out subtasks (a bottleneck's upstream, a source's downstream) carry this many
 # times the rate a bottleneck phase offers
-BOTTLENECK_UPSTREAM_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
+BOTTLENECK_SCALED_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
 SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase, at least (8 partitions: a source at 3 gets 3/3/2,
 # so its busiest subtask runs at 9/8 of the mean; the fits use the mean per subtask)
 SPREAD_SUBTASKS_MAX = 3  # ... and at most (task managers on a 2-core host, as a bottleneck phase's upstream)
@@ -179,7 +179,7 @@ def bottleneck_operators(topology: Topology, quick: bool) -> tuple[str, ...]:
     topological order, then the sources (each reads the backlog in Kafka the phases before it left, at share 1.0
     with its downstream scaled out: without it a source behind a slower operator never saturates at its full
     share, and its capacity comes from its lower shares alone; measured: q11's source at 0.1 CPU, fitted 22.1k/s
-    from its share-0.25 plateau, took 28-32k/s per subtask in a run's backlog with a fifth of its quota to spare).
+    from its share-0.25 plateau, took 27-32k/s per subtask in a run's backlog with a fifth of its quota to spare).
     None with `--quick`: one such phase cost about 40 s per query (a rescale there and back, fresh task
     managers' JIT), and q1 + q11 took 11.0 min with it, over the 10 planned (session 14); a quick profile's busy
     reading of a queued input stays unmeasured (NaN), and the sim reads the line there."""

@@ -72,10 +72,10 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     def per_record(op: str, share: float) -> float:
         return k_at[op] * (1.0 + throttled_cost * (1.0 - share))
 
-    def cap(op: str, cores: float, share: float = 1.0) -> float:  # noqa: F811 - this world's costs
+    def world_cap(op: str, cores: float, share: float = 1.0) -> float:
         return (cores - OVERHEAD) / per_record(op, share)
 
-    c_src = cap("bids_source", QUOTA)
+    c_src = world_cap("bids_source", QUOTA)
     phases: list[PhaseRecord] = []
     plan: list[tuple[str, str, float, dict[str, float], str | None]] = [
         ("coldstart", "coldstart", 1.2 * c_src, {}, None), ("warmup", "warmup", 0.2 * c_src, {}, None)]
@@ -99,7 +99,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
         scaled = ({op for op in ops if (op == "bids_source") != (target == "bids_source")} if kind == "bottleneck"
                   else set())
         par = {op: 3 if op in scaled else wide_par[op] if kind == "spread" else 1 for op in ops}
-        warm_caps = {op: par[op] * cap(op, QUOTA * shares.get(op, 1.0), shares.get(op, 1.0))
+        warm_caps = {op: par[op] * world_cap(op, QUOTA * shares.get(op, 1.0), shares.get(op, 1.0))
                      for op in ops}  # the operator's total
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
                           operator=target, parallelism=par,
@@ -239,7 +239,7 @@ def test_a_source_behind_a_slower_operator_gets_its_full_share_capacity_from_its
     """A source cheaper than its map never saturates at share 1.0 in the overload phase (the map limits), so
     without its own bottleneck phase its capacity comes from its lower shares, where a throttled task manager
     spends more per record: the line through them falls far under its real capacity (q11's source at 0.1 CPU:
-    22.1k/s fitted, 28-32k/s per subtask read from a run's backlog). Its bottleneck phase (map and sink at 3
+    22.1k/s fitted, 27-32k/s per subtask read from a run's backlog). Its bottleneck phase (map and sink at 3
     subtasks, a backlog) saturates it at its full share: the capacity there is measured, the map's is unchanged,
     and the source's busy reading of its backlog there is its backlogged level."""
     world = {"costs": {"bids_source": 0.8e-5}, "throttled_cost": 1.0}
@@ -250,11 +250,23 @@ def test_a_source_behind_a_slower_operator_gets_its_full_share_capacity_from_its
     src_without, src = without.operators["bids_source"], with_phase.operators["bids_source"]
     assert src_without.capacity < 0.8 * truth  # the lower shares' line: about 20k/s
     assert src.capacity == pytest.approx(truth, rel=0.03)
-    assert [p.share for p in src.shares if p.saturated] == pytest.approx([0.5, 0.25, 1.0])
+    assert sorted(p.share for p in src.shares if p.saturated) == [0.25, 0.5, 1.0]
     for prof in (without, with_phase):  # the map limited the overload phase in both
         assert prof.operators["map"].capacity == pytest.approx(cap("map", QUOTA), rel=0.03)
     assert src.readings.busy.backlogged_mean == pytest.approx(0.7, abs=0.03)
     assert math.isnan(src_without.readings.busy.backlogged_mean)
+
+
+def test_a_scaled_out_operator_that_limited_a_sources_bottleneck_phase_stays_out_of_its_scaled_out_line() -> None:
+    """A map too slow for the source even at 3 subtasks limits the source's bottleneck phase instead: its plateau
+    there reads the saturated regime (here 0.95 busy), not a free scaled-out subtask's, so the map's scaled-out line
+    comes from its free spread plateaus alone (the WIDE line)."""
+    world = {"costs": {"bids_source": 0.8e-5, "map": 3.0e-5}, "spread": (0.15, 0.3, 0.45)}
+    prof = build_profile(synthetic_measurement(backlogged_busy=0.95, target="bids_source", **world),
+                         load_topology("q1"), provenance())
+    wide = prof.operators["map"].readings.busy_scaled_out
+    assert wide is not None
+    assert wide.offset == pytest.approx(WIDE_OFFSET, abs=0.05) and wide.gain == pytest.approx(WIDE_GAIN, abs=0.08)
 
 
 def test_a_saturated_operator_is_backlogged_only_when_it_holds_its_upstream_back_and_was_the_phases_target() -> None:
@@ -795,29 +807,32 @@ def test_a_backpressured_source_never_counts_as_the_saturated_one() -> None:
     assert bottlenecks(unread + rest, topo, QUOTA) == {"auction_source", "person_source"}  # unknown: not blocked
 
 
-def test_a_source_throttled_at_its_own_lower_share_limited_its_phase_though_it_reads_backpressured() -> None:
+def test_a_source_throttled_in_a_phase_made_to_saturate_it_limited_it_though_it_reads_backpressured() -> None:
     """q11's source at 0.1 CPU, share 0.25, throttled in every CFS period: its task manager's threads all stop, so
     the stop reads as backpressured time (0.49-0.71) while the session window, well under its CPU limit, took all
-    it sent. In its own share phase it limited. Held back it stays: unthrottled or not known to be throttled, at
-    its full share in another phase, and beside a downstream operator at its own CPU limit (a lower bound)."""
+    it sent. In its own share phase it limited, and in its own bottleneck phase where the window waited for input.
+    Held back it stays: unthrottled or not known to be throttled, at its full share in another phase, in its
+    bottleneck phase beside a window that did not wait for input (stalled), and beside a downstream operator at its
+    own CPU limit (a lower bound)."""
     from harness.calibration.build import OpPlateau, bottlenecks
     from harness.topology import load_topology
 
     topo = load_topology("q11")
 
     def pl(phase: PhaseRecord, op: str, rate: float, cores: float, bp: float, throttled: float, share: float = 1.0,
-           pending: float = math.nan) -> OpPlateau:
+           pending: float = math.nan, idle: float = 0.0) -> OpPlateau:
         p = fit.Plateau(phase=phase.name, share=share, rate_in=rate, rate_out=rate, cores=cores,
-                        busy=np.array([0.2]), backpressured=np.array([bp]), idle=np.array([0.0]),
+                        busy=np.array([0.2]), backpressured=np.array([bp]), idle=np.array([idle]),
                         cpu_jvm=np.array([0.1]), flagged=bp, throttled=throttled, pending=pending,
                         pending_growth=0.0)
         return OpPlateau(phase, op, p, np.zeros(0), pd.DataFrame())
 
     own = PhaseRecord(name="share-bids_source-0.25", kind="share", t0=0.0, t1=30.0, operator="bids_source")
 
-    def downstream(phase: PhaseRecord, window_cores: float = 0.041, window_throttled: float = 0.10) -> list[OpPlateau]:
-        return [pl(phase, "session_window", 5298.0, window_cores, 0.0, window_throttled),
-                pl(phase, "sink", 349.0, 0.013, 0.0, 0.0)]
+    def downstream(phase: PhaseRecord, window_cores: float = 0.041, window_throttled: float = 0.10,
+                   window_idle: float = 0.5) -> list[OpPlateau]:
+        return [pl(phase, "session_window", 5298.0, window_cores, 0.0, window_throttled, idle=window_idle),
+                pl(phase, "sink", 349.0, 0.013, 0.0, 0.0, idle=0.9)]
 
     def source(phase: PhaseRecord, throttled: float, share: float = 0.25) -> OpPlateau:
         return pl(phase, "bids_source", 5209.0, 0.1 * share, 0.71, throttled, share=share, pending=1.5e6)
@@ -830,12 +845,15 @@ def test_a_source_throttled_at_its_own_lower_share_limited_its_phase_though_it_r
                               operator="session_window"),
                   PhaseRecord(name="overload", kind="overload", t0=0.0, t1=30.0)):
         assert bottlenecks([source(phase, 1.0, share=1.0), *downstream(phase)], topo, 0.1) == set()
-    # its own bottleneck phase (its downstream scaled out) is made to saturate it at its full share: throttled, it
-    # limited; not throttled (or not known to be), backpressured, it was held back after all
+    # its own bottleneck phase (its downstream scaled out) is made to saturate it at its full share: throttled, with
+    # the window waiting for input (session 18: idle 0.41-0.65), it limited; not throttled (or not known to be),
+    # backpressured, it was held back after all; and so it was behind a window that stalled (busy, not idle)
     mine = PhaseRecord(name="bottleneck-bids_source", kind="bottleneck", t0=0.0, t1=30.0, operator="bids_source")
     assert bottlenecks([source(mine, 1.0, share=1.0), *downstream(mine)], topo, 0.1) == {"bids_source"}
     for held in (0.1, math.nan):
         assert bottlenecks([source(mine, held, share=1.0), *downstream(mine)], topo, 0.1) == set()
+    for stalled in (0.1, math.nan):
+        assert bottlenecks([source(mine, 1.0, share=1.0), *downstream(mine, window_idle=stalled)], topo, 0.1) == set()
     # the window at its CPU limit: it limited, and the throttled source beside it stays a lower bound
     assert bottlenecks([source(own, 1.0), *downstream(own, 0.091, 0.97)], topo, 0.1) == {"session_window"}
 
@@ -1089,10 +1107,38 @@ def test_the_spread_phase_scales_every_operator_out_from_an_empty_queue_and_goes
     assert run(fail=False, quick=True)[0] == []
 
 
-def test_each_bottleneck_phase_scales_out_a_targets_upstream_and_a_sources_downstream() -> None:
-    """The driver's layouts, q11 at 0.1 CPU (session 17's capacities): the window's and the sink's phases scale out
-    what feeds them (enough subtasks to carry 1.25 x the offered rate, 2-3); the source's phase, last, scales out
-    what it feeds and keeps itself at one subtask, so it alone limits. Back to the base layout after."""
+def test_a_bottleneck_layout_scales_out_a_targets_upstream_and_what_a_source_feeds_as_much_as_reaches_it() -> None:
+    """q11 at 0.1 CPU (session 17's capacities): the window's phase scales out its source (1.25 x the offered rate's
+    share, at least 2); the source's stays at one subtask and scales out its window (1.25 x 35.4k / 19.7k: 3), the
+    sink (fed 2 %) staying at one. q8's person source: its join gets what the person source is offered and what the
+    auction source, at one subtask, can deliver at most (26k/s: 3 subtasks of 12k), not the auctions' offered share
+    (which would cap it at 3 of the 7 it needed); an operator that needs more than 3 is named."""
+    from harness.calibration.measure import bottleneck_layout
+
+    q11 = load_topology("q11")
+    base = {op.name: 1 for op in q11.operators}
+    est = {"bids_source": 22_100.0, "session_window": 19_700.0, "sink": 4_200.0}
+    sel = {"bids_source": 1.0, "session_window": 0.02, "sink": 0.0}
+    assert bottleneck_layout(q11, "session_window", 1.6 * 19_700.0, base, est, sel) == (
+        {"bids_source": 2, "session_window": 1, "sink": 1}, [])
+    assert bottleneck_layout(q11, "bids_source", 1.6 * 22_100.0, base, est, sel) == (
+        {"bids_source": 1, "session_window": 3, "sink": 1}, [])
+    slow = {**est, "session_window": 9_000.0}  # would need 5
+    assert bottleneck_layout(q11, "bids_source", 1.6 * 22_100.0, base, slow, sel)[1] == ["session_window"]
+    q8 = load_topology("q8")
+    base8 = {op.name: 1 for op in q8.operators}
+    est8 = {"person_source": 10_000.0, "auction_source": 10_000.0, "window_join": 12_000.0, "sink": 100_000.0}
+    sel8 = {"person_source": 1.0, "auction_source": 1.0, "window_join": 0.05, "sink": 0.0}
+    rate = 1.6 * 10_000.0 / 0.25  # the persons are a quarter of the events
+    assert bottleneck_layout(q8, "person_source", rate, base8, est8, sel8) == (
+        {"person_source": 1, "auction_source": 1, "window_join": 3, "sink": 1}, [])
+
+
+def test_the_bottleneck_phases_run_in_the_plans_order_skip_a_source_whose_downstream_cannot_carry_it_and_go_back(
+) -> None:
+    """The driver: each planned operator's phase in its layout, the backlog before and after a phase recorded; a
+    source whose downstream would need more than 3 subtasks is skipped (recorded without a plateau, the reason
+    said: it could not limit), and the job goes back to its base layout after."""
     from types import SimpleNamespace
 
     from harness.backends.base import RescaleResult
@@ -1101,36 +1147,44 @@ def test_each_bottleneck_phase_scales_out_a_targets_upstream_and_a_sources_downs
 
     topo = load_topology("q11")
     base = {op.name: 1 for op in topo.operators}
-    events: list[tuple[str, dict[str, int]]] = []
 
-    class Backend:
-        def __init__(self) -> None:
-            self.state = SimpleNamespace(parallelism=dict(base), cpu_share={}, job_id="j")
-            self.method = ""
+    def run(window_estimate: float) -> tuple[QueryCalibration, list[dict[str, int]]]:
+        rescales: list[dict[str, int]] = []
 
-        def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
-            events.append(("rescale", dict(target)))
-            self.state.parallelism = dict(target)
-            return RescaleResult(parallelism=dict(target))
+        class Backend:
+            def __init__(self) -> None:
+                self.state = SimpleNamespace(parallelism=dict(base), cpu_share={}, job_id="j")
+                self.method = ""
 
-    cal = QueryCalibration.__new__(QueryCalibration)
-    cal.backend, cal.topology, cal.plan = Backend(), topo, plan_for(topo, False)
-    cal.stack = SimpleNamespace(taskmanager_ids=lambda: ["tm-1"])
-    cal.recorder = SimpleNamespace(job_id=None, phase="", now=lambda: 0.0)
-    cal.say, cal.phases, cal.offered = (lambda _: None), [], 30_000.0
-    cal.estimate = {"bids_source": 22_100.0, "session_window": 19_700.0, "sink": 4_200.0}
-    cal.selectivity = {"bids_source": 1.0, "session_window": 0.02, "sink": 0.0}
-    cal._generate = lambda rates: None  # type: ignore[method-assign]
-    cal._rewarm = lambda s: None  # type: ignore[method-assign]
-    cal._wait = lambda s: None  # type: ignore[method-assign]
-    cal._state_bytes = lambda: math.nan  # type: ignore[method-assign]
-    cal._bottleneck_phases()
-    layouts = {p.operator: p.extra["layout"] for p in cal.phases}
+            def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
+                rescales.append(dict(target))
+                self.state.parallelism = dict(target)
+                return RescaleResult(parallelism=dict(target))
+
+        cal = QueryCalibration.__new__(QueryCalibration)
+        cal.backend, cal.topology, cal.plan = Backend(), topo, plan_for(topo, False)
+        cal.stack = SimpleNamespace(taskmanager_ids=lambda: ["tm-1"])
+        cal.recorder = SimpleNamespace(job_id=None, phase="", now=lambda: 0.0)
+        cal.say, cal.phases, cal.offered = (lambda _: None), [], 30_000.0
+        cal.estimate = {"bids_source": 22_100.0, "session_window": window_estimate, "sink": 4_200.0}
+        cal.selectivity = {"bids_source": 1.0, "session_window": 0.02, "sink": 0.0}
+        cal._generate = lambda rates: None  # type: ignore[method-assign]
+        cal._rewarm = lambda s: None  # type: ignore[method-assign]
+        cal._wait = lambda s: None  # type: ignore[method-assign]
+        cal._state_bytes = lambda: math.nan  # type: ignore[method-assign]
+        cal._lag = lambda: 1e6  # type: ignore[method-assign]
+        cal._bottleneck_phases()
+        return cal, rescales
+
+    cal, rescales = run(19_700.0)
     assert [p.operator for p in cal.phases] == ["session_window", "sink", "bids_source"]
-    # the window's phase: offered 1.6 x 19.7k = 31.5k, the source needs ceil(1.25 x 31.5k / 22.1k) = 2
-    assert layouts["session_window"] == {"bids_source": 2, "session_window": 1, "sink": 1}
-    # the source's phase: offered 1.6 x 22.1k = 35.4k; the window needs ceil(1.25 x 35.4k / 19.7k) = 3, the sink
-    # (fed 2 % of it) the minimum 2; the source itself stays at one subtask
-    assert layouts["bids_source"] == {"bids_source": 1, "session_window": 3, "sink": 2}
-    assert cal.phases[-1].rate == pytest.approx(1.6 * 22_100.0)
-    assert events[-1] == ("rescale", base) and cal.backend.state.parallelism == base
+    src = cal.phases[-1]
+    assert src.parallelism == {"bids_source": 1, "session_window": 3, "sink": 1}
+    assert src.rate == pytest.approx(1.6 * 22_100.0) and src.extra["backlog_before"] == 1e6
+    assert rescales[-1] == base and cal.backend.state.parallelism == base
+    cal, rescales = run(9_000.0)
+    src = cal.phases[-1]
+    assert src.operator == "bids_source" and math.isnan(src.t1) and src.extra["error"] == "downstream capped"
+    assert src.extra["capped"] == ["session_window"]
+    assert {"bids_source": 1, "session_window": 3, "sink": 1} not in rescales
+    assert rescales[-1] == base
