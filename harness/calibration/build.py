@@ -2,10 +2,11 @@
 
 Every phase is cut to its plateau (the samples after its settling time); per operator and plateau
 the true quantities come from exact counters (records in and out, the process' CPU time) and the
-readings from Flink's gauges. What is saturated is decided from CPU, not from the readings being
-calibrated: an operator whose task manager used at least `SATURATED_CPU` of its quota is the
-bottleneck there (a host too busy to grant the quota is caught by the busy reading as a fallback,
-and the profile records the fraction of the quota saturated task managers really got).
+readings from Flink's gauges. What is saturated is decided from CPU (and, for a throttled source in a
+phase made to saturate it, from its downstream's idle time), not from the readings being calibrated:
+an operator whose task manager used at least `SATURATED_CPU` of its quota is the bottleneck there (a
+host too busy to grant the quota is caught by the busy reading as a fallback, and the profile records
+the fraction of the quota saturated task managers really got).
 """
 
 from __future__ import annotations
@@ -253,9 +254,9 @@ def _throttled_in_its_own_phase(pl: OpPlateau, phase_plateaus: Sequence[OpPlatea
         return pl.p.share < 1.0
     if pl.phase.kind != "bottleneck":
         return False
-    fed = set(topology.downstream(pl.operator))
-    idle = [_mean_known(list(o.p.idle)) for o in phase_plateaus if o.operator in fed]
-    return bool(idle) and all(math.isfinite(i) and i >= STARVED for i in idle)
+    idle = {o.operator: _mean_known(list(o.p.idle)) for o in phase_plateaus}
+    fed = topology.downstream(pl.operator)
+    return bool(fed) and all(math.isfinite(idle.get(f, math.nan)) and idle[f] >= STARVED for f in fed)
 
 
 def _host_load(m: Measurement) -> HostLoad:
@@ -317,9 +318,9 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         limiting[name] = bottlenecks([pl for pl in pls if pl.phase.name == name], topology, q)
 
     def saturated(pl: OpPlateau, _q: float = q) -> bool:
-        """It limited its phase. In a bottleneck phase only the operator made the bottleneck counts: a scaled-out
-        one at 2-3 subtasks that limited instead (capped, or slower than estimated) is no measure of one subtask
-        (as the parallelism phases are not)."""
+        """It limited its phase. In a bottleneck phase only the operator made the bottleneck counts: another that
+        limited instead (scaled out but capped, or slower than estimated) is no measure of one subtask (as the
+        parallelism phases are not)."""
         if pl.phase.kind == "bottleneck" and pl.operator != pl.phase.operator:
             return False
         return pl.operator in limiting.get(pl.phase.name, set())

@@ -124,16 +124,27 @@ def pattern_fractions(topology: Topology, selectivity: dict[str, float]) -> dict
     return out
 
 
+@dataclass(frozen=True)
+class BottleneckLayout:
+    """The layout of one bottleneck phase (`bottleneck_layout`)."""
+
+    layout: dict[str, int]
+    capped: list[str]  # operators that would need more than `BOTTLENECK_SCALED_MAX` subtasks (held there)
+    runs: bool = True  # False: a source whose downstream could not take even its estimated capacity (skipped)
+
+
 def bottleneck_layout(topology: Topology, op: str, rate: float, base: dict[str, int], estimate: dict[str, float],
-                      selectivity: dict[str, float]) -> tuple[dict[str, int], list[str]]:
-    """The layout that makes `op` the job's only bottleneck at generator rate `rate`, and the operators that would
-    need more than `BOTTLENECK_SCALED_MAX` subtasks for it (capped there: `op` may not limit then).
+                      selectivity: dict[str, float]) -> BottleneckLayout:
+    """The layout that makes `op` the job's only bottleneck at generator rate `rate`.
 
     A non-source's upstream gets enough subtasks to carry `BOTTLENECK_HEADROOM` x what the rate brings it (at
     least 2: its readings scaled out and held back are measured too). A source stays at its base parallelism and
-    everything downstream of it gets enough to carry that many times what reaches it (no fewer than at base): the
-    source's own offered share, and what the other sources, at their base parallelism, can deliver at most by
-    their estimates (q8's person source floods its join no more than its auction source can feed it)."""
+    everything downstream of it gets enough to carry that many times what reaches it (no fewer than at base,
+    no more than `BOTTLENECK_SCALED_MAX`): the source's own offered share, and what the other sources deliver at
+    their base parallelism by their estimates (the phases before leave a backlog in every topic). A source whose
+    downstream could not take even its estimated capacity at `BOTTLENECK_SCALED_MAX` subtasks does not run: it
+    could not limit (q11's source at 35.9k/s, its window 18.9k per subtask: 1.6 x 1.25 times that would need 4,
+    its capacity 2, so the window goes to 3 and the phase runs)."""
     frac = pattern_fractions(topology, selectivity)
     layout, capped = dict(base), []
     if not topology.op(op).is_source:
@@ -142,21 +153,28 @@ def bottleneck_layout(topology: Topology, op: str, rate: float, base: dict[str, 
             layout[up] = min(BOTTLENECK_SCALED_MAX, max(2, need))
             if need > BOTTLENECK_SCALED_MAX:
                 capped.append(up)
-        return layout, capped
-    reach = topology.descendants(op)
-    flow: dict[str, float] = {}  # records/s reaching each operator in the phase
-    for spec in topology.operators:
-        if spec.is_source:
-            offered = rate * frac[spec.name]
-            flow[spec.name] = offered if spec.name == op else min(offered, estimate[spec.name] * base[spec.name])
-        else:
-            flow[spec.name] = sum(flow[u] * selectivity.get(u, 1.0) for u in spec.upstream)
-    for down in sorted(reach):
-        need = math.ceil(BOTTLENECK_HEADROOM * flow[down] / max(estimate[down], 1e-9))
-        layout[down] = min(BOTTLENECK_SCALED_MAX, max(base[down], need))
+        return BottleneckLayout(layout, capped)
+
+    def flows(target_rate: float) -> dict[str, float]:
+        """Records/s reaching each operator with the target source taking `target_rate`."""
+        out: dict[str, float] = {}
+        for spec in topology.operators:
+            if spec.is_source:
+                out[spec.name] = target_rate if spec.name == op else estimate[spec.name] * base[spec.name]
+            else:
+                out[spec.name] = sum(out[u] * selectivity.get(u, 1.0) for u in spec.upstream)
+        return out
+
+    offered, at_estimate = flows(rate * frac[op]), flows(estimate[op] * base[op])
+    runs = True
+    for down in sorted(topology.descendants(op)):
+        need = math.ceil(BOTTLENECK_HEADROOM * offered[down] / max(estimate[down], 1e-9))
+        layout[down] = max(base[down], min(BOTTLENECK_SCALED_MAX, need))
         if need > BOTTLENECK_SCALED_MAX:
             capped.append(down)
-    return layout, capped
+        if at_estimate[down] / max(estimate[down], 1e-9) > BOTTLENECK_SCALED_MAX:
+            runs = False
+    return BottleneckLayout(layout, capped, runs)
 
 
 def estimated_rate_capacity(topology: Topology, capacity: dict[str, float], selectivity: dict[str, float]) -> float:
@@ -391,8 +409,8 @@ class QueryCalibration:
         """Each planned operator as the job's only bottleneck at share 1.0, as in a run (`bottleneck_layout`): its
         upstream scaled out so it holds it back, the generator offering more than it takes; a source's downstream
         scaled out so it takes all the source gives (the source reads the backlog the phases before left and the
-        generator adds; the backlog before and after is recorded). A source whose downstream would need more than
-        `BOTTLENECK_SCALED_MAX` subtasks is skipped, recorded without a plateau. Back to the base layout after."""
+        generator adds; the backlog before and after is recorded). A source whose downstream could not take even its
+        estimated capacity is skipped, recorded without a plateau. Back to the base layout after."""
         if not self.plan.bottlenecks:
             return
         b, d = self.backend, self.plan.durations
@@ -403,13 +421,15 @@ class QueryCalibration:
         for op in self.plan.bottlenecks:
             # the generator rate that overloads it (by its estimated capacity), and the layout that carries it
             rate = max(self.offered, OVERLOAD * self.estimate[op] / max(frac[op], 1e-9))
-            layout, capped = bottleneck_layout(self.topology, op, rate, base, self.estimate, self.selectivity)
+            planned = bottleneck_layout(self.topology, op, rate, base, self.estimate, self.selectivity)
+            layout, capped = planned.layout, planned.capped
             extra: dict[str, Any] = {"layout": layout, "capped": sorted(capped)}
-            if capped and self.topology.op(op).is_source:  # what it feeds would limit first: nothing to measure
-                self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} would need more than "
-                         f"{BOTTLENECK_SCALED_MAX} subtasks to take what it gives; skipped")
+            if not planned.runs:  # what it feeds would limit first: nothing to measure, no rescale made
+                self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} could not take even "
+                         f"its estimated capacity at {BOTTLENECK_SCALED_MAX} subtasks; skipped")
                 self.phases.append(PhaseRecord(name=f"bottleneck-{op}", kind="bottleneck", t0=self.recorder.now(),
-                                               operator=op, rate=rate, extra={**extra, "error": "downstream capped"}))
+                                               operator=op, rate=rate,
+                                               extra={**extra, "error": "downstream too slow (layout not applied)"}))
                 continue
             if capped:
                 self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} capped at "
@@ -428,7 +448,7 @@ class QueryCalibration:
             lag0 = self._lag()
             rec = self._phase(f"bottleneck-{op}", "bottleneck", d.bottleneck_s, settle, rate=rate, operator=op,
                               extra=extra)
-            lag1 = self._lag()  # the backlog the phase read from, as the fits judge it (NaN: not measured)
+            lag1 = self._lag()  # the backlog in Kafka around the phase, for the record (NaN: not measured)
             rec.extra.update({"backlog_before": lag0, "backlog_after": lag1})
         self._back_to(base)
         self._generate([self.offered] * int(self.plan.measure_s + 120))

@@ -34,8 +34,9 @@ in every run), fed by the load generator from a fresh consumer group:
    both near 44k/s at parallelism 1), its busy reading while its input holds records (the map read 0.10
    busy at parallelism 1 and 0.8-0.98 as the runs' bottleneck), and its upstream's readings at
    parallelism 2-3 while held back by it. The sources last: each reads the backlog the phases before
-   left, its downstream scaled out to 2-3 subtasks, so a source behind a slower operator saturates at
-   its full share too.
+   left, its downstream scaled out (up to 3 subtasks) to take what it gives, so a source behind a slower
+   operator saturates at its full share too; skipped where its downstream could not take even its
+   estimated capacity at 3.
 6. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
    how capacity scales with subtasks (Kafka partitions, key groups).
 7. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
@@ -63,7 +64,7 @@ OVERLOAD = 1.6  # offered rate / estimated capacity while saturating
 COLD_OVERLOAD = 1.2  # offered / the warm job's measured rate while fresh task managers warm up
 PROBE_RAISE = 3.0  # a probe that did not saturate offers this many times more (the estimate may be a guess)
 BOTTLENECK_HEADROOM = 1.25  # scaled-out subtasks (a bottleneck's upstream, a source's downstream) carry this many
-# times the rate a bottleneck phase offers
+# times what reaches them in a bottleneck phase
 BOTTLENECK_SCALED_MAX = 3  # ... at most this many per operator (task managers on a 2-core host)
 SPREAD_SUBTASKS = 2  # every operator's subtasks in the spread phase, at least (8 partitions: a source at 3 gets 3/3/2,
 # so its busiest subtask runs at 9/8 of the mean; the fits use the mean per subtask)
