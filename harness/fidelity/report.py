@@ -124,6 +124,13 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _table_section(md: list[str], h: list[str], title: str, intro: str,
+                   table: tuple[list[str], list[list[str]]]) -> None:
+    """A section of a titled intro and a table, appended to both the Markdown and the HTML report."""
+    md.append(f"\n## {title}\n\n{intro}\n\n" + _md_table(*table))
+    h.append(f"<h2>{title}</h2><p>{html.escape(intro)}</p>" + _html_table(*table))
+
+
 def _figure(cell: str, local: list[RunRecord], sim: list[RunRecord]) -> bytes:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
     for ax, metric, label in ((axes[0], Metric.TASKMANAGERS, "task managers"),
@@ -189,9 +196,7 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  "subtask hold for a deployment and what that makes of a mean over p subtasks (held / sqrt(p), "
                  "averaged over the deployments). Readings at another CPU share or within "
                  f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start are left out (warm-up).")
-        md.append("\n## Busy readings: local vs the sim's model\n\n" + intro + "\n\n" + _md_table(*inp.readings))
-        h.append("<h2>Busy readings: local vs the sim's model</h2><p>" + html.escape(intro) + "</p>"
-                 + _html_table(*inp.readings))
+        _table_section(md, h, "Busy readings: local vs the sim's model", intro, inp.readings)
     if inp.cpu and inp.cpu[1]:
         intro = ("The CPU reading (CPU time / the task manager's quota, as HPA-CPU reads it; the mean over an "
                  "operator's task managers) of the local run and of the sim runs, by the operator's load per subtask "
@@ -201,9 +206,7 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  f"band with {CPU_MIN_SECONDS:.0f} s of readings there, n/a: none did. Readings at another CPU share, "
                  f"within {READINGS_AFTER_RESTART_S:.0f} s of a (re)start or over a span with a rate missing are "
                  "left out.")
-        md.append("\n## CPU readings by load: local vs sim\n\n" + intro + "\n\n" + _md_table(*inp.cpu))
-        h.append("<h2>CPU readings by load: local vs sim</h2><p>" + html.escape(intro) + "</p>"
-                 + _html_table(*inp.cpu))
+        _table_section(md, h, "CPU readings by load: local vs sim", intro, inp.cpu)
     md.append("\n## Cells\n")
     h.append("<h2>Cells</h2>")
     for c in inp.cells:
