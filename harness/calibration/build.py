@@ -338,6 +338,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                    if o.phase.name == pl.phase.name and o.operator in ups and math.isfinite(o.p.backpressured_mean))
 
     ops: dict[str, OperatorProfile] = {}
+    capacities: dict[str, Callable[[float], float]] = {}  # operator -> its capacity at a CPU share
     for spec in topology.operators:
         mine = [pl for pl in pls if pl.operator == spec.name]
         if not mine:
@@ -434,6 +435,13 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             capacity=capacity_at(1.0), capacity_fit=cfit, shares=points, selectivity=selectivity, cpu=cpu,
             state=state, readings=readings, parallel_efficiency=par_eff,
         )
+        capacities[spec.name] = capacity_at
+    for spec in topology.operators:  # every capacity is known now
+        flag = fit.flag_model(_flag_points(pls, spec.name, topology, limiting, capacities))
+        if flag is not None:
+            prof = ops[spec.name]
+            ops[spec.name] = prof.model_copy(
+                update={"readings": prof.readings.model_copy(update={"flagged_near": flag})})
     interval, lag, n_lag = _meter_lag(m, pls, topology)
     resc = [p for p in m.phases if p.kind == "rescale"]
     startup = Stat.of([float(p.extra["startup_s"]) for p in resc if p.extra.get("startup_s") is not None
@@ -458,6 +466,45 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         taskmanager_startup_s=startup, taskmanager_stop_s=stop if stop.n else None, rescale_downtime=downtime,
         warmup=warmup(m, topology),
     )
+
+
+CATCHING_UP = 1.1  # sources that took this many times the offered rate worked off a backlog
+
+
+def _flag_points(pls: Sequence[OpPlateau], op: str, topology: Topology, limiting: dict[str, set[str]],
+                 capacities: dict[str, Callable[[float], float]]) -> list[tuple[float, float, int]]:
+    """(utilisation of the busiest operator `op` feeds, share of `op`'s samples flagged back-pressured, samples)
+    per plateau in which nothing downstream of `op` limited the phase: flags that no held-back second explains
+    (a held-back subtask is flagged by its blocking, which the simulator models itself). Nor a plateau in which
+    the sources took more than was offered (`CATCHING_UP`): the job was working off a backlog (a ladder's first
+    step after the probe, a deployment after its restart) that the sources' pending reading misses (their
+    prefetch), so it was held back unseen (q11's source flagged at 0.44-1.0 of the instants there, at 0 in
+    every other ladder step); nor one whose downstream ran at its capacity or above."""
+    feeds = topology.downstream(op)
+    if not feeds:
+        return []
+    below = topology.descendants(op)
+    by_phase: dict[str, dict[str, OpPlateau]] = {}
+    for pl in pls:
+        by_phase.setdefault(pl.phase.name, {})[pl.operator] = pl
+    out = []
+    for name, at in by_phase.items():
+        mine = at.get(op)
+        if mine is None or not math.isfinite(mine.p.flagged) or limiting.get(name, set()) & below:
+            continue
+        took = sum(pl.p.rate_out * pl.phase.parallelism.get(pl.operator, 1) for pl in at.values()
+                   if topology.op(pl.operator).is_source and math.isfinite(pl.p.rate_out))
+        if took > CATCHING_UP * mine.phase.rate:
+            continue
+        us = []
+        for d in feeds:
+            if d in at and math.isfinite(at[d].p.rate_in):
+                cap = capacities[d](at[d].p.share)
+                if cap > 0:
+                    us.append(at[d].p.rate_in / cap)
+        if us and max(us) < 1.0:
+            out.append((max(us), mine.p.flagged, len(mine.samples)))
+    return out
 
 
 def _grew(p: PhaseRecord) -> bool:

@@ -29,11 +29,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from harness.calibrated_profile import (
     CapacityFit,
     CpuModel,
     DowntimeModel,
+    FlagModel,
     GaugeModel,
     PendingModel,
     SharePoint,
@@ -393,6 +395,31 @@ def step_lag(t: np.ndarray, reading: np.ndarray, t_step: float, before: float, a
         if (v >= target) if rising else (v <= target):
             return float(ti - t_step)
     return math.nan
+
+
+FLAG_BINS = (0.4, 0.6, 0.8)  # downstream utilisation bins of the flag model (edges between them)
+
+
+def flag_model(points: Sequence[tuple[float, float, int]]) -> FlagModel | None:
+    """The isBackPressured flag of a subtask nothing held back, from (its downstream's utilisation, share of its
+    samples flagged, samples) per plateau: pooled per utilisation bin (weighted by samples), made non-decreasing
+    (isotonic: a downstream nearer its limit never fills its buffers less often); None without a point."""
+    pts = [(u, f, n) for u, f, n in points if math.isfinite(u) and math.isfinite(f) and n > 0]
+    if not pts:
+        return None
+    binned: dict[int, list[tuple[float, float, int]]] = {}
+    for u, f, n in pts:
+        binned.setdefault(int(np.searchsorted(FLAG_BINS, u, side="right")), []).append((u, f, n))
+    us, ps, ws = [], [], []
+    for b in sorted(binned):
+        rows = binned[b]
+        w = sum(n for _, _, n in rows)
+        us.append(sum(u * n for u, _, n in rows) / w)
+        ps.append(sum(f * n for _, f, n in rows) / w)
+        ws.append(w)
+    mono = isotonic_regression(ps, weights=ws).x
+    return FlagModel(points=[(round(float(u), 4), round(float(p), 4)) for u, p in zip(us, mono, strict=True)],
+                     n=int(sum(ws)))
 
 
 # ---------------------------------------------------------------- state and downtime

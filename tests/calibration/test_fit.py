@@ -8,6 +8,8 @@ fit can be checked against the numbers it must recover; the primitives are pinne
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,8 @@ def cap(op: str, cores: float) -> float:
 def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, target: str = "map",
                           upstream_bp: float | None = None, spread: tuple[float, ...] = (),
                           spread_par: dict[str, int] | None = None, limited_busy: float | None = None,
-                          costs: dict[str, float] | None = None, throttled_cost: float = 0.0) -> Measurement:
+                          costs: dict[str, float] | None = None, throttled_cost: float = 0.0,
+                          near_flag: Callable[[float], float] | None = None) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
     the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
     level instead of the line;
@@ -64,7 +67,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     exceeds what the layout takes, the operator that limits reads `limited_busy` if given (a saturated reading).
     `costs` overrides K per operator; `throttled_cost`: a record costs 1 + this x (1 - share) times as much at a
     lower CPU share (a throttled task manager's JVM keeps its fixed work: q11's source at 0.1 CPU spent 5.4 CPU-us
-    per record at share 0.25, at most 3.3 reading a backlog at share 1.0)."""
+    per record at share 0.25, at most 3.3 reading a backlog at share 1.0). `near_flag`: a subtask nothing holds
+    back is flagged back-pressured in a sample with this probability of the utilisation of the operator it feeds
+    (a held-back one always is)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
@@ -127,6 +132,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                     if kind == "spread" and op == bottleneck and limited_busy is not None:
                         level = limited_busy
                     busy_now[op] = float(np.clip(level + rng.normal(0, BUSY_SD), 0, 1))
+                feeds = ops[j + 1] if j + 1 < len(ops) else None
+                u_down = x / caps[feeds] if feeds is not None and caps[feeds] > 0 else 0.0
                 bp_read = (1 - u) if upstream else 0.0
                 if kind == "bottleneck" and upstream and upstream_bp is not None:
                     bp_read = upstream_bp
@@ -142,7 +149,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                     rows.append({
                         "t": t, "phase": name, "tm": f"tm-{j}-{sub}", "operator": op, "subtask": sub,
                         "busy_ms": busy_now[op] * 1000, "bp_ms": bp_read * 1000,
-                        "idle_ms": 0.0, "is_bp": float(upstream), "rec_in": 0.0 if op == "bids_source" else c[0],
+                        "idle_ms": 0.0, "is_bp": float(upstream or (near_flag is not None and feeds is not None
+                                                                   and rng.random() < near_flag(u_down))),
+                        "rec_in": 0.0 if op == "bids_source" else c[0],
                         "rec_out": c[1] if op != "bids_source" else c[0], "proc_cpu_s": c[2], "jvm_time_ns": c[3],
                         "jvm_load": 0.97 * cs / (QUOTA * shares.get(op, 1.0)) + rng.normal(0, 0.02),
                         "pending": pending / par[op] if op == "bids_source" else None,
@@ -391,6 +400,47 @@ def test_a_full_plan_makes_each_operator_the_bottleneck_in_turn_the_sources_last
     without = plan_for(topo, False)
     without = type(without)(**{**without.__dict__, "bottlenecks": ()})
     assert full.measure_s > without.measure_s and full.estimate_s > without.estimate_s
+
+
+def test_a_subtask_flagged_beside_an_operator_near_its_limit_gets_the_flag_model_and_held_back_plateaus_stay_out(
+) -> None:
+    # the map slower than the source (12.8k/s against 11.5k/s at share 1.0): the ladder runs it at 0.18, 0.40 and
+    # 0.63 of its capacity, the overload (the source limits) at 0.90; where the sink or the map limits at a lower
+    # share the source is held back and flagged in every sample, which must not count
+    m = synthetic_measurement(costs={"map": 1.8e-5}, near_flag=lambda u: 0.2 if u >= 0.5 else 0.0, seed=5)
+    prof = build_profile(m, load_topology("q1"), provenance())
+    flag = prof.operators["bids_source"].readings.flagged_near
+    assert flag is not None and len(flag.points) >= 3
+    assert flag.probability(0.2) <= 0.05
+    # (with the held-back share-sink-0.25 plateau, the map at 0.66 there and the source flagged throughout: ~0.5)
+    assert 0.05 <= flag.probability(0.65) <= 0.35
+    assert 0.05 <= flag.probability(0.9) <= 0.35
+    ps = [p for _, p in flag.points]
+    assert ps == sorted(ps)
+    # the map feeds the sink: at 0.1 of its capacity (share 1.0) never flagged, at 0.55 (share 0.5) as the world says
+    near_sink = prof.operators["map"].readings.flagged_near
+    assert near_sink is not None
+    assert near_sink.probability(0.1) <= 0.05 and 0.05 <= near_sink.probability(0.55) <= 0.35
+    assert prof.operators["sink"].readings.flagged_near is None  # it feeds nothing
+    # a plateau whose source took twice what was offered (the job working off a backlog its pending reading may
+    # miss: a ladder's first step after the probe, a deployment after its restart) is no point of the model
+    caught_up = replace(m, phases=[replace(p, rate=p.rate / 2) if p.name == "ladder-2" else p for p in m.phases])
+    again = build_profile(caught_up, load_topology("q1"), provenance()).operators["bids_source"].readings
+    assert again.flagged_near is not None
+    assert not [u for u, _ in again.flagged_near.points if 0.6 <= u < 0.8]
+
+
+def test_the_flag_model_pools_its_plateaus_per_utilisation_bin_and_never_falls_as_the_utilisation_rises() -> None:
+    flag = fit.flag_model([(0.1, 0.0, 10), (0.3, 0.1, 10), (0.5, 0.0, 30), (0.7, 0.06, 20), (0.9, 0.3, 10),
+                           (math.nan, 1.0, 10), (0.8, 1.0, 0)])
+    assert flag is not None and flag.n == 80
+    us, ps = zip(*flag.points, strict=True)
+    assert us == pytest.approx((0.2, 0.5, 0.7, 0.9))
+    # the first bin's 0.05 (20 samples) is above the second's 0.0 (30): pooled to 0.02 over both
+    assert ps == pytest.approx((0.02, 0.02, 0.06, 0.3))
+    assert flag.probability(0.0) == pytest.approx(0.02) and flag.probability(1.5) == pytest.approx(0.3)
+    assert flag.probability(0.8) == pytest.approx(0.18)
+    assert fit.flag_model([(math.nan, 0.5, 3)]) is None
 
 
 def test_fit_recovers_start_up_and_downtime(fitted: QueryProfile) -> None:

@@ -19,6 +19,7 @@ from harness.calibrated_profile import (
     CapacityFit,
     CpuModel,
     DowntimeModel,
+    FlagModel,
     GaugeModel,
     HostLoad,
     Meters,
@@ -272,6 +273,41 @@ def test_is_backpressured_is_a_sampled_flag_and_the_upstream_of_a_bottleneck_is_
     src = b.snapshot(15).op("src")
     assert src.backpressured_ms_per_s == pytest.approx(500.0, rel=0.05)
     assert src.busy_ms_per_s == pytest.approx(500.0, rel=0.05)
+
+
+def with_flag_near(prof: QueryProfile, flag: FlagModel) -> QueryProfile:
+    ops = dict(prof.operators)
+    src = ops["src"]
+    ops["src"] = src.model_copy(update={"readings": src.readings.model_copy(update={"flagged_near": flag})})
+    return prof.model_copy(update={"operators": ops})
+
+
+def test_a_source_feeding_an_operator_near_its_limit_is_flagged_at_the_calibrated_rate_though_never_blocked() -> None:
+    # src (8k/s) feeds mid (4k/s): at 3.4k/s mid runs at 0.85 and nothing is held back; at 1.2k/s at 0.3
+    flag = FlagModel(points=[(0.4, 0.0), (0.8, 0.2)])
+    windows = []
+    for seed in range(4):
+        b = start(constant(3_400, 1_200), prof=with_flag_near(profile(), flag), seed=seed)
+        for t in range(120, 1_200, 15):
+            b.advance_to(t)
+            snap = b.snapshot(15)
+            assert snap.op("src").backpressured_ms_per_s < 50.0  # not held back
+            windows.append(snap.op("src").is_backpressured)
+    # P = 0.2 per scrape at 0.85 (held beyond the last point): a window of 3 scrapes sees it with 1 - 0.8^3 = 0.49
+    assert 0.38 * len(windows) <= sum(windows) <= 0.60 * len(windows)
+    low = start(constant(1_200, 600), prof=with_flag_near(profile(), flag))
+    never = []
+    for t in range(120, 600, 15):
+        low.advance_to(t)
+        never.append(low.snapshot(15).op("src").is_backpressured)
+    assert not any(never)
+    # without the model (not calibrated) a source that is never blocked is never flagged
+    plain = start(constant(3_400, 600))
+    flags = []
+    for t in range(120, 600, 15):
+        plain.advance_to(t)
+        flags.append(plain.snapshot(15).op("src").is_backpressured)
+    assert not any(flags)
 
 
 def test_cpu_signals_follow_the_calibrated_cpu_model() -> None:

@@ -188,6 +188,18 @@ def _noise(model: SimModel, seed: int) -> NoiseTable:
 _new = object.__new__
 
 
+def _utilisation(row: list[float], downstream: tuple[int, ...], dt: float) -> float:
+    """The true utilisation of the busiest of these operators in one step: records taken / what its subtasks
+    could take (as the calibration's flag model measured it, per subtask of the operator fed)."""
+    u = 0.0
+    for j in downstream:
+        o = JOB_COLS + j * OP_COLS
+        room = row[o + O_CAP] * dt * row[o + O_PAR]
+        if room > 0.0:
+            u = max(u, row[o + O_IN] / room)
+    return u
+
+
 def _blocked_share(busy: float, backpressured: float) -> float:
     """The part of a subtask's true not-busy time it spends blocked on output rather than waiting for input.
 
@@ -477,7 +489,10 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 read[1] = _backpressured_reading(read[0], read[1], np.asarray(blocked_share)[ko])
                 read[:2] *= 1000.0
                 busy_l, bp_l, cpu_l, jvm_l = read.tolist()
-                # isBackPressured is instantaneous: each scrape sees a subtask flagged with P(blocked)
+                # isBackPressured is instantaneous: each scrape sees a subtask flagged with P(blocked), or, not
+                # blocked, with the calibrated probability that the operator it feeds, near its limit, has no
+                # buffer free at that instant (`flagged_near`)
+                near = r.flagged_near
                 p_none = 1.0
                 for s, ok, row in zip(inst, up, ii_l, strict=True):
                     if not ok:
@@ -485,6 +500,8 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                     cap = max(row[o + O_CAP] * dt, 1e-12)
                     for kk, b in enumerate(kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)):
                         p_none *= (1.0 - min(1.0, b / cap)) ** counts[kk]
+                    if near is not None and model.down[i]:
+                        p_none *= (1.0 - near.probability(_utilisation(row, model.down[i], dt))) ** n_sub
                     del s
                 flagged = noise.uniform(i, first_upd) < 1.0 - p_none
         else:  # no meter update the job answered with: nothing measured
