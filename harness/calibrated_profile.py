@@ -296,6 +296,15 @@ class Meters(_Model):
     n: int = 0
 
 
+class ColdStart(_Model):
+    """One measured cold start's own curve (`WarmUp`'s parameters fitted to its bins alone)."""
+
+    initial_fraction: float
+    tau_cpu_s: float
+    dead_s: float = Field(0.0, ge=0.0)
+    rmse: float = math.nan
+
+
 class WarmUp(_Model):
     """A fresh task manager's speed while its JVM warms up (class loading, the JIT), as a fraction of the
     warm speed at the same CPU: nothing until the job's first record (its dead time, d = `dead_s` x
@@ -319,6 +328,20 @@ class WarmUp(_Model):
                                               "not the offered rate")
     dead_s: float = Field(0.0, ge=0.0, description="seconds from the job running until its sources took their "
                                                    "first record, at `cores` (0: none seen); the curve starts then")
+    starts: list[ColdStart] = Field(
+        default_factory=list,
+        description="each saturated cold start's own curve where several were measured (the fields above fit them "
+                    "all together): fresh task managers land far apart from one start to the next (q1 at 0.1 CPU, "
+                    "six local starts: 0.40-0.92 of their own warm rate 20-25 s in), so a run draws one (`for_run`)")
+
+    def for_run(self, seed: int) -> WarmUp:
+        """The curve a run's fresh task managers follow: with several cold starts measured, start `seed` mod their
+        number (consecutive seeds go through all of them), else the one curve."""
+        if len(self.starts) < 2:
+            return self
+        s = self.starts[seed % len(self.starts)]
+        return self.model_copy(update={"initial_fraction": s.initial_fraction, "tau_cpu_s": s.tau_cpu_s,
+                                       "dead_s": s.dead_s, "rmse": s.rmse, "starts": []})
 
     @property
     def dead_cpu_s(self) -> float:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.calibrated_profile import (
     HELD_BACK,
+    ColdStart,
     DowntimeModel,
     GaugeModel,
     HostLoad,
@@ -515,14 +516,40 @@ def _grew(p: PhaseRecord) -> bool:
 
 
 def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
-    """The cold-start curve: the sources' records/s per bin of the `coldstart` phase (fresh task managers at
+    """The cold-start curve: the sources' records/s per bin of the `coldstart` phases (fresh task managers at
     share 1.0, overloaded) over the warm job's saturated rate at the same share: the mean of the phases that
-    saturated (probe and overload; they differ by 10-20 % on a shared host, more than one would trust alone)."""
-    cold = _coldstart(m)
+    saturated (probe and overload; they differ by 10-20 % on a shared host, more than one would trust alone).
+    With several cold starts, the curve is fitted to all their bins, and each one that saturated keeps its own
+    (`WarmUp.starts`), which a sim run draws from."""
+    colds = [p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)]
     warm = [float(p.extra["throughput"]) for p in m.phases if p.kind == "overload" and _grew(p)
             and p.extra.get("throughput") is not None and math.isfinite(float(p.extra["throughput"]))]
-    if cold is None or not warm or m.samples.empty:
+    if not colds or not warm or m.samples.empty:
         return None
+    warm_rate = float(np.mean(warm))
+    cores = m.quota * float(colds[0].shares.get(topology.names[0], 1.0))
+    measured = [b for b in (_coldstart_bins(m, topology, c) for c in colds) if b is not None]
+    if not measured:
+        return None
+    mids = [x for b in measured for x in b[0]]
+    rates = [x for b in measured for x in b[1]]
+    pooled = fit.warmup(mids, rates, warm_rate, cores, all(b[3] for b in measured),
+                        dead_s=float(np.median([b[2] for b in measured])))
+    if pooled is None or len(measured) < 2:
+        return pooled
+    starts = []
+    for b_mids, b_rates, dead, grew in measured:
+        one = fit.warmup(b_mids, b_rates, warm_rate, cores, grew, dead_s=dead) if grew else None
+        if one is not None:
+            starts.append(ColdStart(initial_fraction=one.initial_fraction, tau_cpu_s=one.tau_cpu_s,
+                                    dead_s=one.dead_s, rmse=one.rmse))
+    return pooled.model_copy(update={"starts": starts if len(starts) >= 2 else []})
+
+
+def _coldstart_bins(m: Measurement, topology: Topology,
+                    cold: PhaseRecord) -> tuple[list[float], list[float], float, bool] | None:
+    """One cold start: (seconds since its first record per bin, the sources' records/s per bin, its dead time,
+    whether it was saturated); None without a record in the whole phase."""
     bin_s = float(cold.extra.get("bin_s") or 10.0)
     srcs = [s.name for s in topology.sources]
     cold_samples = m.samples[m.samples.phase == cold.name]
@@ -552,8 +579,7 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
         for _, g in pend.groupby(["operator", "subtask"]):
             growth += float(g.pending.iloc[-1] - g.pending.iloc[0])
         grew = not pend.empty and growth > 0.1 * cold.rate * span
-    return fit.warmup(mids, rates, float(np.mean(warm)), m.quota * float(cold.shares.get(topology.names[0], 1.0)), grew,
-                      dead_s=dead)
+    return mids, rates, dead, grew
 
 
 def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0) -> PendingModel | None:

@@ -316,7 +316,8 @@ class QueryCalibration:
             self._bottleneck_phases()
             self._parallelisms()
             self._grown_state_rescales()
-            self._coldstart(d.cold_s, COLD_OVERLOAD * warm_rate)
+            for k in range(plan.coldstarts):  # each a new job on fresh task managers
+                self._coldstart(d.cold_s, COLD_OVERLOAD * warm_rate, "coldstart" if k == 0 else f"coldstart-{k + 1}")
         finally:
             self.recorder.stop()
             self._teardown()
@@ -325,7 +326,7 @@ class QueryCalibration:
         return Measurement(self.topology.query, self.quota, self.phases, self.recorder.frame(),
                            self.recorder.host_frame(), facts)
 
-    def _coldstart(self, seconds: float, rate: float) -> None:
+    def _coldstart(self, seconds: float, rate: float, name: str = "coldstart") -> None:
         """A new job on fresh task managers at their quota, offered more than the warm job's measured rate: how
         fast a new task manager gets going (the backlog must grow throughout, else the curve is the offered rate).
         Last, so the rate comes from this machine's measurement, not from the estimate (on a machine 3x faster
@@ -345,7 +346,7 @@ class QueryCalibration:
         self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(sched), 1.0), self.topology)
         self.recorder.job_id = self.backend.state.job_id
         lag0 = self._lag()  # NaN at the job's first second (no source sample yet)
-        rec = self._phase("coldstart", "coldstart", seconds, 0.0, rate=rate)
+        rec = self._phase(name, "coldstart", seconds, 0.0, rate=rate)
         lag1 = self._lag()
         rec.extra.update({"bin_s": self.plan.durations.cold_bin_s, "backlog_before": lag0, "backlog_after": lag1,
                           "job_startup_s": getattr(self.backend, "startup_s", math.nan)})

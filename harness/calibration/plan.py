@@ -44,7 +44,9 @@ in every run), fed by the load generator from a fresh consumer group:
    state size within the query.
 8. `coldstart`: a new job on fresh task managers at their quota, offered more than the warm job's
    measured rate: the job's rate while their JVMs warm up (class loading, the JIT), the curve the
-   simulator gives every new task manager. Last, because only now is the warm rate known on this
+   simulator gives every new task manager; `COLDSTARTS` times (once with --quick), each on fresh task managers,
+   since one start says nothing of how far the next one lands from it (q1 at 0.1 CPU, six local starts: 0.40-0.92
+   of their own warm rate 20-25 s in). Last, because only now is the warm rate known on this
    machine (planned from an estimate, a cold start on a 3x faster machine was never overloaded).
 Durations are seconds of wall time; `--quick` shortens every phase, measures one rescale method
 fewer (reactive), one lower CPU share (0.5) and no spread or bottleneck phases, and `time_scale` shrinks
@@ -78,6 +80,7 @@ METER_S = 5.0  # Flink's busy / backpressured meters update this often
 SHARES = (0.5, 0.25)  # the two lower CPU shares (share 1.0 is the overload phase)
 # --quick: one (q1 + q11 took 10.4 min with two, over the 10 planned, after the deployment phases came in session 13)
 SHARES_QUICK = (0.5,)
+COLDSTARTS = 3  # cold starts in a full calibration (--quick: 1), each a new job on fresh task managers
 RESCALE_METHODS_FULL = ("in_place", "savepoint", "reactive")
 RESCALE_METHODS_QUICK = ("in_place", "savepoint")
 GROWN_STATE_METHODS = ("in_place", "savepoint")  # scaled up again once the state has grown
@@ -136,13 +139,15 @@ class QueryPlan:
     operators: tuple[str, ...] = field(default_factory=tuple)
     bottlenecks: tuple[str, ...] = field(default_factory=tuple)  # operators made the only bottleneck in turn
     spread: tuple[float, ...] = ()  # the spread phase's levels (fractions of its top rate); none: no phase
+    coldstarts: int = 1  # cold starts, each a new job on fresh task managers
 
     @property
     def measure_s(self) -> float:
         """Seconds of load phases (ladder, spread, overload, shares, bottlenecks, parallelism)."""
         d = self.durations
         extra_p = [p for p in self.parallelisms if p > 1]
-        return (d.cold_s + d.warmup_s + 2 * d.overload_s + (len(self.ladder) + len(self.spread)) * d.level_s
+        return (self.coldstarts * d.cold_s + d.warmup_s + 2 * d.overload_s
+                + (len(self.ladder) + len(self.spread)) * d.level_s
                 + len(self.operators) * len(self.shares) * d.share_s + len(extra_p) * d.parallelism_s
                 + len(self.bottlenecks) * d.bottleneck_s)
 
@@ -156,7 +161,7 @@ class QueryPlan:
             rescale += (len(self.bottlenecks) + 1) * 20.0
         if self.spread:  # into the spread layout and back
             rescale += 2 * 20.0
-        return 2 * 25.0 + self.measure_s + rescale  # two job starts: the measured one, the cold start's
+        return (1 + self.coldstarts) * 25.0 + self.measure_s + rescale  # job starts: the measured one, the cold starts'
 
 
 def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1,),
@@ -172,6 +177,7 @@ def plan_for(topology: Topology, quick: bool, parallelisms: tuple[int, ...] = (1
         operators=topology.names,
         bottlenecks=bottleneck_operators(topology, quick),
         spread=() if quick else SPREAD,  # q1 + q11 already take 9.4 min with --quick (session 14)
+        coldstarts=1 if quick else COLDSTARTS,
     )
 
 

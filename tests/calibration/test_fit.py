@@ -42,11 +42,11 @@ COLD_F0, COLD_TAU_CPU_S = 0.3, 5.0  # a fresh task manager: 30 % of its warm spe
 COLD_DEAD_S = 12.0  # ... after 12 s of taking nothing (consumers opening, classes loading)
 
 
-def warm_fraction(seconds: float) -> float:
+def warm_fraction(seconds: float, tau: float = COLD_TAU_CPU_S) -> float:
     """Of the warm speed, `seconds` after the job ran."""
     if seconds < COLD_DEAD_S:
         return 0.0
-    return 1.0 - (1.0 - COLD_F0) * math.exp(-(seconds - COLD_DEAD_S) * QUOTA / COLD_TAU_CPU_S)
+    return 1.0 - (1.0 - COLD_F0) * math.exp(-(seconds - COLD_DEAD_S) * QUOTA / tau)
 
 
 def cap(op: str, cores: float) -> float:
@@ -57,7 +57,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           upstream_bp: float | None = None, spread: tuple[float, ...] = (),
                           spread_par: dict[str, int] | None = None, limited_busy: float | None = None,
                           costs: dict[str, float] | None = None, throttled_cost: float = 0.0,
-                          near_flag: Callable[[float], float] | None = None) -> Measurement:
+                          near_flag: Callable[[float], float] | None = None,
+                          cold_taus: tuple[float, ...] = (COLD_TAU_CPU_S,)) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
     the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
     level instead of the line;
@@ -69,7 +70,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     lower CPU share (a throttled task manager's JVM keeps its fixed work: q11's source at 0.1 CPU spent 5.4 CPU-us
     per record at share 0.25, at most 3.3 reading a backlog at share 1.0). `near_flag`: a subtask nothing holds
     back is flagged back-pressured in a sample with this probability of the utilisation of the operator it feeds
-    (a held-back one always is)."""
+    (a held-back one always is). `cold_taus`: one cold start per entry, each warming up with that tau
+    (CPU-seconds), the first named `coldstart`, the others `coldstart-2`, ..."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
@@ -83,7 +85,10 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     c_src = world_cap("bids_source", QUOTA)
     phases: list[PhaseRecord] = []
     plan: list[tuple[str, str, float, dict[str, float], str | None]] = [
-        ("coldstart", "coldstart", 1.2 * c_src, {}, None), ("warmup", "warmup", 0.2 * c_src, {}, None)]
+        ("coldstart" if k == 0 else f"coldstart-{k + 1}", "coldstart", 1.2 * c_src, {}, None)
+        for k in range(len(cold_taus))]
+    plan.append(("warmup", "warmup", 0.2 * c_src, {}, None))
+    cold_tau = dict(zip([p[0] for p in plan], cold_taus, strict=False))
     plan += [(f"ladder-{i}", "ladder", f * c_src, {}, None) for i, f in enumerate((0.2, 0.45, 0.7))]
     plan += [(f"spread-{i}", "spread", f * c_src, {}, None) for i, f in enumerate(spread)]
     plan.append(("overload", "overload", 2.0 * c_src, {}, None))
@@ -111,11 +116,14 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
         if kind == "coldstart":
             rec.extra = {"bin_s": 10.0}
+            # a new job: its counters start at 0
+            counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}
+            extra_subtasks.clear()
         busy_now = {op: 0.0 for op in ops}
         if kind == "spread":  # the driver starts the spread layout from an empty queue (the cold start's is drained)
             pending = 0.0
         for second in range(90 if kind == "coldstart" else length):
-            f = warm_fraction(second + 0.5) if kind == "coldstart" else 1.0
+            f = warm_fraction(second + 0.5, cold_tau[name]) if kind == "coldstart" else 1.0
             caps = {op: c * f for op, c in warm_caps.items()}
             x = min([rate] + [caps[op] for op in ops])  # records/s through the pipeline (selectivity 1 until the sink)
             bottleneck = min(ops, key=lambda o: caps[o]) if x < rate else None
@@ -385,6 +393,17 @@ def test_a_full_plan_spreads_every_operator_out_and_quick_does_not() -> None:
     without = type(full)(**{**full.__dict__, "spread": ()})
     assert full.measure_s - without.measure_s == pytest.approx(len(SPREAD) * full.durations.level_s)
     assert full.estimate_s > without.estimate_s + full.measure_s - without.measure_s
+
+
+def test_a_full_plan_starts_cold_three_times_and_quick_once_each_costing_its_minute_and_a_job_start() -> None:
+    from harness.calibration.plan import COLDSTARTS, plan_for
+
+    topo = load_topology("q1")
+    full, quick = plan_for(topo, False), plan_for(topo, True)
+    assert full.coldstarts == COLDSTARTS == 3 and quick.coldstarts == 1
+    once = type(full)(**{**full.__dict__, "coldstarts": 1})
+    assert full.measure_s - once.measure_s == pytest.approx(2 * full.durations.cold_s)
+    assert full.estimate_s - once.estimate_s > full.measure_s - once.measure_s  # and a job start each
 
 
 def test_a_full_plan_makes_each_operator_the_bottleneck_in_turn_the_sources_last_and_quick_none() -> None:
@@ -712,6 +731,23 @@ def test_fit_recovers_the_cold_start_curve_from_the_coldstart_phase(fitted: Quer
         assert frac == pytest.approx(warm_fraction(s), abs=0.03)
     assert w.fraction(0.0) == 0.0 and w.fraction(w.dead_cpu_s - 1e-6) == 0.0  # nothing before the first record
     assert w.fraction(w.dead_cpu_s) == pytest.approx(w.initial_fraction) and w.fraction(1e6) == pytest.approx(1.0)
+
+
+def test_several_cold_starts_make_one_curve_over_all_their_bins_and_each_keeps_its_own() -> None:
+    taus = (2.5, 5.0, 10.0)
+    w = build_profile(synthetic_measurement(cold_taus=taus), load_topology("q1"), provenance()).warmup
+    assert w is not None and w.saturated and len(w.starts) == 3
+    for start, tau in zip(w.starts, taus, strict=True):
+        assert start.tau_cpu_s == pytest.approx(tau, rel=0.15)
+        assert start.initial_fraction == pytest.approx(COLD_F0, abs=0.05)
+        assert start.dead_s == pytest.approx(COLD_DEAD_S, abs=0.6)
+    assert taus[0] < w.tau_cpu_s < taus[-1]  # the pooled curve lies among them
+    assert len(w.points) == 3 * 7  # every start's bins
+    # a run takes start `seed` mod 3: consecutive seeds go through all of them; one start: the one curve
+    assert [w.for_run(seed).tau_cpu_s for seed in (3, 4, 5)] == [s.tau_cpu_s for s in w.starts]
+    assert w.for_run(1).starts == [] and w.for_run(1).warm_rate == w.warm_rate
+    one = build_profile(synthetic_measurement(), load_topology("q1"), provenance()).warmup
+    assert one is not None and one.starts == [] and one.for_run(7) is one
 
 
 def test_the_cold_start_is_no_plateau_of_the_warm_fits(fitted: QueryProfile) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from harness.backends.sim.backend import SimBackend
 from harness.backends.sim.config import SimConfig
-from harness.calibrated_profile import QueryProfile, WarmUp, load_profile
+from harness.calibrated_profile import ColdStart, QueryProfile, WarmUp, load_profile
 from harness.topology import load_topology
 from tests.sim.conftest import constant
 from workloads.arrivals import ArrivalConfig
@@ -116,3 +116,29 @@ def test_without_the_model_every_task_manager_is_warm_and_the_run_unchanged() ->
     assert np.array_equal(off.model.rows_array(), none.model.rows_array(), equal_nan=True)  # type: ignore[union-attr]
     assert "warm-up" not in off.costs.source  # type: ignore[union-attr]
     assert "measured warm-up" in started(CURVE, 1, 10).costs.source  # type: ignore[union-attr]
+
+
+def test_with_several_cold_starts_measured_a_run_takes_the_one_its_noise_seed_draws() -> None:
+    fast, slow = ColdStart(initial_fraction=0.6, tau_cpu_s=1.0), ColdStart(initial_fraction=0.1, tau_cpu_s=6.0)
+    curve = CURVE.model_copy(update={"starts": [fast, slow]})
+    probe = started(None, 1.0, 1)
+    cap = min(c.capacity(CORES) for c in probe.costs.ops)  # type: ignore[union-attr]
+
+    def first_half_minute(**cfg: object) -> float:
+        b = started(curve, 10 * cap, 60, **cfg)
+        b.advance_to(30.0)
+        return float(b.model.totals().processed)  # type: ignore[union-attr]
+
+    by_seed = {seed: first_half_minute(noise_seed=seed) for seed in range(4)}
+    # seeds 0 and 2 draw the fast start, 1 and 3 the slow one; the same seed, the same run
+    assert by_seed[0] == by_seed[2] and by_seed[1] == by_seed[3]
+    assert by_seed[0] > 1.5 * by_seed[1]
+    for seed, start in ((0, fast), (1, slow)):
+        one = CURVE.model_copy(update={"initial_fraction": start.initial_fraction, "tau_cpu_s": start.tau_cpu_s})
+        assert by_seed[seed] == pytest.approx(first_half_minute_of(one, cap), rel=1e-9)
+
+
+def first_half_minute_of(curve: WarmUp, cap: float) -> float:
+    b = started(curve, 10 * cap, 60)
+    b.advance_to(30.0)
+    return float(b.model.totals().processed)  # type: ignore[union-attr]
