@@ -9,7 +9,7 @@ subtask, grouped by its parallelism and its upstream's. `plateaus` lists a calib
 which the operator's task manager was throttled (CPU-bound), with its CPU per record and the job's checkpointed
 state: the spread of its saturations there, and how the cost moves with the state. `start` prints the sources'
 records/s in 5-s bins over each cell's first minute, the local run above its sim runs: fresh task managers
-warming up (the simulator draws one calibrated cold-start curve for every run).
+warming up (the simulator gives a run one of the calibrated cold starts' curves).
 
     .venv/bin/python benchmarks/bench_speeds.py runs results/<dir>/fidelity-q1-q11 --query q11 \\
         --operator session_window --upstream bids_source
@@ -32,7 +32,7 @@ from harness.calibration import build
 from harness.calibration.measure import Measurement
 
 
-def runs(cells: Path, query: str, operator: str, upstream: str, cpu_bound: float) -> None:
+def runs(cells: Path, query: str, operator: str, upstream: str, cpu_bound: float, quota: float) -> None:
     frames = []
     for run in sorted((cells / "local").glob(f"{query}_*-r*")):
         ts = pd.read_parquet(run / "timeseries.parquet")
@@ -51,7 +51,7 @@ def runs(cells: Path, query: str, operator: str, upstream: str, cpu_bound: float
     print(f"{query} {operator}: records/s per subtask in 5-s steps at cpu >= {cpu_bound} "
           f"(local runs under {cells}), by its parallelism and {upstream}'s")
     print(table[["count", "25%", "50%", "75%"]].round(0).to_string())
-    prof = load_profile(query, cores=0.1)
+    prof = load_profile(query, cores=quota)
     if prof is not None and operator in prof.operators:
         print(f"all: median {d.per_subtask.median():,.0f} (n = {len(d)}); the profile's capacity at share 1.0: "
               f"{prof.operators[operator].capacity:,.0f} ({prof.provenance.date})")
@@ -77,7 +77,9 @@ def start(cells: Path, query: str, seconds: float) -> None:
         for run in sorted((cells / side).glob(f"{query}_*-r*")):
             ts = pd.read_parquet(run / "timeseries.parquet")
             src = ts[ts.operator.str.endswith("_source") & (ts.metric == "records_out") & (ts.ts <= seconds)]
-            by_bin = src.groupby((src.ts // 5 * 5).astype(int)).value.sum() / 1000.0
+            # a bin may hold two samples of a source or none: the mean per source, then the sources' sum
+            per_source = src.groupby([(src.ts // 5 * 5).astype(int), "operator"]).value.mean()
+            by_bin = per_source.groupby(level=0).sum() / 1000.0
             rows[(run.name.rsplit("-r", 1)[0], side, run.name.rsplit("-r", 1)[1])] = by_bin
     if not rows:
         raise SystemExit(f"no runs of {query} under {cells}")
@@ -97,6 +99,7 @@ def main() -> None:
     r.add_argument("--operator", required=True)
     r.add_argument("--upstream", required=True, help="the operator feeding it (its parallelism is shown)")
     r.add_argument("--cpu-bound", type=float, default=0.95)
+    r.add_argument("--quota", type=float, default=0.1, help="the runs' task-manager CPU quota (the profile's)")
     st = sub.add_parser("start", help="each run's first minute: its sources' rate, local and sim")
     st.add_argument("cells", type=Path, help="the report's results directory (with local/ and sim/ in it)")
     st.add_argument("--query", required=True)
@@ -106,7 +109,7 @@ def main() -> None:
     p.add_argument("--operator", required=True)
     a = ap.parse_args()
     if a.what == "runs":
-        runs(a.cells, a.query, a.operator, a.upstream, a.cpu_bound)
+        runs(a.cells, a.query, a.operator, a.upstream, a.cpu_bound, a.quota)
     elif a.what == "start":
         start(a.cells, a.query, a.seconds)
     else:

@@ -187,13 +187,14 @@ class FlagModel(_Model):
     nothing downstream of it limits, against the utilisation of the operator it feeds (the busiest one).
 
     Near its limit a downstream operator's input buffers fill now and then, so its upstream's output waits
-    for a moment and the flag is up at that instant, though no second of the plateau was held back: q1's source
-    at 0.1 CPU was flagged at 7-11 % of the instants with its map at 0.60-0.84 of its capacity, and never at
-    0.45 or below. The fluid simulator has no such moments (a subtask that is not blocked for a whole step
-    is never flagged), and the bottleneck walk of Dhalion and HPA-Varga starts at a flagged operator.
+    for a moment and the flag is up at that instant, though no second of the plateau was held back: in session
+    16's q1 calibration at 0.1 CPU the source was flagged at 7 % and 11 % of the instants of its spread and probe
+    plateaus, its map at 0.60 and 0.69 of its capacity, and never at 0.45 or below. The fluid simulator has no
+    such moments (a subtask that is not blocked for a whole step is never flagged), and the bottleneck walk of
+    Dhalion and HPA-Varga starts at a flagged operator.
 
-    `points` are (downstream utilisation, probability per subtask and scrape), non-decreasing in both,
-    interpolated in between and held beyond the ends."""
+    `points` are (downstream utilisation, probability per subtask and scrape), non-decreasing in both, from
+    (0, 0), interpolated in between and held beyond the last."""
 
     points: list[tuple[float, float]] = Field(default_factory=list)
     n: int = Field(0, description="subtask samples the points were measured with")
@@ -336,7 +337,8 @@ class WarmUp(_Model):
 
     def for_run(self, seed: int) -> WarmUp:
         """The curve a run's fresh task managers follow: with several cold starts measured, start `seed` mod their
-        number (consecutive seeds go through all of them), else the one curve."""
+        number (consecutive seeds go through all of them; the sim passes the experiment's seed plus its noise
+        seed), else the one curve."""
         if len(self.starts) < 2:
             return self
         s = self.starts[seed % len(self.starts)]

@@ -494,9 +494,9 @@ def _flag_points(pls: Sequence[OpPlateau], op: str, topology: Topology, limiting
         if mine is None or not math.isfinite(mine.p.flagged) or limiting.get(name, set()) & below:
             continue
         took = sum(pl.p.rate_out * pl.phase.parallelism.get(pl.operator, 1) for pl in at.values()
-                   if topology.op(pl.operator).is_source and math.isfinite(pl.p.rate_out))
-        if took > CATCHING_UP * mine.phase.rate:
-            continue
+                   if topology.op(pl.operator).is_source)
+        if not (math.isfinite(took) and math.isfinite(mine.phase.rate)) or took > CATCHING_UP * mine.phase.rate:
+            continue  # caught up a backlog, or unknown whether it did: no point
         us = []
         for d in feeds:
             if d in at and math.isfinite(at[d].p.rate_in):
@@ -529,21 +529,24 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     warm_rate = float(np.mean(warm))
     cores = m.quota * float(colds[0].shares.get(topology.names[0], 1.0))
     measured = [b for b in (_coldstart_bins(m, topology, c) for c in colds) if b is not None]
-    if not measured:
+    # the curve is a speed only where the backlog grew: the saturated starts, else (none) all, marked unsaturated
+    used = [b for b in measured if b[3]] or measured
+    if not used:
         return None
-    mids = [x for b in measured for x in b[0]]
-    rates = [x for b in measured for x in b[1]]
-    pooled = fit.warmup(mids, rates, warm_rate, cores, all(b[3] for b in measured),
-                        dead_s=float(np.median([b[2] for b in measured])))
-    if pooled is None or len(measured) < 2:
+    mids = [x for b in used for x in b[0]]
+    rates = [x for b in used for x in b[1]]
+    pooled = fit.warmup(mids, rates, warm_rate, cores, used[0][3], dead_s=float(np.median([b[2] for b in used])))
+    if pooled is None or len(used) < 2:
         return pooled
-    starts = []
-    for b_mids, b_rates, dead, grew in measured:
-        one = fit.warmup(b_mids, b_rates, warm_rate, cores, grew, dead_s=dead) if grew else None
+    starts, points = [], []
+    for b_mids, b_rates, dead, grew in used:
+        points += [(x + dead, r / warm_rate) for x, r in zip(b_mids, b_rates, strict=True) if math.isfinite(r)]
+        one = fit.warmup(b_mids, b_rates, warm_rate, cores, grew, dead_s=dead)
         if one is not None:
             starts.append(ColdStart(initial_fraction=one.initial_fraction, tau_cpu_s=one.tau_cpu_s,
                                     dead_s=one.dead_s, rmse=one.rmse))
-    return pooled.model_copy(update={"starts": starts if len(starts) >= 2 else []})
+    # each start's bins at its own dead time (seconds since its job ran), not the pooled median's
+    return pooled.model_copy(update={"starts": starts if len(starts) >= 2 else [], "points": points})
 
 
 def _coldstart_bins(m: Measurement, topology: Topology,

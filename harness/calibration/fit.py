@@ -14,6 +14,8 @@ plateaus this module fits:
 - `gauge_model`: a reading against the true value it stands for (reading = offset + gain x true,
   least squares over plateau means) and the standard deviation of one meter update at each level;
 - `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
+- `flag_model`: how often a subtask nothing holds back is flagged isBackPressured against the utilisation of
+  the operator it feeds (binned, isotonic);
 - `state_cost`: relative per-record cost growth with the state a subtask holds;
 - `downtime_model`: rescale downtime = base + slope x state GB, the base apart for scale-ups (fresh task
   managers) and scale-downs, the slope pooled over queries' scale-ups;
@@ -29,7 +31,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from harness.calibrated_profile import (
     CapacityFit,
@@ -403,7 +404,10 @@ FLAG_BINS = (0.4, 0.6, 0.8)  # downstream utilisation bins of the flag model (ed
 def flag_model(points: Sequence[tuple[float, float, int]]) -> FlagModel | None:
     """The isBackPressured flag of a subtask nothing held back, from (its downstream's utilisation, share of its
     samples flagged, samples) per plateau: pooled per utilisation bin (weighted by samples), made non-decreasing
-    (isotonic: a downstream nearer its limit never fills its buffers less often); None without a point."""
+    (isotonic: a downstream nearer its limit never fills its buffers less often), from 0 at utilisation 0; None
+    without a point."""
+    from scipy.optimize import isotonic_regression  # calibration only, as `warmup`'s curve_fit
+
     pts = [(u, f, n) for u, f, n in points if math.isfinite(u) and math.isfinite(f) and n > 0]
     if not pts:
         return None
@@ -418,8 +422,10 @@ def flag_model(points: Sequence[tuple[float, float, int]]) -> FlagModel | None:
         ps.append(sum(f * n for _, f, n in rows) / w)
         ws.append(w)
     mono = isotonic_regression(ps, weights=ws).x
-    return FlagModel(points=[(round(float(u), 4), round(float(p), 4)) for u, p in zip(us, mono, strict=True)],
-                     n=int(sum(ws)))
+    curve = [(round(float(u), 4), round(float(p), 4)) for u, p in zip(us, mono, strict=True)]
+    if curve[0][0] > 0.0:  # an idle downstream fills no buffer: from (0, 0) up to the lowest bin
+        curve.insert(0, (0.0, 0.0))
+    return FlagModel(points=curve, n=int(sum(ws)))
 
 
 # ---------------------------------------------------------------- state and downtime

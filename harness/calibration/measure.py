@@ -250,10 +250,12 @@ class QueryCalibration:
             b._generator.stop()
         b._generator = b._start_generator(LoadPattern("calibration", np.asarray(rates, dtype=float), 1.0), self.seed)
 
-    def _lag(self) -> float:
-        """Pending records over the sources, from the recorder's latest samples."""
+    def _lag(self, since: float = -math.inf) -> float:
+        """Pending records over the sources, from the recorder's latest samples taken at `since` or later (a new
+        job's: the previous one's rows are still the latest until it reports)."""
         rows = [r for r in self.recorder.rows[-3 * max(1, len(self.backend.state.parallelism)) * 4:]
-                if "pending" in r and r.get("operator") in {s.name for s in self.topology.sources}]
+                if "pending" in r and r.get("operator") in {s.name for s in self.topology.sources}
+                and r.get("t", math.inf) >= since]
         latest: dict[tuple[str, int], float] = {}
         for r in rows:
             latest[(r["operator"], r.get("subtask", 0))] = r["pending"]
@@ -335,7 +337,7 @@ class QueryCalibration:
 
         if seconds <= 0:
             return
-        self.recorder.phase = "coldstart-setup"
+        self.recorder.phase = f"{name}-setup"
         self._teardown()
         # the stack is kept between phases and queries, and a task manager that already ran a job is warm
         # (measured: q11 after q1 ran at its warm rate from its first second)
@@ -343,9 +345,10 @@ class QueryCalibration:
             self.stack.stop_taskmanager(tm)
         self.backend = LocalBackend(self.stack)
         sched = [rate] * int(round(seconds + 60))
+        started = self.recorder.now()
         self.backend.start(self._experiment(), LoadPattern("calibration", np.asarray(sched), 1.0), self.topology)
         self.recorder.job_id = self.backend.state.job_id
-        lag0 = self._lag()  # NaN at the job's first second (no source sample yet)
+        lag0 = self._lag(since=started)  # NaN at the job's first second (no source sample of it yet)
         rec = self._phase(name, "coldstart", seconds, 0.0, rate=rate)
         lag1 = self._lag()
         rec.extra.update({"bin_s": self.plan.durations.cold_bin_s, "backlog_before": lag0, "backlog_after": lag1,

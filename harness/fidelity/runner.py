@@ -2,8 +2,9 @@
 
 A fidelity file is an ordinary matrix file; its `repetitions` are ignored in favour of `--reps`
 (sim) and `--local-reps`. The sim repetitions keep the experiment's seed, so the pattern and the
-arrivals are the local run's, and vary only `sim.noise_seed` (the readings' noise): the sim
-answers "the same experiment", its spread is the measurement model's. Run records land in
+arrivals are the local run's, and vary only `sim.noise_seed` (the readings' noise, and with several
+calibrated cold starts which one the run's task managers warm up like): the sim answers "the same
+experiment", its spread is the measurement model's. Run records land in
 `<results>/<name>/local/<cell>-r<k>` and `<results>/<name>/sim/<cell>-r<k>`; complete ones are
 skipped (resumable) if their record has the run's configuration hash (`harness.identity`: for a sim
 run that includes the calibrated profile), as in `bench matrix`: a record made with another

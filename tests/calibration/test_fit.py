@@ -58,7 +58,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           spread_par: dict[str, int] | None = None, limited_busy: float | None = None,
                           costs: dict[str, float] | None = None, throttled_cost: float = 0.0,
                           near_flag: Callable[[float], float] | None = None,
-                          cold_taus: tuple[float, ...] = (COLD_TAU_CPU_S,)) -> Measurement:
+                          cold_taus: tuple[float, ...] = (COLD_TAU_CPU_S,),
+                          cold_offered: tuple[float, ...] = ()) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
     the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
     level instead of the line;
@@ -71,7 +72,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     per record at share 0.25, at most 3.3 reading a backlog at share 1.0). `near_flag`: a subtask nothing holds
     back is flagged back-pressured in a sample with this probability of the utilisation of the operator it feeds
     (a held-back one always is). `cold_taus`: one cold start per entry, each warming up with that tau
-    (CPU-seconds), the first named `coldstart`, the others `coldstart-2`, ..."""
+    (CPU-seconds), the first named `coldstart`, the others `coldstart-2`, ...; `cold_offered`: each one's offered
+    rate over the source's warm capacity (default 1.2: overloaded)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
@@ -85,7 +87,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     c_src = world_cap("bids_source", QUOTA)
     phases: list[PhaseRecord] = []
     plan: list[tuple[str, str, float, dict[str, float], str | None]] = [
-        ("coldstart" if k == 0 else f"coldstart-{k + 1}", "coldstart", 1.2 * c_src, {}, None)
+        ("coldstart" if k == 0 else f"coldstart-{k + 1}", "coldstart",
+         (cold_offered[k] if k < len(cold_offered) else 1.2) * c_src, {}, None)
         for k in range(len(cold_taus))]
     plan.append(("warmup", "warmup", 0.2 * c_src, {}, None))
     cold_tau = dict(zip([p[0] for p in plan], cold_taus, strict=False))
@@ -116,8 +119,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
         if kind == "coldstart":
             rec.extra = {"bin_s": 10.0}
-            # a new job: its counters start at 0
+            # a new job on fresh topics: its counters and the backlog start at 0
             counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}
+            pending = 0.0
             extra_subtasks.clear()
         busy_now = {op: 0.0 for op in ops}
         if kind == "spread":  # the driver starts the spread layout from an empty queue (the cold start's is drained)
@@ -125,7 +129,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
         for second in range(90 if kind == "coldstart" else length):
             f = warm_fraction(second + 0.5, cold_tau[name]) if kind == "coldstart" else 1.0
             caps = {op: c * f for op, c in warm_caps.items()}
-            x = min([rate] + [caps[op] for op in ops])  # records/s through the pipeline (selectivity 1 until the sink)
+            # a cold start's job works off what queued during its dead time once it can (elsewhere the rate is taken)
+            # records/s through the pipeline (selectivity 1 until the sink)
+            x = min([rate + (pending if kind == "coldstart" else 0.0)] + [caps[op] for op in ops])
             bottleneck = min(ops, key=lambda o: caps[o]) if x < rate else None
             t += 1.0
             pending += rate - x
@@ -401,7 +407,7 @@ def test_a_full_plan_starts_cold_three_times_and_quick_once_each_costing_its_min
     topo = load_topology("q1")
     full, quick = plan_for(topo, False), plan_for(topo, True)
     assert full.coldstarts == COLDSTARTS == 3 and quick.coldstarts == 1
-    once = type(full)(**{**full.__dict__, "coldstarts": 1})
+    once = replace(full, coldstarts=1)
     assert full.measure_s - once.measure_s == pytest.approx(2 * full.durations.cold_s)
     assert full.estimate_s - once.estimate_s > full.measure_s - once.measure_s  # and a job start each
 
@@ -454,10 +460,11 @@ def test_the_flag_model_pools_its_plateaus_per_utilisation_bin_and_never_falls_a
                            (math.nan, 1.0, 10), (0.8, 1.0, 0)])
     assert flag is not None and flag.n == 80
     us, ps = zip(*flag.points, strict=True)
-    assert us == pytest.approx((0.2, 0.5, 0.7, 0.9))
+    assert us == pytest.approx((0.0, 0.2, 0.5, 0.7, 0.9))  # from (0, 0): an idle downstream fills no buffer
     # the first bin's 0.05 (20 samples) is above the second's 0.0 (30): pooled to 0.02 over both
-    assert ps == pytest.approx((0.02, 0.02, 0.06, 0.3))
-    assert flag.probability(0.0) == pytest.approx(0.02) and flag.probability(1.5) == pytest.approx(0.3)
+    assert ps == pytest.approx((0.0, 0.02, 0.02, 0.06, 0.3))
+    assert flag.probability(0.0) == 0.0 and flag.probability(0.1) == pytest.approx(0.01)
+    assert flag.probability(1.5) == pytest.approx(0.3)
     assert flag.probability(0.8) == pytest.approx(0.18)
     assert fit.flag_model([(math.nan, 0.5, 3)]) is None
 
@@ -748,6 +755,11 @@ def test_several_cold_starts_make_one_curve_over_all_their_bins_and_each_keeps_i
     assert w.for_run(1).starts == [] and w.for_run(1).warm_rate == w.warm_rate
     one = build_profile(synthetic_measurement(), load_topology("q1"), provenance()).warmup
     assert one is not None and one.starts == [] and one.for_run(7) is one
+    # a start offered less than it could take measured the offered load, not a speed: it stays out of the curve
+    part = build_profile(synthetic_measurement(cold_taus=taus, cold_offered=(1.2, 0.3, 1.2)), load_topology("q1"),
+                         provenance()).warmup
+    assert part is not None and part.saturated and len(part.starts) == 2 and len(part.points) == 2 * 7
+    assert [s.tau_cpu_s for s in part.starts] == pytest.approx([taus[0], taus[2]], rel=0.15)
 
 
 def test_the_cold_start_is_no_plateau_of_the_warm_fits(fitted: QueryProfile) -> None:

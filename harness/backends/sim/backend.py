@@ -172,8 +172,9 @@ class SimBackend:
         )
         par = parallelism if isinstance(parallelism, dict) else {n: parallelism for n in topology.names}
         self.costs = run_costs(topology, self.cfg, tm_cores or self.cfg.taskmanager_cpu or 1.0, profile)
-        if self.costs.warmup is not None:  # several cold starts measured: this run's is drawn like its readings' noise
-            draw = self.cfg.noise_seed if self.cfg.noise_seed is not None else seed
+        if self.costs.warmup is not None:  # several cold starts measured: the experiment's seed and the noise seed
+            # pick this run's (so a fidelity cell's sim repetitions, which vary the noise seed, go through them)
+            draw = seed + (self.cfg.noise_seed if self.cfg.noise_seed is not None else 0)
             self.costs = replace(self.costs, warmup=self.costs.warmup.for_run(draw))
         self.kafka = kafka or KafkaSettings()
         self._rescales = []

@@ -75,8 +75,9 @@ class SimConfig(BaseModel):
         "flink", description="flink: readings sampled and averaged like Flink's meters and Prometheus, with the "
                              "calibrated bias and noise; exact: the model's true values (tests)")
     noise_seed: int | None = Field(
-        None, description="seed of the readings' noise only; null = the experiment's seed (repetitions of one "
-                          "experiment that keep the load identical vary this)")
+        None, description="seed of the readings' noise; null = the experiment's seed (repetitions of one "
+                          "experiment that keep the load identical vary this); with several calibrated cold starts "
+                          "it also picks the run's (the experiment's seed + this, mod their number)")
     scrape_interval_s: PositiveFloat = Field(5.0, description="Prometheus scrape interval (local: 5 s)")
     meter_interval_s: PositiveFloat = Field(
         5.0, description="busy/idle/backpressured gauges average over and update every this many seconds "

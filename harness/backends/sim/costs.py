@@ -172,7 +172,7 @@ def usable_warmup(w: WarmUp | None) -> WarmUp | None:
     got, not the task managers' speed, so only its dead time (the first record's delay) is kept."""
     if w is None or w.saturated:
         return w
-    return w.model_copy(update={"initial_fraction": 1.0})
+    return w.model_copy(update={"initial_fraction": 1.0, "starts": []})
 
 
 def _warmup_note(w: WarmUp | None) -> str:
