@@ -586,10 +586,11 @@ def _coldstart_bins(m: Measurement, topology: Topology,
 
 
 def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0) -> PendingModel | None:
-    """A source's pendingRecords against its true backlog in the `coldstart` phase (one subtask, fresh topics,
-    overloaded): the backlog is what Kafka acknowledged into its topic (the generator's count x the topic's
-    share of the load) less what it took; rates over the trailing `rate_s`. None where the generator's count
-    was not recorded (measurements before session 9)."""
+    """A source's pendingRecords against its true backlog in the first `coldstart` phase (one subtask, fresh
+    topics, overloaded; the later ones repeat it for the warm-up's spread): the backlog is what Kafka
+    acknowledged into its topic (the generator's count x the topic's share of the load) less what it took;
+    rates over the trailing `rate_s`. None where the generator's count was not recorded (measurements before
+    session 9)."""
     from workloads.generator import expected_shares
 
     cold = _coldstart(m)
