@@ -188,10 +188,10 @@ class FlagModel(_Model):
 
     Near its limit a downstream operator's input buffers fill now and then, so its upstream's output waits
     for a moment and the flag is up at that instant, though no second of the plateau was held back: in session
-    16's q1 calibration at 0.1 CPU the source was flagged at 7 % and 11 % of the instants of its spread and probe
-    plateaus, its map at 0.60 and 0.69 of its capacity, and never at 0.45 or below. The fluid simulator has no
-    such moments (a subtask that is not blocked for a whole step is never flagged), and the bottleneck walk of
-    Dhalion and HPA-Varga starts at a flagged operator.
+    16's q1 calibration at 0.1 CPU the source was flagged at 7 % and 11 % of the instants of a spread and the
+    overload plateau, its map at 0.60 and 0.89 of its capacity, and in no ladder step (0.26-0.56). The fluid
+    simulator has no such moments (a subtask that is not blocked for a whole step is never flagged), and the
+    bottleneck walk of Dhalion and HPA-Varga starts at a flagged operator.
 
     `points` are (downstream utilisation, probability per subtask and scrape), non-decreasing in both, from
     (0, 0), interpolated in between and held beyond the last."""
