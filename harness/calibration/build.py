@@ -480,7 +480,8 @@ def _flag_points(pls: Sequence[OpPlateau], op: str, topology: Topology, limiting
     the sources took more than was offered (`CATCHING_UP`): the job was working off a backlog (a ladder's first
     step after the probe, a deployment after its restart) that the sources' pending reading misses (their
     prefetch), so it was held back unseen (q11's source flagged at 0.44-1.0 of the instants there, at 0 in
-    every other ladder step); nor one whose downstream ran at its capacity or above."""
+    every other ladder step), or where that is unknown (a source's rate or the offered rate not measured); nor one
+    whose downstream ran at its capacity or above."""
     feeds = topology.downstream(op)
     if not feeds:
         return []
@@ -493,8 +494,8 @@ def _flag_points(pls: Sequence[OpPlateau], op: str, topology: Topology, limiting
         mine = at.get(op)
         if mine is None or not math.isfinite(mine.p.flagged) or limiting.get(name, set()) & below:
             continue
-        took = sum(pl.p.rate_out * pl.phase.parallelism.get(pl.operator, 1) for pl in at.values()
-                   if topology.op(pl.operator).is_source)
+        srcs = [at.get(s.name) for s in topology.sources]  # a source not sampled: unknown, not 0
+        took = sum(s.p.rate_out * s.phase.parallelism.get(s.operator, 1) if s is not None else math.nan for s in srcs)
         if not (math.isfinite(took) and math.isfinite(mine.phase.rate)) or took > CATCHING_UP * mine.phase.rate:
             continue  # caught up a backlog, or unknown whether it did: no point
         us = []
@@ -546,7 +547,8 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
             starts.append(ColdStart(initial_fraction=one.initial_fraction, tau_cpu_s=one.tau_cpu_s,
                                     dead_s=one.dead_s, rmse=one.rmse))
     # each start's bins at its own dead time (seconds since its job ran), not the pooled median's
-    return pooled.model_copy(update={"starts": starts if len(starts) >= 2 else [], "points": points})
+    return pooled.model_copy(update={"starts": starts if len(starts) >= 2 and pooled.saturated else [],
+                                     "points": points})
 
 
 def _coldstart_bins(m: Measurement, topology: Topology,

@@ -435,7 +435,7 @@ def test_a_subtask_flagged_beside_an_operator_near_its_limit_gets_the_flag_model
     m = synthetic_measurement(costs={"map": 1.8e-5}, near_flag=lambda u: 0.2 if u >= 0.5 else 0.0, seed=5)
     prof = build_profile(m, load_topology("q1"), provenance())
     flag = prof.operators["bids_source"].readings.flagged_near
-    assert flag is not None and len(flag.points) >= 3
+    assert flag is not None and len(flag.points) >= 4  # (0, 0) and at least three bins
     assert flag.probability(0.2) <= 0.05
     # (with the held-back share-sink-0.25 plateau, the map at 0.66 there and the source flagged throughout: ~0.5)
     assert 0.05 <= flag.probability(0.65) <= 0.35
@@ -749,7 +749,8 @@ def test_several_cold_starts_make_one_curve_over_all_their_bins_and_each_keeps_i
         assert start.initial_fraction == pytest.approx(COLD_F0, abs=0.05)
         assert start.dead_s == pytest.approx(COLD_DEAD_S, abs=0.6)
     assert taus[0] < w.tau_cpu_s < taus[-1]  # the pooled curve lies among them
-    assert len(w.points) == 3 * 7  # every start's bins
+    assert len(w.points) == 3 * 7  # every start's bins, each from its own first record
+    assert [round(w.points[7 * k][0] - s.dead_s, 6) for k, s in enumerate(w.starts)] == [5.0, 5.0, 5.0]
     # a run takes start `seed` mod 3: consecutive seeds go through all of them; one start: the one curve
     assert [w.for_run(seed).tau_cpu_s for seed in (3, 4, 5)] == [s.tau_cpu_s for s in w.starts]
     assert w.for_run(1).starts == [] and w.for_run(1).warm_rate == w.warm_rate

@@ -77,7 +77,7 @@ class SimConfig(BaseModel):
     noise_seed: int | None = Field(
         None, description="seed of the readings' noise; null = the experiment's seed (repetitions of one "
                           "experiment that keep the load identical vary this); with several calibrated cold starts "
-                          "it also picks the run's (the experiment's seed + this, mod their number)")
+                          "it also picks the run's (experiment seed + noise seed, 0 when null, mod their number)")
     scrape_interval_s: PositiveFloat = Field(5.0, description="Prometheus scrape interval (local: 5 s)")
     meter_interval_s: PositiveFloat = Field(
         5.0, description="busy/idle/backpressured gauges average over and update every this many seconds "
