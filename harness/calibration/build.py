@@ -437,8 +437,11 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             state=state, readings=readings, parallel_efficiency=par_eff,
         )
         capacities[spec.name] = capacity_at
+    by_phase: dict[str, dict[str, OpPlateau]] = {}  # phase -> operator -> its plateau
+    for pl in pls:
+        by_phase.setdefault(pl.phase.name, {})[pl.operator] = pl
     for spec in topology.operators:  # every capacity is known now
-        flag = fit.flag_model(_flag_points(pls, spec.name, topology, limiting, capacities))
+        flag = fit.flag_model(_flag_points(by_phase, spec.name, topology, limiting, capacities))
         if flag is not None:
             prof = ops[spec.name]
             ops[spec.name] = prof.model_copy(
@@ -472,7 +475,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
 CATCHING_UP = 1.1  # sources that took this many times the offered rate worked off a backlog
 
 
-def _flag_points(pls: Sequence[OpPlateau], op: str, topology: Topology, limiting: dict[str, set[str]],
+def _flag_points(by_phase: dict[str, dict[str, OpPlateau]], op: str, topology: Topology, limiting: dict[str, set[str]],
                  capacities: dict[str, Callable[[float], float]]) -> list[tuple[float, float, int]]:
     """(utilisation of the busiest operator `op` feeds, share of `op`'s samples flagged back-pressured, samples)
     per plateau in which nothing downstream of `op` limited the phase: flags that no held-back second explains
@@ -486,9 +489,6 @@ def _flag_points(pls: Sequence[OpPlateau], op: str, topology: Topology, limiting
     if not feeds:
         return []
     below = topology.descendants(op)
-    by_phase: dict[str, dict[str, OpPlateau]] = {}
-    for pl in pls:
-        by_phase.setdefault(pl.phase.name, {})[pl.operator] = pl
     out = []
     for name, at in by_phase.items():
         mine = at.get(op)
@@ -522,7 +522,7 @@ def warmup(m: Measurement, topology: Topology) -> WarmUp | None:
     saturated (probe and overload; they differ by 10-20 % on a shared host, more than one would trust alone).
     With several cold starts, the curve is fitted to all their bins, and each one that saturated keeps its own
     (`WarmUp.starts`), which a sim run draws from."""
-    colds = [p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)]
+    colds = _coldstarts(m)
     warm = [float(p.extra["throughput"]) for p in m.phases if p.kind == "overload" and _grew(p)
             and p.extra.get("throughput") is not None and math.isfinite(float(p.extra["throughput"]))]
     if not colds or not warm or m.samples.empty:
@@ -595,7 +595,7 @@ def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0
     session 9)."""
     from workloads.generator import expected_shares
 
-    cold = _coldstart(m)
+    cold = next(iter(_coldstarts(m)), None)
     count = fit.generator_count(m.host, cold.t0, cold.t1) if cold is not None else None
     if cold is None or count is None or m.samples.empty:
         return None
@@ -615,9 +615,9 @@ def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0
                               (took - took0) / rate_s)
 
 
-def _coldstart(m: Measurement) -> PhaseRecord | None:
-    """The measurement's finished `coldstart` phase, if it had one."""
-    return next((p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)), None)
+def _coldstarts(m: Measurement) -> list[PhaseRecord]:
+    """The measurement's finished `coldstart` phases, in the order they ran."""
+    return [p for p in m.phases if p.kind == "coldstart" and math.isfinite(p.t1)]
 
 
 def _state(m: Measurement, op: str, ttl: float | None, mine: Sequence[OpPlateau], cpu: fit.CpuModel) -> fit.StateCost:
