@@ -227,8 +227,9 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     faster unsaturated at some share than the line says it could (`lower_bounds`).
     """
     sat = envelope(points, quota)
-    used = [(p.cpu_cores if math.isfinite(p.cpu_cores) else p.share * quota, p.capacity) for p in sat]
+    used = [(_cores_used(p, quota), p.capacity) for p in sat]
     idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
+    sat_read = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
     result: CapacityFit | None = None
     if len(used) >= 2 and np.ptp([u[0] for u in used]) > 0.02 * quota:
         # capacity = a x cores + c through the saturation at the highest share (the one runs use; a plain
@@ -243,7 +244,8 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
         if line.slope > 0 and line.intercept <= 0:
             k = 1.0 / line.slope
             overhead = -line.intercept * k
-            if overhead < min(u[0] for u in used):  # a fit that would leave no capacity is not kept
+            # a fit that would leave no capacity at a share measured (at its cores, or where it is read) is not kept
+            if overhead < min(min(u[0] for u in used), min(p.share for p in sat) * quota * sat_read):
                 result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
                                      method=f"saturation at {len(used)} CPU shares")
         if result is None:  # no overhead to be seen (the line crosses above the origin): proportional
@@ -268,21 +270,32 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
                              method="no saturation kept: the fastest rate seen (a lower bound)")
     if result is None:
         raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
-    return lower_bounds(result, points, cpu, quota, anchors=used)
+    return lower_bounds(result, points, cpu, quota, anchors=sat)
+
+
+def _cores_used(p: SharePoint, quota: float) -> float:
+    """The CPU a saturated share point really used (its nominal share where that was not measured)."""
+    return p.cpu_cores if math.isfinite(p.cpu_cores) else p.share * quota
 
 
 def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float,
-                 anchors: Sequence[tuple[float, float]] = ()) -> CapacityFit:
+                 anchors: Sequence[SharePoint] = ()) -> CapacityFit:
     """An operator that processed r records/s unsaturated at share s, or saturated at the highest share, can
     do at least r there: raise the line until it agrees with every such observation. Where a saturation was
-    measured at fewer cores (`anchors`: (cores, records/s)), the line turns about the nearest one below, so it
-    still passes that measurement
-    (a small task manager's fixed overhead makes capacity grow faster than its CPU); else the CPU per record
-    is lowered with the overhead kept."""
+    measured at a lower share (`anchors`, at the cores they used), the line turns about the nearest one below,
+    so it still passes that measurement (a small task manager's fixed overhead makes capacity grow faster than
+    its CPU); else the CPU per record is lowered with the overhead kept.
+
+    A turn is kept only about a lower share, and only if it leaves capacity at every share measured (read
+    where the simulator reads it, share x quota x saturated fraction). A saturation at the same share measured
+    at fewer cores (a contended host) is the same CPU level read twice: a line through it and a point a few
+    thousandths of a core away is all noise (CI, 2026-11-28: q1's quick calibration turned about one to 0.13
+    cores of overhead on a 0.25 quota, leaving its 0.0625 and 0.125 shares no capacity)."""
     sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
     k, overhead = f.cores_per_record, f.overhead_cores
     lifted = False
     top = max((p.share for p in points), default=1.0)
+    lowest_read = min((p.share for p in points), default=top) * quota * sat_f
     for p in sorted(points, key=lambda p: p.share):
         # a saturation at the highest share is a lower bound too, where the line is read: at the CPU a saturated
         # task manager gets (measured: q1's source saturated at 125k/s on 0.257 cores of a 0.25 quota)
@@ -291,12 +304,14 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
         cores = p.share * quota * sat_f
         if (cores - overhead) / k >= p.capacity:  # the line already allows it
             continue
-        below = [(c, cap) for c, cap in anchors if c < cores and cap < p.capacity]
+        below = [(_cores_used(a, quota), a.capacity) for a in anchors
+                 if a.share < p.share and _cores_used(a, quota) < cores and a.capacity < p.capacity]
         if below:
             c1, cap1 = max(below)
             k_turned = (cores - c1) / (p.capacity - cap1)
-            if c1 - cap1 * k_turned >= 0.0:
-                k, overhead, lifted = k_turned, c1 - cap1 * k_turned, True
+            overhead_turned = c1 - cap1 * k_turned
+            if 0.0 <= overhead_turned < lowest_read:
+                k, overhead, lifted = k_turned, overhead_turned, True
                 continue
         if cores - overhead > 0:
             k, lifted = (cores - overhead) / p.capacity, True

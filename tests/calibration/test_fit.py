@@ -1298,3 +1298,34 @@ def test_the_bottleneck_phases_run_in_the_plans_order_skip_a_source_whose_downst
     assert src.extra["capped"] == ["session_window"]
     assert {"bids_source": 1, "session_window": 3, "sink": 1} not in rescales
     assert rescales[-1] == base
+
+
+def test_a_lift_never_turns_about_the_same_share_measured_at_fewer_cores() -> None:
+    """CI, 2026-11-28: q1's quick calibration at 0.25 CPU saturated at share 1.0 on a contended host (fewer
+    cores than the quota) and then ran a little faster unsaturated at the same share. A line through two
+    points a hundredth of a core apart is noise: it turned to 0.13 cores of overhead and left shares 0.25
+    and 0.5 no capacity. The turn goes about the lower share's saturation instead, and every share keeps
+    capacity, growing with its CPU."""
+    q = 0.25
+    cpu = CpuModel(idle_cores=0.03, cores_per_record=math.nan, saturated_fraction=0.973)
+    pts = [SharePoint(share=0.5, capacity=66_000, saturated=True, cpu_cores=0.124),
+           SharePoint(share=1.0, capacity=121_000, saturated=True, cpu_cores=0.233),
+           SharePoint(share=1.0, capacity=132_600, saturated=False, cpu_cores=0.24)]
+    f = fit.capacity_fit(pts, cpu, q)
+    assert "lifted" in f.method
+    read = [f.capacity(s * q * 0.973) for s in (0.25, 0.5, 1.0)]
+    assert 0 < read[0] < read[1] < read[2]
+    assert read[2] == pytest.approx(132_600, rel=1e-6)  # the fastest rate seen, still allowed
+    assert f.capacity(0.124) == pytest.approx(66_000, rel=1e-6)  # the line still passes the lower saturation
+    assert 0 <= f.overhead_cores < 0.25 * q * 0.973
+
+
+def test_a_turn_that_would_leave_a_measured_share_no_capacity_lowers_the_slope_instead() -> None:
+    """A lower share's saturation measured above its nominal CPU (cgroup bursts) can put the turned line's
+    overhead past where that share is read: the turn is refused and the CPU per record lowered instead."""
+    q = 0.25
+    cpu = CpuModel(idle_cores=0.0, cores_per_record=math.nan, saturated_fraction=0.97)
+    pts = [SharePoint(share=0.5, capacity=5_000, saturated=True, cpu_cores=0.135),
+           SharePoint(share=1.0, capacity=120_000, saturated=False, cpu_cores=0.24)]
+    f = fit.capacity_fit(pts, cpu, q)
+    assert f.capacity(0.5 * q * 0.97) > 0 and f.capacity(q * 0.97) == pytest.approx(120_000, rel=1e-6)
