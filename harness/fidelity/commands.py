@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
 
 def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: str) -> tuple[Path, Path]:
     """Read the recorded runs, compare, and write the report `name` (missing runs are left out and named)."""
-    from harness.fidelity.compare import compare_cell, rank_agreement, run_metrics
+    from harness.fidelity.compare import compare_cell, rank_agreement, repeat_agreement, run_metrics
     from harness.fidelity.report import ReportInput, write_report
     from harness.matrix import CellState
     from harness.record import read_run_record
@@ -155,7 +155,7 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
 
     readings = readings_table(readings_rows(records))
     return write_report(ReportInput(f"Fidelity: {name}", source, notes, cells, taus, records, machines, readings,
-                                    cpu_table(cpu_rows(records))), out, name)
+                                    cpu_table(cpu_rows(records)), repeat_agreement(cells)), out, name)
 
 
 def _matrix_of(run: Any) -> str:

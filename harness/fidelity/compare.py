@@ -12,7 +12,8 @@ value, as relative differences, and the issue's targets: task-manager-minutes wi
 latency within 30 % (or 1 s when both are under 2 s), scale count within +/- 2. Across cells
 (`rank_agreement`): Kendall's tau between the local and the sim ordering of the autoscalers on
 avg task managers and on avg latency, per group of cells that differ only in the autoscaler and
-pooled over all cells.
+pooled over all cells; with several local runs per cell, the same tau between the local repetitions
+themselves (`repeat_agreement`): the real system's own repeatability, against which the sim's is read.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class CellComparison:
     sim: dict[str, MeanCI]
     rel: dict[str, float]  # (sim - local) / |local|
     checks: dict[str, bool | None]  # target met, None when not measurable
+    local_runs: tuple[dict[str, float], ...] = ()  # each local repetition's values, in repetition order
 
 
 def rel_diff(sim: float, local: float) -> float:
@@ -150,7 +152,8 @@ def compare_cell(cell_id: str, group: str, autoscaler: str, local: Sequence[RunM
             checks[key] = abs(rel_diff(a, b)) <= P95_TOLERANCE
     a, b = si["scale_count"].mean, lo["scale_count"].mean
     checks["scale_count"] = None if not (math.isfinite(a) and math.isfinite(b)) else abs(a - b) <= SCALE_TOLERANCE
-    return CellComparison(cell_id, group, autoscaler, lo, si, rel, checks)
+    return CellComparison(cell_id, group, autoscaler, lo, si, rel, checks,
+                          tuple({k: r[k] for k in METRICS} for r in local))
 
 
 @dataclass(frozen=True)
@@ -181,4 +184,24 @@ def rank_agreement(cells: Sequence[CellComparison], metrics: Sequence[str] = ("a
             out.append(Tau(g, metric, tau, p, n))
         tau, p, n = kendall([c.local[metric].mean for c in cells], [c.sim[metric].mean for c in cells])
         out.append(Tau("all cells", metric, tau, p, n))
+    return out
+
+
+def repeat_agreement(cells: Sequence[CellComparison],
+                     metrics: Sequence[str] = ("avg_tm", "latency_avg")) -> list[Tau]:
+    """Kendall's tau of the real system with itself: each pair of local repetitions ranked against each other,
+    per group and pooled, over the cells that have both. How far a sim-vs-local tau can be read: where one
+    local run's ranking does not repeat, no model can agree with it better than that. Empty with one local
+    run per cell."""
+    reps = max((len(c.local_runs) for c in cells), default=0)
+    out: list[Tau] = []
+    groups = sorted({c.group for c in cells})
+    for metric in metrics:
+        for i in range(reps):
+            for j in range(i + 1, reps):
+                both = [c for c in cells if len(c.local_runs) > j]
+                for scope, mine in [*((g, [c for c in both if c.group == g]) for g in groups), ("all cells", both)]:
+                    tau, p, n = kendall([c.local_runs[i][metric] for c in mine],
+                                        [c.local_runs[j][metric] for c in mine])
+                    out.append(Tau(f"{scope}: local r{i} vs r{j}", metric, tau, p, n))
     return out

@@ -41,6 +41,12 @@ th{background:#f3f3f3} img{max-width:100%} h2{border-bottom:2px solid #ddd;paddi
 """
 
 
+REPEATS_TITLE = "Ranking agreement of the local runs with themselves (Kendall tau)"
+REPEATS_INTRO = ("The same cells run again on the local stack, ranked against their first run: how far the real "
+                 "system's own ranking repeats, and so how far the sim-vs-local tau above can be read (the local "
+                 "column there is the mean over these runs).")
+
+
 @dataclass
 class ReportInput:
     title: str
@@ -52,6 +58,7 @@ class ReportInput:
     machines: list[str] = field(default_factory=list)  # the profile's machine speed vs the local runs' (machines.py)
     readings: tuple[list[str], list[list[str]]] | None = None  # local busy readings vs the sim's model (readings.py)
     cpu: tuple[list[str], list[list[str]]] | None = None  # both sides' CPU readings by load (cpu_readings.py)
+    repeats: list[Tau] = field(default_factory=list)  # local repetitions ranked against each other (compare.py)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -176,6 +183,8 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
             md.append(f"- Kendall tau on {LABELS.get(t.metric, t.metric)} over all cells: {_fmt(t.tau)} (n = {t.n})\n")
     md.append("\n## Targets per cell\n\n" + _md_table(summary_head, _summary_rows(inp.cells)))
     md.append("\n## Ranking agreement (Kendall tau, local vs sim)\n\n" + _md_table(tau_head, _tau_rows(inp.taus)))
+    if inp.repeats:
+        md.append(f"\n## {REPEATS_TITLE}\n\n{REPEATS_INTRO}\n\n" + _md_table(tau_head, _tau_rows(inp.repeats)))
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(inp.title)}</title>"
          f"<style>{CSS}</style></head><body><h1>{html.escape(inp.title)}</h1>",
          f"<p class='muted'>Produced by <code>bench fidelity {html.escape(inp.source)}</code>.</p><ul>"]
@@ -187,6 +196,9 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     h.append("<h2>Headline</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in headline) + "</ul>")
     h.append("<h2>Targets per cell</h2>" + _html_table(summary_head, _summary_rows(inp.cells)))
     h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
+    if inp.repeats:
+        h.append(f"<h2>{REPEATS_TITLE}</h2><p>{html.escape(REPEATS_INTRO)}</p>"
+                 + _html_table(tau_head, _tau_rows(inp.repeats)))
     if inp.readings and inp.readings[1]:
         intro = ("The local runs' busy readings (the mean over an operator's subtasks) against the model the sim "
                  "draws them from (offset + gain x true utilisation; where records waited at its input, the "

@@ -1301,23 +1301,24 @@ def test_the_bottleneck_phases_run_in_the_plans_order_skip_a_source_whose_downst
 
 
 def test_a_lift_never_turns_about_the_same_share_measured_at_fewer_cores() -> None:
-    """CI, 2026-11-28: q1's quick calibration at 0.25 CPU saturated at share 1.0 on a contended host (fewer
-    cores than the quota) and then ran a little faster unsaturated at the same share. A line through two
-    points a hundredth of a core apart is noise: it turned to 0.13 cores of overhead and left shares 0.25
-    and 0.5 no capacity. The turn goes about the lower share's saturation instead, and every share keeps
-    capacity, growing with its CPU."""
-    q = 0.25
-    cpu = CpuModel(idle_cores=0.03, cores_per_record=math.nan, saturated_fraction=0.973)
-    pts = [SharePoint(share=0.5, capacity=66_000, saturated=True, cpu_cores=0.124),
-           SharePoint(share=1.0, capacity=121_000, saturated=True, cpu_cores=0.233),
-           SharePoint(share=1.0, capacity=132_600, saturated=False, cpu_cores=0.24)]
+    """CI, 2026-11-28: q1's quick calibration at 0.25 CPU; the map's share points as that profile recorded them.
+    Share 1.0 saturated at 124k records/s on 0.236 cores (a contended host), then ran at 133k unsaturated on
+    0.245. The old lift turned the line about that saturation: 0.132 cores of overhead, shares 0.25 and 0.5 left
+    no capacity. A line through two points a hundredth of a core apart is noise: the turn goes about the lower
+    share's saturation, and every share keeps capacity, growing with its CPU."""
+    q, sat_f = 0.25, 0.97264
+    cpu = CpuModel(idle_cores=0.02, cores_per_record=math.nan, saturated_fraction=sat_f)
+    pts = [SharePoint(share=s, capacity=c, saturated=b, cpu_cores=x) for s, c, b, x in [
+        (1.0, 124_441.0, True, 0.236357), (0.5, 67_735.7, True, 0.124983), (1.0, 24_722.7, False, 0.0899806),
+        (1.0, 55_633.6, False, 0.159976), (1.0, 85_931.2, False, 0.209976), (1.0, 132_586.0, False, 0.244969),
+        (1.0, 50_634.7, False, 0.109984), (1.0, 88_658.1, False, 0.194932)]]
     f = fit.capacity_fit(pts, cpu, q)
     assert "lifted" in f.method
-    read = [f.capacity(s * q * 0.973) for s in (0.25, 0.5, 1.0)]
+    read = [f.capacity(s * q * sat_f) for s in (0.25, 0.5, 1.0)]
     assert 0 < read[0] < read[1] < read[2]
-    assert read[2] == pytest.approx(132_600, rel=1e-6)  # the fastest rate seen, still allowed
-    assert f.capacity(0.124) == pytest.approx(66_000, rel=1e-6)  # the line still passes the lower saturation
-    assert 0 <= f.overhead_cores < 0.25 * q * 0.973
+    assert read[2] == pytest.approx(132_586, rel=1e-6)  # the fastest rate seen, still allowed
+    assert f.capacity(0.124983) == pytest.approx(67_735.7, rel=1e-6)  # the line passes the lower saturation
+    assert 0 <= f.overhead_cores < 0.25 * q * sat_f
 
 
 def test_a_turn_that_would_leave_a_measured_share_no_capacity_lowers_the_slope_instead() -> None:
@@ -1329,3 +1330,21 @@ def test_a_turn_that_would_leave_a_measured_share_no_capacity_lowers_the_slope_i
            SharePoint(share=1.0, capacity=120_000, saturated=False, cpu_cores=0.24)]
     f = fit.capacity_fit(pts, cpu, q)
     assert f.capacity(0.5 * q * 0.97) > 0 and f.capacity(q * 0.97) == pytest.approx(120_000, rel=1e-6)
+
+
+def test_a_turn_goes_about_a_lower_share_where_the_nearest_would_leave_none() -> None:
+    """q3's join at 0.25 CPU (the committed profile's share points): 1.6k / 11.2k / 47.4k records/s saturated on
+    0.067 / 0.125 / 0.254 cores, not on one line. Turning about share 0.5 left share 0.25 no capacity (0.086 cores
+    of overhead); about share 0.25 the line passes that saturation and the fastest rate, and every share keeps
+    some."""
+    q = 0.25
+    cpu = CpuModel(idle_cores=0.031, cores_per_record=math.nan, saturated_fraction=0.99986)
+    pts = [SharePoint(share=0.25, capacity=1_604.55, saturated=True, cpu_cores=0.0666066),
+           SharePoint(share=0.5, capacity=11_188.7, saturated=True, cpu_cores=0.124982),
+           SharePoint(share=1.0, capacity=47_359.4, saturated=True, cpu_cores=0.253711),
+           SharePoint(share=1.0, capacity=39_696.3, saturated=True, cpu_cores=0.237109)]
+    f = fit.capacity_fit(pts, cpu, q)
+    assert "lifted" in f.method
+    assert f.capacity(0.0666066) == pytest.approx(1_604.55, rel=1e-6)  # through the lowest saturation
+    read = [f.capacity(s * q * 0.99986) for s in (0.25, 0.5, 1.0)]
+    assert 0 < read[0] < read[1] < read[2] and read[2] == pytest.approx(47_359.4, rel=1e-6)

@@ -17,7 +17,14 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.config import Matrix, validate_model
-from harness.fidelity.compare import RunMetrics, compare_cell, kendall, rank_agreement, run_metrics
+from harness.fidelity.compare import (
+    RunMetrics,
+    compare_cell,
+    kendall,
+    rank_agreement,
+    repeat_agreement,
+    run_metrics,
+)
 from harness.fidelity.runner import fidelity_runs
 from harness.record import read_run_record
 from harness.runner import run_experiment
@@ -122,6 +129,41 @@ def test_kendall_tau_of_rankings() -> None:
     taus = {(t.scope, t.metric): t for t in rank_agreement(cells)}
     assert taus[("q1", "avg_tm")].tau == pytest.approx(1.0) and taus[("q1", "avg_tm")].n == 3
     assert ("all cells", "latency_avg") in taus
+
+
+def test_the_local_runs_are_ranked_against_themselves() -> None:
+    """Two local runs per cell: the real system's own ranking agreement, per group and pooled; the sim's
+    comparison uses their mean. One local run per cell: nothing to rank against."""
+    runs = {"x": (3.0, 6.0), "y": (5.0, 5.0), "z": (7.0, 4.0), "w": (9.0, 7.0)}  # r0 ranks x<y<z<w, r1 z<y<x<w
+    cells = [compare_cell(f"q1_{a}", "q1", a, [_m(avg_tm=r0), _m(avg_tm=r1)], [_m(avg_tm=r0)])
+             for a, (r0, r1) in runs.items()]
+    assert cells[0].local["avg_tm"].mean == pytest.approx(4.5) and cells[0].local_runs[1]["avg_tm"] == 6.0
+    taus = {(t.scope, t.metric): t for t in repeat_agreement(cells)}
+    pooled = taus[("all cells: local r0 vs r1", "avg_tm")]
+    assert pooled.n == 4 and pooled.tau == pytest.approx(kendall([3, 5, 7, 9], [6, 5, 4, 7])[0])
+    assert pooled.tau < 0.5  # the second run swapped three of the six pairs
+    assert taus[("q1: local r0 vs r1", "avg_tm")].tau == pytest.approx(pooled.tau)
+    # a cell with one local run takes no part; with one run everywhere there is nothing to report
+    cells.append(compare_cell("q11_x", "q11", "x", [_m(avg_tm=2.0)], [_m(avg_tm=2.0)]))
+    assert {(t.scope, t.n) for t in repeat_agreement(cells) if t.metric == "avg_tm"} >= {
+        ("all cells: local r0 vs r1", 4), ("q11: local r0 vs r1", 0)}
+    assert repeat_agreement([compare_cell("c", "g", "x", [_m()], [_m()])]) == []
+
+
+def test_the_report_shows_the_local_runs_own_agreement_only_when_there_are_two(tmp_path: Path) -> None:
+    from harness.fidelity.report import REPEATS_TITLE, ReportInput, write_report
+
+    two = [compare_cell(f"q1_{a}", "q1", a, [_m(avg_tm=v), _m(avg_tm=v + d)], [_m(avg_tm=v)])
+           for a, v, d in (("x", 3.0, 4.0), ("y", 5.0, 0.0), ("z", 7.0, -3.0))]
+    md, html_path = write_report(ReportInput("t", "src", [], two, rank_agreement(two), repeats=repeat_agreement(two)),
+                                 tmp_path, "two")
+    text = md.read_text()
+    assert REPEATS_TITLE in text and "| all cells: local r0 vs r1 | avg TMs |" in text
+    assert REPEATS_TITLE in html_path.read_text()
+    one = [compare_cell("q1_x", "q1", "x", [_m()], [_m()]), compare_cell("q1_y", "q1", "y", [_m()], [_m()])]
+    md, _ = write_report(ReportInput("t", "src", [], one, rank_agreement(one), repeats=repeat_agreement(one)),
+                         tmp_path, "one")
+    assert REPEATS_TITLE not in md.read_text()
 
 
 def test_cli_runs_sim_reports_and_resumes(tmp_path: Path) -> None:
