@@ -229,7 +229,6 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     sat = envelope(points, quota)
     used = [(_cores_used(p, quota), p.capacity) for p in sat]
     idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
-    sat_read = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
     result: CapacityFit | None = None
     if len(used) >= 2 and np.ptp([u[0] for u in used]) > 0.02 * quota:
         # capacity = a x cores + c through the saturation at the highest share (the one runs use; a plain
@@ -245,7 +244,7 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
             k = 1.0 / line.slope
             overhead = -line.intercept * k
             # a fit that would leave no capacity at a share measured (at its cores, or where it is read) is not kept
-            if overhead < min(min(u[0] for u in used), min(p.share for p in sat) * quota * sat_read):
+            if overhead < _lowest_cores(sat, points, cpu, quota):
                 result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
                                      method=f"saturation at {len(used)} CPU shares")
         if result is None:  # no overhead to be seen (the line crosses above the origin): proportional
@@ -278,6 +277,15 @@ def _cores_used(p: SharePoint, quota: float) -> float:
     return p.cpu_cores if math.isfinite(p.cpu_cores) else p.share * quota
 
 
+def _lowest_cores(anchors: Sequence[SharePoint], points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> float:
+    """The fewest cores a measured share is known at: a saturation's cores as used, or the lowest share where the
+    simulator reads it (share x quota x saturated fraction). A line's overhead must stay below it, else that share
+    has no capacity."""
+    sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
+    read = [p.share * quota * sat_f for p in points]
+    return min([_cores_used(a, quota) for a in anchors] + read, default=math.inf)
+
+
 def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float,
                  anchors: Sequence[SharePoint] = ()) -> CapacityFit:
     """An operator that processed r records/s unsaturated at share s, or saturated at the highest share, can
@@ -289,15 +297,16 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
     A turn is kept only about a lower share, and only if it leaves capacity at every share measured (read
     where the simulator reads it, share x quota x saturated fraction); where the nearest would not, the turn goes
     about the next one down (a stateful operator's saturations need not lie on one line: q3's join at 0.25 CPU,
-    1.6k / 11.2k / 47.4k records/s on 0.067 / 0.125 / 0.254 cores). A saturation at the same share measured
-    at fewer cores (a contended host) is the same CPU level read twice: a line through it and a point a few
-    thousandths of a core away is all noise (CI, 2026-11-28: q1's quick calibration turned about one to 0.13
+    1.6k / 11.2k / 47.4k records/s on 0.067 / 0.125 / 0.254 cores: about share 0.25 the line reads 16.2k at share
+    0.5, 45 % over its saturation, where lowering the slope instead would read 23.7k). A saturation at the same
+    share measured at fewer cores (a contended host) is the same CPU level read twice: a line through it and a
+    point a few thousandths of a core away is all noise (CI, 2026-11-28: q1's quick calibration turned about one to 0.13
     cores of overhead on a 0.25 quota, leaving its 0.0625 and 0.125 shares no capacity)."""
     sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
     k, overhead = f.cores_per_record, f.overhead_cores
     lifted = False
     top = max((p.share for p in points), default=1.0)
-    lowest_read = min((p.share for p in points), default=top) * quota * sat_f
+    lowest = _lowest_cores(anchors, points, cpu, quota)
     for p in sorted(points, key=lambda p: p.share):
         # a saturation at the highest share is a lower bound too, where the line is read: at the CPU a saturated
         # task manager gets (measured: q1's source saturated at 125k/s on 0.257 cores of a 0.25 quota)
@@ -306,13 +315,13 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
         cores = p.share * quota * sat_f
         if (cores - overhead) / k >= p.capacity:  # the line already allows it
             continue
-        below = [(_cores_used(a, quota), a.capacity) for a in anchors
-                 if a.share < p.share and _cores_used(a, quota) < cores and a.capacity < p.capacity]
+        below = [(c, a.capacity) for a, c in ((a, _cores_used(a, quota)) for a in anchors)
+                 if a.share < p.share and c < cores and a.capacity < p.capacity]
         turned = False
         for c1, cap1 in sorted(below, reverse=True):  # the nearest first; farther down where it leaves none
             k_turned = (cores - c1) / (p.capacity - cap1)
             overhead_turned = c1 - cap1 * k_turned
-            if 0.0 <= overhead_turned < lowest_read:
+            if 0.0 <= overhead_turned < lowest:
                 k, overhead, lifted, turned = k_turned, overhead_turned, True, True
                 break
         if turned:

@@ -111,6 +111,7 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
     missing: list[str] = []
     stale: list[str] = []
     exps: dict[str, Any] = {}
+    local_reps: dict[str, list[int]] = {}  # cell -> the repetition number of each local record, in order
     # cells of several matrices that share an id are told apart by their matrix's name
     ids = {(_matrix_of(r), r.cell_id) for r in runs}
     plain = [c for _, c in ids]
@@ -130,6 +131,8 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
             missing.append(label)
             continue
         by_cell.setdefault(key(r), {"local": [], "sim": []})[r.backend].append(read_run_record(r.run_dir))
+        if r.backend == "local":
+            local_reps.setdefault(key(r), []).append(r.repetition)
     cells = []
     records = {}
     for cell_id, recs in by_cell.items():
@@ -138,7 +141,7 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
         exp = exps[cell_id]
         group = cell_id.replace(exp.autoscaler.name, "").strip("_/") or "all"
         cells.append(compare_cell(cell_id, group, exp.autoscaler.name, [run_metrics(x) for x in recs["local"]],
-                                  [run_metrics(x) for x in recs["sim"]]))
+                                  [run_metrics(x) for x in recs["sim"]], local_reps=local_reps[cell_id]))
         records[cell_id] = (recs["local"], recs["sim"])
     taus = rank_agreement(cells)
     notes = _notes(matrices, runs, by_cell, missing)
@@ -155,7 +158,7 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
 
     readings = readings_table(readings_rows(records))
     return write_report(ReportInput(f"Fidelity: {name}", source, notes, cells, taus, records, machines, readings,
-                                    cpu_table(cpu_rows(records)), repeat_agreement(cells)), out, name)
+                                    cpu_table(cpu_rows(records)), repeats=repeat_agreement(cells)), out, name)
 
 
 def _matrix_of(run: Any) -> str:

@@ -124,7 +124,7 @@ class CellComparison:
     sim: dict[str, MeanCI]
     rel: dict[str, float]  # (sim - local) / |local|
     checks: dict[str, bool | None]  # target met, None when not measurable
-    local_runs: tuple[dict[str, float], ...] = ()  # each local repetition's values, in repetition order
+    local_runs: dict[int, dict[str, float]] = field(default_factory=dict)  # repetition number -> its values
 
 
 def rel_diff(sim: float, local: float) -> float:
@@ -136,7 +136,9 @@ def rel_diff(sim: float, local: float) -> float:
 
 
 def compare_cell(cell_id: str, group: str, autoscaler: str, local: Sequence[RunMetrics],
-                 sim: Sequence[RunMetrics]) -> CellComparison:
+                 sim: Sequence[RunMetrics], local_reps: Sequence[int] | None = None) -> CellComparison:
+    """`local_reps`: the repetition number of each local run (default 0, 1, ...), so a missing run never shifts
+    another into its place when the local runs are ranked against each other."""
     lo = {k: mean_ci([r[k] for r in local]) for k in METRICS}
     si = {k: mean_ci([r[k] for r in sim]) for k in METRICS}
     rel = {k: rel_diff(si[k].mean, lo[k].mean) for k in METRICS}
@@ -152,8 +154,9 @@ def compare_cell(cell_id: str, group: str, autoscaler: str, local: Sequence[RunM
             checks[key] = abs(rel_diff(a, b)) <= P95_TOLERANCE
     a, b = si["scale_count"].mean, lo["scale_count"].mean
     checks["scale_count"] = None if not (math.isfinite(a) and math.isfinite(b)) else abs(a - b) <= SCALE_TOLERANCE
+    reps = range(len(local)) if local_reps is None else local_reps
     return CellComparison(cell_id, group, autoscaler, lo, si, rel, checks,
-                          tuple({k: r[k] for k in METRICS} for r in local))
+                          {n: {k: r[k] for k in METRICS} for n, r in zip(reps, local, strict=True)})
 
 
 @dataclass(frozen=True)
@@ -189,18 +192,20 @@ def rank_agreement(cells: Sequence[CellComparison], metrics: Sequence[str] = ("a
 
 def repeat_agreement(cells: Sequence[CellComparison],
                      metrics: Sequence[str] = ("avg_tm", "latency_avg")) -> list[Tau]:
-    """Kendall's tau of the real system with itself: each pair of local repetitions ranked against each other,
-    per group and pooled, over the cells that have both. How far a sim-vs-local tau can be read: where one
-    local run's ranking does not repeat, no model can agree with it better than that. Empty with one local
-    run per cell."""
-    reps = max((len(c.local_runs) for c in cells), default=0)
+    """Kendall's tau of the real system with itself: each pair of local repetitions (by their numbers) ranked
+    against each other, per group and pooled, over the cells that have both; scopes with fewer than two such
+    cells are left out. How far a sim-vs-local tau can be read: where one local run's ranking does not repeat,
+    no model can agree with it better than that. Empty with one local run per cell."""
+    numbers = sorted({n for c in cells for n in c.local_runs})
     out: list[Tau] = []
     groups = sorted({c.group for c in cells})
     for metric in metrics:
-        for i in range(reps):
-            for j in range(i + 1, reps):
-                both = [c for c in cells if len(c.local_runs) > j]
+        for a, i in enumerate(numbers):
+            for j in numbers[a + 1:]:
+                both = [c for c in cells if i in c.local_runs and j in c.local_runs]
                 for scope, mine in [*((g, [c for c in both if c.group == g]) for g in groups), ("all cells", both)]:
+                    if len(mine) < 2:
+                        continue
                     tau, p, n = kendall([c.local_runs[i][metric] for c in mine],
                                         [c.local_runs[j][metric] for c in mine])
                     out.append(Tau(f"{scope}: local r{i} vs r{j}", metric, tau, p, n))

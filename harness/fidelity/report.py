@@ -42,9 +42,9 @@ th{background:#f3f3f3} img{max-width:100%} h2{border-bottom:2px solid #ddd;paddi
 
 
 REPEATS_TITLE = "Ranking agreement of the local runs with themselves (Kendall tau)"
-REPEATS_INTRO = ("The same cells run again on the local stack, ranked against their first run: how far the real "
-                 "system's own ranking repeats, and so how far the sim-vs-local tau above can be read (the local "
-                 "column there is the mean over these runs).")
+REPEATS_INTRO = ("The same cells run again on the local stack, each pair of local repetitions ranked against each "
+                 "other: how far the real system's own ranking repeats, and so how far the sim-vs-local tau above "
+                 "can be read (the local column there is the mean over these runs).")
 
 
 @dataclass
@@ -197,7 +197,7 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     h.append("<h2>Targets per cell</h2>" + _html_table(summary_head, _summary_rows(inp.cells)))
     h.append("<h2>Ranking agreement (Kendall tau, local vs sim)</h2>" + _html_table(tau_head, _tau_rows(inp.taus)))
     if inp.repeats:
-        h.append(f"<h2>{REPEATS_TITLE}</h2><p>{html.escape(REPEATS_INTRO)}</p>"
+        h.append(f"<h2>{html.escape(REPEATS_TITLE)}</h2><p>{html.escape(REPEATS_INTRO)}</p>"
                  + _html_table(tau_head, _tau_rows(inp.repeats)))
     if inp.readings and inp.readings[1]:
         intro = ("The local runs' busy readings (the mean over an operator's subtasks) against the model the sim "

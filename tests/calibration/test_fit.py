@@ -1330,6 +1330,7 @@ def test_a_turn_that_would_leave_a_measured_share_no_capacity_lowers_the_slope_i
            SharePoint(share=1.0, capacity=120_000, saturated=False, cpu_cores=0.24)]
     f = fit.capacity_fit(pts, cpu, q)
     assert f.capacity(0.5 * q * 0.97) > 0 and f.capacity(q * 0.97) == pytest.approx(120_000, rel=1e-6)
+    assert f.overhead_cores == 0.0 and f.cores_per_record == pytest.approx(q * 0.97 / 120_000, rel=1e-6)
 
 
 def test_a_turn_goes_about_a_lower_share_where_the_nearest_would_leave_none() -> None:

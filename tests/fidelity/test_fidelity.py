@@ -141,13 +141,27 @@ def test_the_local_runs_are_ranked_against_themselves() -> None:
     taus = {(t.scope, t.metric): t for t in repeat_agreement(cells)}
     pooled = taus[("all cells: local r0 vs r1", "avg_tm")]
     assert pooled.n == 4 and pooled.tau == pytest.approx(kendall([3, 5, 7, 9], [6, 5, 4, 7])[0])
-    assert pooled.tau < 0.5  # the second run swapped three of the six pairs
+    assert pooled.tau == pytest.approx(0.0)  # the second run swapped three of the six pairs
     assert taus[("q1: local r0 vs r1", "avg_tm")].tau == pytest.approx(pooled.tau)
-    # a cell with one local run takes no part; with one run everywhere there is nothing to report
+    # a cell with one local run takes no part; a group without two such cells gets no row
     cells.append(compare_cell("q11_x", "q11", "x", [_m(avg_tm=2.0)], [_m(avg_tm=2.0)]))
-    assert {(t.scope, t.n) for t in repeat_agreement(cells) if t.metric == "avg_tm"} >= {
-        ("all cells: local r0 vs r1", 4), ("q11: local r0 vs r1", 0)}
+    scopes = {(t.scope, t.n) for t in repeat_agreement(cells) if t.metric == "avg_tm"}
+    assert scopes == {("all cells: local r0 vs r1", 4), ("q1: local r0 vs r1", 4)}
     assert repeat_agreement([compare_cell("c", "g", "x", [_m()], [_m()])]) == []
+
+
+def test_local_runs_are_paired_by_their_repetition_numbers_not_their_order() -> None:
+    """A cell whose r0 is missing has its r1 and r2 only: its r1 is ranked with the other cells' r1, never as
+    their r0; with three runs every pair is ranked."""
+    full = [compare_cell(f"q1_{a}", "q1", a, [_m(avg_tm=v), _m(avg_tm=v), _m(avg_tm=10 - v)], [_m()])
+            for a, v in (("x", 3.0), ("y", 5.0))]
+    gap = compare_cell("q1_z", "q1", "z", [_m(avg_tm=9.0), _m(avg_tm=1.0)], [_m()], local_reps=[1, 2])
+    assert set(gap.local_runs) == {1, 2} and gap.local_runs[1]["avg_tm"] == 9.0
+    taus = {t.scope: t for t in repeat_agreement([*full, gap]) if t.metric == "avg_tm"}
+    assert taus["all cells: local r0 vs r1"].n == 2 and taus["all cells: local r0 vs r1"].tau == pytest.approx(1.0)
+    assert taus["all cells: local r1 vs r2"].n == 3  # x 3 -> 7, y 5 -> 5, z 9 -> 1: every pair swapped
+    assert taus["all cells: local r1 vs r2"].tau == pytest.approx(-1.0)
+    assert taus["all cells: local r0 vs r2"].n == 2
 
 
 def test_the_report_shows_the_local_runs_own_agreement_only_when_there_are_two(tmp_path: Path) -> None:
