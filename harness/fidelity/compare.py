@@ -176,34 +176,38 @@ def kendall(local: Sequence[float], sim: Sequence[float]) -> tuple[float, float,
     return float(res.statistic), float(res.pvalue), len(pairs)
 
 
-def rank_agreement(cells: Sequence[CellComparison], metrics: Sequence[str] = ("avg_tm", "latency_avg")) -> list[Tau]:
+RANKED_METRICS = ("avg_tm", "latency_avg")  # the issue's ranking targets
+POOLED = "all cells"
+
+
+def _scopes(cells: Sequence[CellComparison]) -> list[tuple[str, list[CellComparison]]]:
+    """Each group of cells (one query x pattern, the autoscalers varied), then all of them pooled."""
+    groups = sorted({c.group for c in cells})
+    return [*((g, [c for c in cells if c.group == g]) for g in groups), (POOLED, list(cells))]
+
+
+def rank_agreement(cells: Sequence[CellComparison], metrics: Sequence[str] = RANKED_METRICS) -> list[Tau]:
     """Kendall's tau between local and sim per group (the autoscalers of one query x pattern) and pooled."""
     out: list[Tau] = []
-    groups = sorted({c.group for c in cells})
     for metric in metrics:
-        for g in groups:
-            mine = [c for c in cells if c.group == g]
+        for scope, mine in _scopes(cells):
             tau, p, n = kendall([c.local[metric].mean for c in mine], [c.sim[metric].mean for c in mine])
-            out.append(Tau(g, metric, tau, p, n))
-        tau, p, n = kendall([c.local[metric].mean for c in cells], [c.sim[metric].mean for c in cells])
-        out.append(Tau("all cells", metric, tau, p, n))
+            out.append(Tau(scope, metric, tau, p, n))
     return out
 
 
-def repeat_agreement(cells: Sequence[CellComparison],
-                     metrics: Sequence[str] = ("avg_tm", "latency_avg")) -> list[Tau]:
+def repeat_agreement(cells: Sequence[CellComparison], metrics: Sequence[str] = RANKED_METRICS) -> list[Tau]:
     """Kendall's tau of the real system with itself: each pair of local repetitions (by their numbers) ranked
     against each other, per group and pooled, over the cells that have both; scopes with fewer than two such
     cells are left out. How far a sim-vs-local tau can be read: where one local run's ranking does not repeat,
     no model can agree with it better than that. Empty with one local run per cell."""
     numbers = sorted({n for c in cells for n in c.local_runs})
     out: list[Tau] = []
-    groups = sorted({c.group for c in cells})
     for metric in metrics:
         for a, i in enumerate(numbers):
             for j in numbers[a + 1:]:
                 both = [c for c in cells if i in c.local_runs and j in c.local_runs]
-                for scope, mine in [*((g, [c for c in both if c.group == g]) for g in groups), ("all cells", both)]:
+                for scope, mine in _scopes(both):
                     if len(mine) < 2:
                         continue
                     tau, p, n = kendall([c.local_runs[i][metric] for c in mine],
