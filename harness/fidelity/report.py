@@ -4,7 +4,8 @@ Sections: what was run (file, scale, time scale and how the scale was chosen, se
 of the local runs, the calibrated profiles used), whether the profile and the local runs came from machines of
 the same speed (flagged when not), the targets met per cell, per-cell tables of
 local vs sim with the sim's 95 % CI and the relative difference, Kendall's tau of the rankings, the local
-busy readings against the sim's reading model and both sides' CPU readings by load,
+busy readings against the sim's reading model, both sides' CPU readings by load, what the operators took at their
+limit against the calibrated capacity,
 and per cell a figure of task managers and latency over time (local vs each sim repetition).
 """
 
@@ -28,6 +29,7 @@ from harness.fidelity.compare import LABELS, METRICS, CellComparison, Tau  # noq
 from harness.fidelity.cpu_readings import MIN_SECONDS as CPU_MIN_SECONDS  # noqa: E402
 from harness.fidelity.machines import WARNING  # noqa: E402
 from harness.fidelity.readings import AFTER_RESTART_S as READINGS_AFTER_RESTART_S  # noqa: E402
+from harness.fidelity.saturation import SATURATED_CPU, WAITED_S  # noqa: E402
 from harness.record import RunRecord  # noqa: E402
 from harness.vocabulary import Metric  # noqa: E402
 
@@ -59,6 +61,7 @@ class ReportInput:
     readings: tuple[list[str], list[list[str]]] | None = None  # local busy readings vs the sim's model (readings.py)
     cpu: tuple[list[str], list[list[str]]] | None = None  # both sides' CPU readings by load (cpu_readings.py)
     repeats: list[Tau] = field(default_factory=list)  # local repetitions ranked against each other (compare.py)
+    saturation: tuple[list[str], list[list[str]]] | None = None  # rates at the limit vs the profile (saturation.py)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -219,6 +222,16 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  f"within {READINGS_AFTER_RESTART_S:.0f} s of a (re)start or over a span with a rate missing are "
                  "left out.")
         _table_section(md, h, "CPU readings by load: local vs sim", intro, inp.cpu)
+    if inp.saturation and inp.saturation[1]:
+        intro = ("What an operator took per subtask where it was at its limit, against the calibrated capacity the "
+                 "sim runs with: a backlog drains at that rate, so where the local runs took less the sim drains "
+                 "sooner and its latencies come out lower. At its limit over a CPU reading's span: the CPU reading "
+                 f"at least {SATURATED_CPU:.2f} of the quota, not itself backpressured, and records waiting at its "
+                 f"input (an upstream operator backpressured, or, for a source, records {WAITED_S:.0f} s or more in "
+                 "Kafka). Pooled per query over its cells' runs; spans at another CPU share, within "
+                 f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start or with a rate missing are left out; n/a: never "
+                 "seen at its limit.")
+        _table_section(md, h, "Rates at the limit: local vs the calibrated capacity", intro, inp.saturation)
     md.append("\n## Cells\n")
     h.append("<h2>Cells</h2>")
     for c in inp.cells:

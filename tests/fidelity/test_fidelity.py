@@ -596,3 +596,80 @@ def test_the_report_sets_both_sides_cpu_readings_by_load_per_subtask_side_by_sid
     (enough,) = scaled_out_rows(300.0 + AFTER_RESTART_S + MIN_SECONDS)
     assert enough.local.mean[2] == pytest.approx(0.70)
     assert scaled_out_rows(300.0 + AFTER_RESTART_S + MIN_SECONDS - 15.0) == []
+
+
+def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibrated_capacity(tmp_path: Path) -> None:
+    """An operator counts at its limit over a CPU reading's span only with its CPU at SATURATED_CPU of the quota
+    or more, itself not held back, and records waiting at its input (upstream backpressured; for a source, records
+    WAITED_S in Kafka); its rate is its records per subtask over the span. Spans right after a (re)start, or with
+    a sample missing, are left out; both sides are pooled per query over the cells' runs; n/a, never 0."""
+    from harness.calibrated_profile import HELD_BACK
+    from harness.fidelity.readings import AFTER_RESTART_S
+    from harness.fidelity.saturation import SATURATED_CPU, WAITED_S, at_limit, saturation_rows, saturation_table
+    from harness.record import RunRecord, timeseries_table
+
+    m, src = matrix(tmp_path)
+    run = next(r for r in fidelity_runs(m, str(src), tmp_path, 1, 1) if r.backend == "sim")
+    sim = read_run_record(run_experiment(run.experiment, run.run_dir))
+    caps = sim.meta["backend"]["costs"]["capacity_per_subtask"]
+    end, rescale_at = 600.0, 300.0
+    spans_per_run = len([t for t in np.arange(15.0, end, 15.0) + 0.1  # the run's start and the rescale restart it
+                         if t - (0.0 if t < rescale_at else rescale_at) >= AFTER_RESTART_S])
+
+    def record(name: str, took: float = 0.8, cpu: float = 0.98, upstream_bp: float = 600.0, own_bp: float = 0.0,
+               waited_s: float = 20.0, gap_at: float | None = None, as_sim: bool = False) -> RunRecord:
+        """Map and source at 1 subtask until `rescale_at`, then 2, each taking `took` x its capacity per subtask
+        (5-s samples), the CPU read every 15 s; the source backpressured `upstream_bp`, the map `own_bp` ms/s."""
+        t = np.arange(5.0, end, 5.0)
+        par = np.where(t < rescale_at, 1.0, 2.0)
+        frac = np.full(len(t), took)
+        if gap_at is not None:
+            frac[np.argmin(np.abs(t - gap_at))] = np.nan
+        read = np.arange(15.0, end, 15.0) + 0.1
+        parts: list[tuple[str, str, np.ndarray, np.ndarray]] = [
+            ("latency_kafka", "", t, np.full(len(t), waited_s))]
+        for op, metric, bp in (("map", "records_in", own_bp), ("bids_source", "records_out", upstream_bp)):
+            parts += [(metric, op, t, frac * caps[op] * par), ("parallelism", op, t, par),
+                      ("backpressured_ms", op, t, np.full(len(t), bp)), ("cpu", op, read, np.full(len(read), cpu))]
+        table = timeseries_table(np.concatenate([x[2] for x in parts]), [x[0] for x in parts for _ in x[2]],
+                                 [x[1] for x in parts for _ in x[2]], [-1] * sum(len(x[2]) for x in parts),
+                                 np.concatenate([x[3] for x in parts]))
+        meta = sim.meta if as_sim else {"backend": {"name": "local"}}
+        return RunRecord(tmp_path / name, meta, table, sim.events_table, "completed")
+
+    def spans(rec: RunRecord, op: str = "map") -> int:
+        source = op == "bids_source"
+        return len(at_limit(rec, op, source, [] if source else ["bids_source"]))
+
+    # at its limit throughout: every span outside the restart's AFTER_RESTART_S counts, at 0.8 x capacity
+    full = record("local")
+    assert spans(full) == spans_per_run
+    assert at_limit(full, "map", False, ["bids_source"]).rate.to_numpy() == pytest.approx(0.8 * caps["map"])
+    # each condition fails alone: CPU under the quota's SATURATED_CPU, nothing waiting upstream, held back itself
+    assert spans(record("cool", cpu=SATURATED_CPU - 0.02)) == 0
+    assert spans(record("free", upstream_bp=HELD_BACK * 1000 - 50)) == 0
+    assert spans(record("held", own_bp=HELD_BACK * 1000 + 50)) == 0
+    # a source counts where records waited WAITED_S in Kafka (it has no upstream), not where they did not, nor
+    # where it was itself held back (as in `full`, its map the bottleneck)
+    assert spans(record("source-limit", upstream_bp=0.0), "bids_source") == spans_per_run
+    assert spans(record("no-backlog", upstream_bp=0.0, waited_s=WAITED_S - 1), "bids_source") == 0
+    assert spans(full, "bids_source") == 0
+    # a missing rate sample makes its span unknown: left out, not a lower rate
+    assert spans(record("gap", gap_at=400.0)) == spans_per_run - 1
+    # pooled per query over the cells: two cells' local runs; the sim's map never at its limit in one cell's run,
+    # at its capacity in the other's
+    cool_sim, full_sim = record("sim-cool", cpu=0.5, as_sim=True), record("sim-full", took=1.0, as_sim=True)
+    rows = {r.operator: r for r in saturation_rows({"a": ([full], [cool_sim]), "b": ([record("b", took=0.6)],
+                                                                                     [full_sim])})}
+    mp = rows["map"]
+    assert mp.query == "q1" and mp.capacity == pytest.approx(caps["map"]) and mp.local.runs == 2
+    assert mp.local.seconds == pytest.approx(2 * 15.0 * spans_per_run)
+    assert mp.local.q25 == pytest.approx(0.6 * caps["map"]) and mp.local.q75 == pytest.approx(0.8 * caps["map"])
+    assert mp.sim.runs == 1 and mp.sim.median == pytest.approx(caps["map"])
+    head, body = saturation_table([mp])
+    line = dict(zip(head, body[0], strict=True))
+    assert line["local / calibrated"] == f"{mp.local.median / caps['map']:.2f}"
+    assert line["sim at its limit: median (time)"] == f"{caps['map']:,.0f} ({15.0 * spans_per_run:.0f} s)"
+    # a side never at its limit reads n/a, never 0
+    (cool,) = [r for r in saturation_rows({"a": ([record("c", cpu=0.5)], [full_sim])}) if r.operator == "map"]
+    assert saturation_table([cool])[1][0][3] == "n/a" and saturation_table([cool])[1][0][5] == "n/a"

@@ -310,6 +310,28 @@ def test_a_source_feeding_an_operator_near_its_limit_is_flagged_at_the_calibrate
     assert not any(flags)
 
 
+def test_the_near_limit_flag_is_drawn_per_subtask_so_a_scaled_out_source_is_flagged_more_often() -> None:
+    """The calibrated probability is per subtask and scrape: a scrape sees the operator flagged when any subtask
+    is, so at 2 subtasks a window of 3 scrapes sees it with 1 - 0.8^(3 x 2) = 0.74, against 0.49 at one."""
+    flag = FlagModel(points=[(0.4, 0.0), (0.8, 0.2)])
+
+    def share_flagged(src_subtasks: int) -> float:
+        windows = []
+        for seed in range(4):
+            b = start(constant(3_400, 1_200), par={"src": src_subtasks, "mid": 1, "sink": 1},
+                      prof=with_flag_near(profile(), flag), seed=seed)
+            for t in range(120, 1_200, 15):
+                b.advance_to(t)
+                snap = b.snapshot(15)
+                assert snap.op("src").backpressured_ms_per_s < 50.0  # mid at 0.85 holds nothing back
+                windows.append(snap.op("src").is_backpressured)
+        return sum(windows) / len(windows)
+
+    one, two = share_flagged(1), share_flagged(2)
+    assert 0.38 <= one <= 0.60
+    assert 0.63 <= two <= 0.85
+
+
 def test_cpu_signals_follow_the_calibrated_cpu_model() -> None:
     b = start(constant(2_000, 600))
     b.advance_to(300)
