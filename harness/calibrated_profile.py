@@ -239,6 +239,22 @@ class OperatorReadings(_Model):
                                                        "backlogged_n": b.backlogged_n})
 
 
+class FedScaledOut(_Model):
+    """One subtask's records/s at share 1.0 where an operator feeding it ran at several subtasks, as a fraction of
+    `capacity`: the calibration's bottleneck phase of the operator, the layout of a run once its sources scale out.
+
+    The capacity fit's saturations are measured with one subtask upstream (the ladder, the overload and the share
+    phases). Whether more upstream subtasks cost the operator more is a property of the operator, measured here,
+    not assumed: q11's session window at 0.1 CPU took 15.8k/s fed by 2 source subtasks against 17.0-18.7k fed by
+    one (sessions of a bidder merged from several channels), and q1's map 41.1k against 35.7k (no cost). The
+    simulator runs the operator at this fraction wherever an operator feeding it runs at two or more subtasks."""
+
+    fraction: float = Field(gt=0.0, description="records/s per subtask fed by several upstream subtasks / `capacity`")
+    rate: float = Field(description="records/s the subtask took in that phase (the mean where several)")
+    upstream_subtasks: list[int] = Field(default_factory=list, description="the feeding operators' subtasks there")
+    phases: list[str] = Field(default_factory=list, description="the phases it was measured in")
+
+
 class OperatorProfile(_Model):
     capacity: float = Field(description="records/s one subtask sustains at share 1.0 of `cpu_quota`")
     capacity_fit: CapacityFit
@@ -250,6 +266,9 @@ class OperatorProfile(_Model):
     parallel_efficiency: dict[str, float] = Field(
         default_factory=dict,
         description="parallelism -> records/s per subtask when overloaded / capacity at parallelism 1 (1 = linear)")
+    fed_scaled_out: FedScaledOut | None = Field(
+        None, description="its capacity where an operator feeding it runs scaled out (None: not measured, or a "
+                          "source: the capacity throughout)")
 
 
 class Stat(_Model):
@@ -509,4 +528,4 @@ def _none_to_nan(obj: object) -> object:
 
 
 _NULLABLE = {"state", "taskmanager_stop_s", "warmup", "host", "taskmanager_memory", "pending", "busy_scaled_out",
-             "flagged_near"}
+             "flagged_near", "fed_scaled_out"}

@@ -22,6 +22,7 @@ from harness.calibrated_profile import (
     HELD_BACK,
     ColdStart,
     DowntimeModel,
+    FedScaledOut,
     GaugeModel,
     HostLoad,
     Meters,
@@ -435,6 +436,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         ops[spec.name] = OperatorProfile(
             capacity=capacity_at(1.0), capacity_fit=cfit, shares=points, selectivity=selectivity, cpu=cpu,
             state=state, readings=readings, parallel_efficiency=par_eff,
+            fed_scaled_out=fed_scaled_out(spec, [pl for pl in sat if saturated(pl, q)], capacity_at(1.0)),
         )
         capacities[spec.name] = capacity_at
     by_phase: dict[str, dict[str, OpPlateau]] = {}  # phase -> operator -> its plateau
@@ -613,6 +615,29 @@ def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0
     reading = g.pending.to_numpy(dtype=float) if "pending" in g else np.full(len(t), np.nan)
     return fit.pending_buffer(t - cold.t0, produced - took, reading, (produced - prod0) / rate_s,
                               (took - took0) / rate_s)
+
+
+def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacity: float) -> FedScaledOut | None:
+    """The operator's capacity where an operator feeding it ran at several subtasks, from its own bottleneck
+    phases (`saturations`: the plateaus where it limited): at share 1.0, itself at one subtask, an upstream one at
+    two or more, over `capacity`. Only where `capacity` also rests on a saturation fed by one subtask at share 1.0
+    (else it is the fed capacity already: q1's map, whose source limited the overload phase). None for a source,
+    or where either is missing."""
+    if not spec.upstream or capacity <= 0:
+        return None
+
+    def feeding(pl: OpPlateau) -> int:
+        return max(pl.phase.parallelism.get(u, 1) for u in spec.upstream)
+
+    at_one = [pl for pl in saturations if pl.p.share == 1.0 and _subtasks(pl) == 1 and math.isfinite(pl.p.rate_in)
+              and pl.p.rate_in > 0]
+    fed = [pl for pl in at_one if pl.phase.kind == "bottleneck" and pl.phase.operator == spec.name
+           and feeding(pl) >= 2]
+    if not fed or not [pl for pl in at_one if feeding(pl) == 1]:
+        return None
+    rate = float(np.mean([pl.p.rate_in for pl in fed]))
+    return FedScaledOut(fraction=rate / capacity, rate=rate, upstream_subtasks=[feeding(pl) for pl in fed],
+                        phases=[pl.phase.name for pl in fed])
 
 
 def _coldstarts(m: Measurement) -> list[PhaseRecord]:

@@ -224,7 +224,8 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
         _table_section(md, h, "CPU readings by load: local vs sim", intro, inp.cpu)
     if inp.saturation and inp.saturation[1]:
         intro = ("What an operator took per subtask where it was at its limit, against the calibrated capacity the "
-                 "sim runs with: a backlog drains at that rate, so where the local runs took less the sim drains "
+                 "sim runs with (and, where calibrated apart, the one it runs at while an operator feeding it runs "
+                 "scaled out): a backlog drains at that rate, so where the local runs took less the sim drains "
                  "sooner and its latencies come out lower. At its limit over a CPU reading's span: the CPU reading "
                  f"at least {SATURATED_CPU:.2f} of the quota, not itself backpressured, and records waiting at its "
                  f"input (an upstream operator backpressured, or, for a source, records {WAITED_S:.0f} s or more in "

@@ -14,7 +14,9 @@ Its rate is the mean of its records (a source's sent, any other's received) per 
 with a sample missing is unknown and left out, not 0. Spans within `AFTER_RESTART_S` of a (re)start, or at a
 CPU share other than 1, are left out, as for the busy and CPU readings. Both sides are pooled per query and
 operator over all the cells' runs (the profile is the query's): the figure is the median over the spans, with
-the quartiles. It only reports: nothing here feeds the model (model, don't tune).
+the quartiles. Beside the capacity stands the one the sim runs the operator at where an operator feeding it runs
+scaled out (`calibrated_profile.FedScaledOut`), where calibrated. It only reports: nothing here feeds the model
+(model, don't tune).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from harness.calibrated_profile import HELD_BACK
+from harness.fidelity.machines import sim_costs
 from harness.fidelity.readings import AFTER_RESTART_S, capacities, operators, restarts
 from harness.vocabulary import Metric
 
@@ -51,6 +54,7 @@ class SaturationRow:
     query: str
     operator: str
     capacity: float  # the calibrated capacity per subtask at CPU share 1 the sim ran with
+    fed_capacity: float | None  # the same where a feeding operator runs scaled out (None: not calibrated apart)
     local: Spread
     sim: Spread
 
@@ -118,35 +122,40 @@ def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) ->
     """Per query and operator (pooled over its cells' local and sim records): both sides' records per subtask
     at the limit against the calibrated capacity. An operator neither side was seen at its limit has no row, nor
     one whose sim records hold no calibrated capacity."""
-    pooled: dict[tuple[str, str], tuple[float, list[pd.DataFrame], list[pd.DataFrame]]] = {}
+    pooled: dict[tuple[str, str], tuple[float, float | None, list[pd.DataFrame], list[pd.DataFrame]]] = {}
     for local, sims in cells.values():
         if not local or not sims:
             continue
         query = str((sims[0].meta.get("topology") or {}).get("query", "?"))
         caps = capacities(sims[0])
+        fed = sim_costs(sims[0]).get("fed_scaled_out") or {}  # absent in records from before it was modelled
         for name, source, ups in operators(sims[0]):
             if name not in caps:
                 continue
-            _, loc, sim = pooled.setdefault((query, name), (caps[name], [], []))
+            fed_cap = caps[name] * float(fed[name]) if name in fed else None
+            _, _, loc, sim = pooled.setdefault((query, name), (caps[name], fed_cap, [], []))
             loc += [at_limit(r, name, source, ups) for r in local]
             sim += [at_limit(r, name, source, ups) for r in sims]
     out = []
-    for (query, name), (cap, loc, sim) in pooled.items():
+    for (query, name), (cap, fed_cap, loc, sim) in pooled.items():
         lo, si = _spread(loc), _spread(sim)
         if lo.runs or si.runs:
-            out.append(SaturationRow(query, name, cap, lo, si))
+            out.append(SaturationRow(query, name, cap, fed_cap, lo, si))
     return out
 
 
 def saturation_table(rows: Sequence[SaturationRow]) -> tuple[list[str], list[list[str]]]:
     """The report's table: n/a where a side was never seen at the limit, never 0."""
-    head = ["query", "operator", "calibrated capacity per subtask", "local at its limit: median (quartiles)",
-            "local time at the limit (runs)", "local / calibrated", "sim at its limit: median (time)"]
+    head = ["query", "operator", "calibrated capacity per subtask", "fed by a scaled-out operator",
+            "local at its limit: median (quartiles)", "local time at the limit (runs)", "local / calibrated",
+            "sim at its limit: median (time)"]
 
     def rate(s: Spread) -> str:
         return "n/a" if math.isnan(s.median) else f"{s.median:,.0f} ({s.q25:,.0f}-{s.q75:,.0f})"
 
-    body = [[r.query, r.operator, f"{r.capacity:,.0f}", rate(r.local), f"{r.local.seconds:.0f} s ({r.local.runs})",
+    body = [[r.query, r.operator, f"{r.capacity:,.0f}",
+             "not calibrated apart" if r.fed_capacity is None else f"{r.fed_capacity:,.0f}", rate(r.local),
+             f"{r.local.seconds:.0f} s ({r.local.runs})",
              "n/a" if math.isnan(r.local.median) else f"{r.local.median / r.capacity:.2f}",
              "n/a" if math.isnan(r.sim.median) else f"{r.sim.median:,.0f} ({r.sim.seconds:.0f} s)"]
             for r in rows]

@@ -59,7 +59,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           costs: dict[str, float] | None = None, throttled_cost: float = 0.0,
                           near_flag: Callable[[float], float] | None = None,
                           cold_taus: tuple[float, ...] = (COLD_TAU_CPU_S,),
-                          cold_offered: tuple[float, ...] = ()) -> Measurement:
+                          cold_offered: tuple[float, ...] = (), fed_cost: float = 0.0) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
     the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
     level instead of the line;
@@ -73,16 +73,18 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     back is flagged back-pressured in a sample with this probability of the utilisation of the operator it feeds
     (a held-back one always is). `cold_taus`: one cold start per entry, each warming up with that tau
     (CPU-seconds), the first named `coldstart`, the others `coldstart-2`, ...; `cold_offered`: each one's offered
-    rate over the source's warm capacity (default 1.2: overloaded)."""
+    rate over the source's warm capacity (default 1.2: overloaded). `fed_cost`: a record costs an operator 1 + this
+    times as much where the operator feeding it runs at two or more subtasks (records of a key from several
+    channels: q11's session window)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
 
-    def per_record(op: str, share: float) -> float:
-        return k_at[op] * (1.0 + throttled_cost * (1.0 - share))
+    def per_record(op: str, share: float, fed: bool = False) -> float:
+        return k_at[op] * (1.0 + throttled_cost * (1.0 - share)) * (1.0 + fed_cost if fed else 1.0)
 
-    def world_cap(op: str, cores: float, share: float = 1.0) -> float:
-        return (cores - OVERHEAD) / per_record(op, share)
+    def world_cap(op: str, cores: float, share: float = 1.0, fed: bool = False) -> float:
+        return (cores - OVERHEAD) / per_record(op, share, fed)
 
     c_src = world_cap("bids_source", QUOTA)
     phases: list[PhaseRecord] = []
@@ -112,7 +114,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
         scaled = ({op for op in ops if (op == "bids_source") != (target == "bids_source")} if kind == "bottleneck"
                   else set())
         par = {op: 3 if op in scaled else wide_par[op] if kind == "spread" else 1 for op in ops}
-        warm_caps = {op: par[op] * world_cap(op, QUOTA * shares.get(op, 1.0), shares.get(op, 1.0))
+        fed = {op: j > 0 and par[ops[j - 1]] >= 2 for j, op in enumerate(ops)}  # fed by a scaled-out operator
+        warm_caps = {op: par[op] * world_cap(op, QUOTA * shares.get(op, 1.0), shares.get(op, 1.0), fed[op])
                      for op in ops}  # the operator's total
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
                           operator=target, parallelism=par,
@@ -137,7 +140,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
             pending += rate - x
             for j, op in enumerate(ops):
                 u = x / caps[op] if caps[op] > 0 else 0.0
-                cores = OVERHEAD + (per_record(op, shares.get(op, 1.0)) * x / f if f > 0 else 0.0)
+                cores = OVERHEAD + (per_record(op, shares.get(op, 1.0), fed[op]) * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
                 if second % 5 == 0:  # the meter updates every 5 s
                     level = BUSY_OFFSET + BUSY_GAIN * u if par[op] == 1 else WIDE_OFFSET + WIDE_GAIN * u
@@ -256,6 +259,34 @@ def test_a_bottleneck_with_records_at_its_input_reads_its_own_busy_level_and_the
     assert src.backlogged_n == without.operators["bids_source"].readings.busy.backlogged_n
     assert math.isnan(without.operators["map"].readings.busy.backlogged_mean)
     assert without.operators["map"].readings.busy.backlogged_n == 0
+
+
+def test_an_operator_fed_by_a_scaled_out_one_gets_the_capacity_its_own_bottleneck_phase_measured() -> None:
+    """A map slower than its source saturates at share 1.0 fed by one source subtask (overload); its bottleneck
+    phase (the source at 3 subtasks) measures it fed by several. Where a record costs it 25 % more there, the
+    profile says 1 / 1.25 of the capacity, which the phases fed by one subtask still give; where it costs nothing
+    more, about 1. With no such phase, or none fed by one subtask to set it against (the source limited the
+    overload: the capacity is the fed one already), and for a source: nothing measured (None, not 1)."""
+    topo = load_topology("q1")
+    slow_map = {"map": 3.0e-5}  # slower than the source (2e-5): the overload phase saturates the map
+
+    def build(**kw: Any) -> QueryProfile:
+        return build_profile(synthetic_measurement(**kw), topo, provenance())
+
+    dearer = build(backlogged_busy=0.6, fed_cost=0.25, costs=slow_map)
+    fed = dearer.operators["map"].fed_scaled_out
+    world = (QUOTA - OVERHEAD) / slow_map["map"]
+    assert fed is not None and fed.fraction == pytest.approx(1 / 1.25, rel=0.03)
+    assert fed.upstream_subtasks == [3] and fed.phases == ["bottleneck-map"]
+    assert fed.rate == pytest.approx(world / 1.25, rel=0.03)
+    assert dearer.operators["map"].capacity == pytest.approx(world, rel=0.05)
+    same = build(backlogged_busy=0.6, costs=slow_map).operators["map"].fed_scaled_out
+    assert same is not None and same.fraction == pytest.approx(1.0, rel=0.03)
+    assert build(costs=slow_map).operators["map"].fed_scaled_out is None  # no bottleneck phase
+    assert build(backlogged_busy=0.6, fed_cost=0.25).operators["map"].fed_scaled_out is None  # source-limited
+    assert dearer.operators["bids_source"].fed_scaled_out is None
+    # the sink, fed by the map at one subtask in the map's phase, is not measured by it
+    assert dearer.operators["sink"].fed_scaled_out is None
 
 
 def test_a_source_behind_a_slower_operator_gets_its_full_share_capacity_from_its_own_bottleneck_phase() -> None:

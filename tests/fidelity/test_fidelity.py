@@ -672,4 +672,14 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert line["sim at its limit: median (time)"] == f"{caps['map']:,.0f} ({15.0 * spans_per_run:.0f} s)"
     # a side never at its limit reads n/a, never 0
     (cool,) = [r for r in saturation_rows({"a": ([record("c", cpu=0.5)], [full_sim])}) if r.operator == "map"]
-    assert saturation_table([cool])[1][0][3] == "n/a" and saturation_table([cool])[1][0][5] == "n/a"
+    head, (row,) = saturation_table([cool])
+    cols = dict(zip(head, row, strict=True))
+    assert cols["local at its limit: median (quartiles)"] == "n/a" and cols["local / calibrated"] == "n/a"
+    # the capacity fed by a scaled-out operator, where the sim's record says it ran at a fraction of it
+    assert cols["fed by a scaled-out operator"] == "not calibrated apart"
+    import dataclasses
+
+    fed_sim = dataclasses.replace(record("sim-fed", cpu=0.5, as_sim=True), meta={**sim.meta, "backend": {
+        **sim.meta["backend"], "costs": {**sim.meta["backend"]["costs"], "fed_scaled_out": {"map": 0.8}}}})
+    (fed_row,) = [r for r in saturation_rows({"a": ([full], [fed_sim])}) if r.operator == "map"]
+    assert fed_row.fed_capacity == pytest.approx(0.8 * caps["map"])

@@ -19,6 +19,7 @@ from harness.calibrated_profile import (
     CapacityFit,
     CpuModel,
     DowntimeModel,
+    FedScaledOut,
     FlagModel,
     GaugeModel,
     HostLoad,
@@ -330,6 +331,27 @@ def test_the_near_limit_flag_is_drawn_per_subtask_so_a_scaled_out_source_is_flag
     one, two = share_flagged(1), share_flagged(2)
     assert 0.38 <= one <= 0.60
     assert 0.63 <= two <= 0.85
+
+
+def test_an_operator_fed_by_a_scaled_out_one_runs_at_its_calibrated_fraction_and_at_its_capacity_otherwise() -> None:
+    """mid (4k/s) measured at 0.8 of its capacity fed by several source subtasks: overloaded at 6k/s it takes
+    3.2k/s behind 2 source subtasks, 4k/s behind one, and the run records the fraction it used."""
+    prof = profile()
+    mid = prof.operators["mid"]
+    fed = FedScaledOut(fraction=0.8, rate=3_200.0, upstream_subtasks=[2], phases=["bottleneck-mid"])
+    prof = prof.model_copy(update={"operators": {**prof.operators, "mid": mid.model_copy(
+        update={"fed_scaled_out": fed})}})
+
+    def took(src_subtasks: int) -> float:
+        b = start(constant(6_000, 600), par={"src": src_subtasks, "mid": 1, "sink": 1}, prof=prof)
+        b.advance_to(300)
+        return b.snapshot(15).op("mid").records_in_per_s
+
+    assert took(2) == pytest.approx(3_200, rel=0.03)
+    assert took(1) == pytest.approx(4_000, rel=0.03)
+    b = start(constant(6_000, 60), par={"src": 2, "mid": 1, "sink": 1}, prof=prof)
+    b.advance_to(30)
+    assert b.facts()["costs"]["fed_scaled_out"] == {"mid": 0.8}
 
 
 def test_cpu_signals_follow_the_calibrated_cpu_model() -> None:

@@ -399,6 +399,9 @@ class SimBackend:
                 "readings": "flink (calibrated bias and noise)" if c.noisy else "exact",
                 "capacity_per_subtask": {nm: round(op.capacity(c.tm_cores), 3) for nm, op in zip(m.names, c.ops,
                                                                                              strict=True)},
+                # the capacity's fraction where a feeding operator runs scaled out, where measured
+                "fed_scaled_out": {nm: round(op.fed_scaled_out, 4) for nm, op in zip(m.names, c.ops, strict=True)
+                                   if op.fed_scaled_out != 1.0},
                 "taskmanager_startup_s": c.startup_s,
                 "host_share": c.host.model_dump(mode="json") if c.host is not None else None,
                 "host_speed_sha256_mb": c.host_speed_sha256_mb,  # the profile's host's; this run measures none

@@ -49,6 +49,9 @@ class OpCost:
     state_per_gb: float = 0.0  # relative per-record cost growth per GB of state per subtask
     state_bytes_per_record: float = 0.0  # state growth per processed record (within the query's TTL)
     readings: OperatorReadings = field(default_factory=OperatorReadings)
+    # its capacity's fraction where an operator feeding it runs at two or more subtasks (the profile's
+    # `fed_scaled_out`; 1: not measured, or a source)
+    fed_scaled_out: float = 1.0
 
     def busy_at(self, subtasks: int) -> GaugeModel:
         """`readings.busy_at(subtasks)`, its scaled-out model built once per run (the readout asks every snapshot)."""
@@ -139,6 +142,7 @@ def _calibrated(topology: Topology, profile: QueryProfile, cfg: SimConfig, tm_co
             state_bytes_per_record=(p.state.bytes_per_record if p.state is not None
                                     and math.isfinite(p.state.bytes_per_record) else o.state_bytes_per_record),
             readings=p.readings,
+            fed_scaled_out=p.fed_scaled_out.fraction if p.fed_scaled_out is not None else 1.0,
         ))
     startup = profile.taskmanager_startup_s.mean
     stop = profile.taskmanager_stop_s.mean if profile.taskmanager_stop_s else 0.0

@@ -311,6 +311,8 @@ class SimModel:
         warming = False
         for i, c in enumerate(self.costs.ops):
             cap = c.capacity(self.share[i] * cores, self.state[i] / self.par[i] if self.state[i] else 0.0)
+            if c.fed_scaled_out != 1.0 and any(self.par[u] > 1 for u in self.ups[i]):
+                cap *= c.fed_scaled_out  # as measured in the operator's bottleneck phase (calibrated_profile)
             if self.warmup is not None:
                 f = self._warm_fraction(i, self.share[i] * cores)
                 warming = warming or f < WARM
