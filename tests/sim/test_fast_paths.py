@@ -50,8 +50,9 @@ class NumpyRowModel(SimModel):
 
 class ReferenceModel(NumpyRowModel):
     """Also the pre-change warm-up paths: each subtask's warm-up fraction computed on its own (no shared
-    birth times), and a change of capacity re-running the whole layout (`_configure`: partition groups,
-    shares, a new `version` that drops the readout's per-configuration caches)."""
+    birth times; the slowest of them where it caps the operator), and a change of capacity re-running the whole
+    layout (`_configure`: partition groups, shares, a new `version` that drops the readout's per-configuration
+    caches)."""
 
     recomputed = 0  # capacity changes during the run: the comparison must have exercised the path
 
@@ -59,8 +60,8 @@ class ReferenceModel(NumpyRowModel):
         w = self.warmup
         assert w is not None
         now, ahead = self.now, self.recost_every * self.dt
-        return sum(w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]) / len(
-            self.born[i])
+        each = [w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]]
+        return min(each) if self._capped_by_slowest(i) else sum(each) / len(each)
 
     def _apply_capacities(self) -> None:
         if getattr(self, "_in_layout", False):

@@ -1,7 +1,8 @@
 """Fresh task managers warm up in the simulator as the calibrated profile measured (`WarmUp`).
 
 The model: a subtask's speed is its warm speed times the warm-up fraction of the CPU time its task manager
-has had since it began processing; an operator runs at the mean over its subtasks. Pinned here: the
+has had since it began processing; an operator runs at the mean over its subtasks, or at its slowest one's
+where that one caps it (a keyed or round-robin input). Pinned here: the
 first seconds of a run are as slow as the curve says, a scale-up adds cold subtasks (the old ones stay
 warm), a scale-down keeps the warm ones, and `sim.taskmanager_warmup: false` or a profile without a
 curve leaves every task manager warm (bit-identical to a run without the model).
@@ -96,16 +97,46 @@ def test_a_scale_up_adds_cold_subtasks_and_a_scale_down_keeps_the_warm_ones() ->
     assert m.subtask_capacity(i) == pytest.approx(warm, rel=1e-3)  # 60 CPU-s in: warm
     res = b.rescale({"map": 3}, None)
     assert res.ok
-    # right after the restart: one warm subtask and two at the curve's beginning (the model uses the curve's
-    # mean until its next recomputation, at most 5 s = 0.5 CPU-s ahead)
-    lo, hi = (warm * (1.0 + 2 * CURVE.fraction(c)) / 3 for c in (0.0, 0.5))
+    # right after the restart: one warm subtask and two at the curve's beginning; the source (1 subtask) feeds
+    # the 3 round-robin, so the slowest caps them all: the map runs at the fresh ones' fraction (the curve's mean
+    # until its next recomputation, at most 5 s = 0.5 CPU-s ahead), not at the mean with the warm one
+    lo, hi = (warm * CURVE.fraction(c) for c in (0.0, 0.5))
     assert lo <= m.subtask_capacity(i) <= hi
+    assert m.subtask_capacity(i) < warm * (1.0 + 2 * CURVE.fraction(0.0)) / 3
     b.advance_to(b.now() + 20.0)
     mid = m.subtask_capacity(i)
     assert warm * 0.5 < mid < warm * 0.95  # warming
     b.rescale({"map": 1}, None)
     b.advance_to(b.now() + 10.0)
     assert m.subtask_capacity(i) == pytest.approx(warm, rel=1e-3)  # the subtask kept is the warm one
+
+
+def test_forward_pairs_and_a_sources_partitions_run_at_their_subtasks_mean_a_keyed_operator_at_its_slowest() -> None:
+    """Source and map both 1 -> 2: the map's input is forward (one to one), so each warm/fresh pair runs on its
+    own and the operator at the mean, as does the source (independent partitions). q11's window is keyed: one
+    fresh subtask of two caps it."""
+    b = started(CURVE, 2_000, 900)
+    m = b.model
+    assert m is not None
+    b.advance_to(600.0)
+    assert b.rescale({"bids_source": 2, "map": 2}, None).ok
+    for name in ("bids_source", "map"):
+        i = m.names.index(name)
+        warm = m.costs.ops[i].capacity(CORES)
+        lo, hi = (warm * (1.0 + CURVE.fraction(c)) / 2 for c in (0.0, 0.5))
+        assert lo <= m.subtask_capacity(i) <= hi, name
+    k = SimBackend()
+    k.start_with(load_topology("q11"), constant(2_000, 900), SimConfig(readings="exact"), 1, tm_cores=CORES,
+                 profile=load_profile("q11").model_copy(update={"warmup": CURVE}),  # type: ignore[union-attr]
+                 arrivals=ArrivalConfig(kind="deterministic"))
+    k.advance_to(600.0)
+    assert k.rescale({"bids_source": 2, "session_window": 2}, None).ok
+    q = k.model
+    assert q is not None
+    j = q.names.index("session_window")
+    warm = q.costs.ops[j].capacity(CORES) * q.costs.ops[j].fed_scaled_out  # its source now runs scaled out
+    assert warm * CURVE.fraction(0.0) <= q.subtask_capacity(j) <= warm * CURVE.fraction(0.5)
+    assert q.subtask_capacity(j) < warm * (1.0 + CURVE.fraction(0.0)) / 2  # not the mean with the warm one
 
 
 def test_without_the_model_every_task_manager_is_warm_and_the_run_unchanged() -> None:

@@ -34,11 +34,12 @@ profile says so it shrinks as the subtask's state grows (recomputed every
 `RECOST_EVERY_S`). Where the profile measured it, a fresh task manager starts slow and warms up
 (`WarmUp`, by the CPU time it has had): every subtask remembers when its task manager began
 processing (the run's start, or the end of the rescale that added it; a scale-down keeps the
-longest-running ones), and an operator's subtasks run at their mean warm-up fraction, recomputed
-every `RECOST_EVERY_S` until all are warm. Kafka partitions per topic are the experiment's, and Kafka
-retention (thesis ch. 6.3.1: 5 min, checked every 5 s) deletes closed log
-segments older than the retention time: those records are lost load
-(`expired`), never processed.
+longest-running ones), and an operator runs at its subtasks' mean warm-up fraction, or at its slowest
+subtask's where that one caps it (a keyed or round-robin input: the upstream blocks when one channel runs out of
+credit, as for uneven key groups above), recomputed every `RECOST_EVERY_S` until all are warm. Kafka
+partitions per topic are the experiment's, and Kafka retention (thesis ch. 6.3.1: 5 min, checked every 5 s)
+deletes closed log segments older than the retention time: those records are lost load (`expired`), never
+processed.
 
 Latency, two quantities at step resolution (METRICS.md):
 - time in Kafka (the thesis' `latency_kafka`): age of the records a source
@@ -324,12 +325,16 @@ class SimModel:
         return changed
 
     def _warm_fraction(self, i: int, cores: float) -> float:
-        """Operator i's subtasks' mean warm-up fraction until the next recomputation (CPU time had = time
-        since its task manager began processing x cores; the curve's exact mean over the interval)."""
+        """Operator i's warm-up fraction until the next recomputation (CPU time had = time since its task
+        manager began processing x cores; the curve's exact mean over the interval): its subtasks' mean, or,
+        where its slowest subtask caps it (`_capped_by_slowest`), that subtask's."""
         w = self.warmup
         assert w is not None
         now, ahead = self.now, self.recost_every * self.dt
         born = self.born[i]
+        if self._capped_by_slowest(i):
+            b = max(born)  # the youngest task manager is the slowest
+            return w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
         total = 0.0
         last_b, f = math.nan, 0.0
         for b in born:  # task managers started together share a birth time: the curve once per run of them
@@ -337,6 +342,15 @@ class SimModel:
                 last_b, f = b, w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
             total += f  # added one by one, as a plain sum would
         return total / len(born)
+
+    def _capped_by_slowest(self, i: int) -> bool:
+        """Whether operator i's slowest subtask caps all of it: its input is spread over its subtasks by key or
+        round-robin (an upstream at another parallelism: Flink's rebalance), and a sender blocks as soon as one
+        channel runs out of credit. A forward connection (same parallelism, not keyed) pairs the subtasks one to
+        one, and a source's partitions are independent: those run at their subtasks' mean."""
+        if self.is_src[i]:
+            return False
+        return self.units[i] is not None or any(self.par[u] != self.par[i] for u in self.ups[i])
 
     def _configure(self) -> None:
         """The layout after a change of parallelism, partitions or network loss, then the capacities."""
