@@ -436,7 +436,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         ops[spec.name] = OperatorProfile(
             capacity=capacity_at(1.0), capacity_fit=cfit, shares=points, selectivity=selectivity, cpu=cpu,
             state=state, readings=readings, parallel_efficiency=par_eff,
-            fed_scaled_out=fed_scaled_out(spec, [pl for pl in sat if saturated(pl, q)], capacity_at(1.0)),
+            fed_scaled_out=fed_scaled_out(spec, sat, capacity_at(1.0)),
         )
         capacities[spec.name] = capacity_at
     by_phase: dict[str, dict[str, OpPlateau]] = {}  # phase -> operator -> its plateau
