@@ -103,7 +103,8 @@ def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str]) -> 
         if waiting is not None:
             queued = mean_over(waiting, ti) >= WAITED_S
         else:
-            queued = max((mean_over(h, ti) for h in held), default=math.nan) / 1000.0 >= HELD_BACK
+            # any upstream held back (a join has two): one with a reading missing hides no other
+            queued = any(v / 1000.0 >= HELD_BACK for v in (mean_over(h, ti) for h in held) if math.isfinite(v))
         took = mean_over(rate, ti)
         if queued and math.isfinite(took):
             rows.append((took / p[i], span))

@@ -6,6 +6,7 @@ pipeline is checked on sim records, with sim records standing in for local ones 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -654,6 +655,9 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert spans(record("source-limit", upstream_bp=0.0), "bids_source") == spans_per_run
     assert spans(record("no-backlog", upstream_bp=0.0, waited_s=WAITED_S - 1), "bids_source") == 0
     assert spans(full, "bids_source") == 0
+    # with two upstreams (a join) either held back counts; one whose reading is missing hides no other
+    assert len(at_limit(full, "map", False, ["no_such_upstream", "bids_source"])) == spans_per_run
+    assert len(at_limit(record("free2", upstream_bp=0.0), "map", False, ["no_such_upstream", "bids_source"])) == 0
     # a missing rate sample makes its span unknown: left out, not a lower rate
     assert spans(record("gap", gap_at=400.0)) == spans_per_run - 1
     # pooled per query over the cells: two cells' local runs; the sim's map never at its limit in one cell's run,
@@ -677,8 +681,6 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert cols["local at its limit: median (quartiles)"] == "n/a" and cols["local / calibrated"] == "n/a"
     # the capacity fed by a scaled-out operator, where the sim's record says it ran at a fraction of it
     assert cols["fed by a scaled-out operator"] == "not calibrated apart"
-    import dataclasses
-
     fed_sim = dataclasses.replace(record("sim-fed", cpu=0.5, as_sim=True), meta={**sim.meta, "backend": {
         **sim.meta["backend"], "costs": {**sim.meta["backend"]["costs"], "fed_scaled_out": {"map": 0.8}}}})
     (fed_row,) = [r for r in saturation_rows({"a": ([full], [fed_sim])}) if r.operator == "map"]

@@ -349,6 +349,11 @@ def test_an_operator_fed_by_a_scaled_out_one_runs_at_its_calibrated_fraction_and
 
     assert took(2) == pytest.approx(3_200, rel=0.03)
     assert took(1) == pytest.approx(4_000, rel=0.03)
+    # a forward pair (mid at the source's parallelism, not keyed) has one channel per subtask: not the layout
+    # measured, so 2 x 4k/s at 12k/s offered
+    b = start(constant(12_000, 600), par={"src": 2, "mid": 2, "sink": 1}, prof=prof)
+    b.advance_to(300)
+    assert b.snapshot(15).op("mid").records_in_per_s == pytest.approx(8_000, rel=0.03)
     b = start(constant(6_000, 60), par={"src": 2, "mid": 1, "sink": 1}, prof=prof)
     b.advance_to(30)
     assert b.facts()["costs"]["fed_scaled_out"] == {"mid": 0.8}

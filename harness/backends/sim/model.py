@@ -312,7 +312,7 @@ class SimModel:
         warming = False
         for i, c in enumerate(self.costs.ops):
             cap = c.capacity(self.share[i] * cores, self.state[i] / self.par[i] if self.state[i] else 0.0)
-            if c.fed_scaled_out != 1.0 and any(self.par[u] > 1 for u in self.ups[i]):
+            if c.fed_scaled_out != 1.0 and self._fed_by_several_channels(i):
                 cap *= c.fed_scaled_out  # as measured in the operator's bottleneck phase (calibrated_profile)
             if self.warmup is not None:
                 f = self._warm_fraction(i, self.share[i] * cores)
@@ -351,6 +351,12 @@ class SimModel:
         if self.is_src[i]:
             return False
         return self.units[i] is not None or any(self.par[u] != self.par[i] for u in self.ups[i])
+
+    def _fed_by_several_channels(self, i: int) -> bool:
+        """Whether each subtask of operator i takes records over several channels: an upstream at 2+ subtasks
+        that spreads them by key or round-robin (a forward pair has one channel per subtask). The layout the
+        calibration's bottleneck phase measured `fed_scaled_out` in."""
+        return self._capped_by_slowest(i) and any(self.par[u] > 1 for u in self.ups[i])
 
     def _configure(self) -> None:
         """The layout after a change of parallelism, partitions or network loss, then the capacities."""
