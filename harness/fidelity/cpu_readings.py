@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.fidelity.readings import AFTER_RESTART_S, capacities, operators, restarts
+from harness.fidelity.readings import AFTER_RESTART_S, capacities, in_force, operators, since_restart, span_means
 from harness.vocabulary import Metric
 
 BANDS = (0.0, 0.25, 0.5, 0.75, 1.0, math.inf)  # records per subtask / capacity per subtask (1+: a backlog read)
@@ -66,22 +66,10 @@ def band_readings(rec: Any, operator: str, source: bool, capacity: float) -> pd.
         return empty
     t = cpu.index.to_numpy()
     span = float(np.median(np.diff(t))) if len(t) > 1 else 5.0
-    rt, rv = rate.index.to_numpy(), rate.to_numpy()
-    per_sub = np.full(len(t), np.nan)
-    for i, ti in enumerate(t):
-        inside = rv[(rt > ti - span) & (rt <= ti)]
-        if len(inside) and np.isfinite(inside).all():  # a gap in the span: its load is unknown
-            per_sub[i] = inside.mean()
-
-    def at(s: pd.Series, default: float) -> np.ndarray:
-        """The state in force at each reading (a change is recorded when it happens; before any, `default`)."""
-        s = s[~s.index.duplicated(keep="last")]
-        return s.reindex(s.index.union(t)).ffill().reindex(t).fillna(default).to_numpy()
-
-    p = at(par.dropna(), math.nan)
-    sh = at(share.dropna(), 1.0)  # no share recorded: the full quota, as the busy readings take it
-    starts = restarts(rec)
-    since = t - starts[np.clip(np.searchsorted(starts, t, side="right") - 1, 0, None)]
+    per_sub = span_means(rate, t, span)  # a gap in the span: its load is unknown
+    p = in_force(par.dropna(), t, math.nan)
+    sh = in_force(share.dropna(), t, 1.0)  # no share recorded: the full quota, as the busy readings take it
+    since = since_restart(rec, t)
     load = per_sub / p / capacity
     cv = cpu.to_numpy()
     keep = np.isfinite(load) & np.isfinite(cv) & (sh == 1.0) & (since >= AFTER_RESTART_S)

@@ -72,6 +72,30 @@ def restarts(rec: Any) -> np.ndarray:
     return np.unique(np.asarray(times, dtype=float))
 
 
+def since_restart(rec: Any, t: np.ndarray) -> np.ndarray:
+    """Seconds from the latest (re)start of the job (`restarts`) to each time in `t`."""
+    starts = restarts(rec)
+    return t - starts[np.clip(np.searchsorted(starts, t, side="right") - 1, 0, None)]
+
+
+def in_force(s: pd.Series, t: np.ndarray, default: float) -> np.ndarray:
+    """The state a series of changes had in force at each time in `t` (before any change: `default`)."""
+    s = s[~s.index.duplicated(keep="last")]
+    return s.reindex(s.index.union(t)).ffill().reindex(t).fillna(default).to_numpy()
+
+
+def span_means(s: pd.Series, t: np.ndarray, span: float) -> np.ndarray:
+    """The mean of a sampled series over (ti - span, ti] for each ti in `t`; NaN where a sample in it is missing
+    or none falls in it (unknown, not 0)."""
+    st, sv = s.index.to_numpy(), s.to_numpy(dtype=float)
+    out = np.full(len(t), np.nan)
+    for i, ti in enumerate(t):
+        inside = sv[(st > ti - span) & (st <= ti)]
+        if len(inside) and np.isfinite(inside).all():
+            out[i] = inside.mean()
+    return out
+
+
 SOURCE_FULL = 0.95  # a source taking this share of its calibrated capacity reads a backlog (rates are noisy)
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from harness.calibrated_profile import HELD_BACK
 from harness.fidelity.machines import sim_costs
-from harness.fidelity.readings import AFTER_RESTART_S, capacities, operators, restarts
+from harness.fidelity.readings import AFTER_RESTART_S, capacities, in_force, operators, since_restart, span_means
 from harness.vocabulary import Metric
 
 SATURATED_CPU = 0.95  # a CPU reading this close to the quota: the controller held the operator to it
@@ -81,33 +81,19 @@ def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str]) -> 
         return empty
     t = cpu.index.to_numpy()
     span = float(np.median(np.diff(t))) if len(t) > 1 else 5.0
-
-    def mean_over(s: pd.Series, ti: float) -> float:
-        """The span's mean of a 5-s series; NaN where a sample in it is missing or none falls in it."""
-        v = s[(s.index > ti - span) & (s.index <= ti)].to_numpy()
-        return float(v.mean()) if len(v) and np.isfinite(v).all() else math.nan
-
-    def in_force(s: pd.Series, default: float) -> np.ndarray:
-        return s.reindex(s.index.union(t)).ffill().reindex(t).fillna(default).to_numpy()
-
-    p = in_force(par.dropna(), math.nan)
-    sh = in_force(share.dropna(), 1.0)  # no share recorded: the full quota
-    starts = restarts(rec)
-    since = t - starts[np.clip(np.searchsorted(starts, t, side="right") - 1, 0, None)]
-    rows = []
-    for i, ti in enumerate(t):
-        if not (cpu.iloc[i] >= SATURATED_CPU and sh[i] == 1.0 and since[i] >= AFTER_RESTART_S and p[i] >= 1):
-            continue
-        if not mean_over(own_bp, ti) / 1000.0 < HELD_BACK:  # held back itself, or unknown
-            continue
-        if waiting is not None:
-            queued = mean_over(waiting, ti) >= WAITED_S
-        else:
-            # any upstream held back (a join has two): one with a reading missing hides no other
-            queued = any(v / 1000.0 >= HELD_BACK for v in (mean_over(h, ti) for h in held) if math.isfinite(v))
-        took = mean_over(rate, ti)
-        if queued and math.isfinite(took):
-            rows.append((took / p[i], span))
+    p = in_force(par.dropna(), t, math.nan)
+    sh = in_force(share.dropna(), t, 1.0)  # no share recorded: the full quota
+    since = since_restart(rec, t)
+    own = span_means(own_bp, t, span) / 1000.0
+    took = span_means(rate, t, span)
+    if waiting is not None:
+        queued = span_means(waiting, t, span) >= WAITED_S
+    else:  # any upstream held back (a join has two): one with a reading missing hides no other
+        ups = np.array([span_means(h, t, span) for h in held]) / 1000.0
+        queued = np.asarray((np.nan_to_num(ups, nan=0.0) >= HELD_BACK).any(axis=0), dtype=bool)
+    keep = ((cpu.to_numpy() >= SATURATED_CPU) & (sh == 1.0) & (since >= AFTER_RESTART_S) & (p >= 1)
+            & (own < HELD_BACK) & queued & np.isfinite(took))  # own NaN: unknown, left out
+    rows = [(took[i] / p[i], span) for i in np.flatnonzero(keep)]
     return pd.DataFrame(rows, columns=["rate", "seconds"]) if rows else empty
 
 
