@@ -56,12 +56,15 @@ class ReferenceModel(NumpyRowModel):
 
     recomputed = 0  # capacity changes during the run: the comparison must have exercised the path
 
-    def _warm_fraction(self, i: int, cores: float) -> float:
+    def _warm_fraction(self, i: int, cores: float) -> tuple[float, float]:
         w = self.warmup
         assert w is not None
         now, ahead = self.now, self.recost_every * self.dt
         each = [w.mean_fraction((now - b) * cores, (now + ahead - b) * cores) for b in self.born[i]]
-        return min(each) if self._capped_by_slowest(i) else sum(each) / len(each)
+        if not self._capped_by_slowest(i):
+            return sum(each) / len(each), 1.0
+        slowest = min(each)
+        return slowest, (1.0 if len(set(self.born[i])) == 1 else sum(slowest / f if f > 0.0 else 1.0 for f in each) / len(each))
 
     def _apply_capacities(self) -> None:
         if getattr(self, "_in_layout", False):

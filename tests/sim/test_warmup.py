@@ -139,6 +139,35 @@ def test_forward_pairs_and_a_sources_partitions_run_at_their_subtasks_mean_a_key
     assert q.subtask_capacity(j) < warm * (1.0 + CURVE.fraction(0.0)) / 2  # not the mean with the warm one
 
 
+def test_warm_subtasks_beside_a_fresh_one_read_idle_time_not_busy() -> None:
+    """Source 1 -> 2 and map 1 -> 3 under a backlog: two fresh map subtasks cap the round-robin-fed map, so the
+    warm one takes a third of the records at its full speed and waits for input the rest of each second, as a
+    Flink subtask whose senders block on another channel does. The map's mean busy reading is (2 + f) / 3 of
+    the second (f: the fresh ones' fraction of the warm speed), and its CPU under the saturated level; once all
+    are warm it reads its true load again."""
+    b = started(CURVE, 100_000, 900)
+    m = b.model
+    assert m is not None
+    i = m.names.index("map")
+    warm = m.costs.ops[i].capacity(CORES)
+    b.advance_to(600.0)
+    assert b.rescale({"bids_source": 2, "map": 3}, None).ok
+    b.advance_to(620.0)
+    f = m.subtask_capacity(i) / warm
+    assert 0.2 < f < 0.6  # still warming
+    snap = b.snapshot(5.0).operators["map"]
+    assert snap.records_in_per_s == pytest.approx(3 * m.subtask_capacity(i), rel=0.02)  # at the slowest's limit
+    assert snap.busy_ms_per_s == pytest.approx(1000.0 * (2.0 + f) / 3.0, rel=0.02)
+    assert snap.cpu_load is not None and snap.cpu_load < m.costs.ops[i].saturated_fraction - 0.05
+    subtasks = [s.busy_ms_per_s for s in snap.subtasks]
+    assert sum(subtasks) / 3 == pytest.approx(snap.busy_ms_per_s)
+    b.advance_to(900.0)  # all warm: busy is records / capacity again
+    late = b.snapshot(5.0).operators["map"]
+    assert m.busy_f[i] == 1.0 or m.busy_f[i] > 0.999
+    assert late.busy_ms_per_s == pytest.approx(1000.0 * min(1.0, late.records_in_per_s / (3 * m.subtask_capacity(i))),
+                                               rel=0.01)
+
+
 def test_without_the_model_every_task_manager_is_warm_and_the_run_unchanged() -> None:
     off = started(CURVE, 40_000, 120, taskmanager_warmup=False)
     none = started(None, 40_000, 120)

@@ -112,10 +112,12 @@ _E2E_BOUNDS = [float(b) for b in E2E_BUCKETS_S]
 # the cost model's (CPU, state) times the network factor; O_RECLAG: sources, mean over subtasks of the
 # age of the last record each emitted (s; NaN until one emitted since the last restart), the event-time
 # lag gauge the local stack reads. O_NET: the fraction of its subtasks' capacity the network leaves
-# (1 without a network model); O_NDMAX: its ND_max in ms.
+# (1 without a network model); O_NDMAX: its ND_max in ms. O_BUSY_F: the mean over its subtasks of the busy
+# fraction each has when the operator runs at O_CAP per subtask (1 unless a warming subtask caps the others:
+# then a warm one is busy for O_CAP / its own capacity of each second and waits for input the rest).
 (O_PAR, O_SHARE, O_IN, O_OUT, O_BLOCKED, O_BUFFER, O_STATE, O_LAG, O_ARRIVED,
- O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0, O_CAP, O_RECLAG, O_NET, O_NDMAX) = range(16)
-OP_COLS = 16
+ O_IN_LANE0, O_BLOCKED_LANE0, O_LAG_LANE0, O_CAP, O_RECLAG, O_NET, O_NDMAX, O_BUSY_F) = range(17)
+OP_COLS = 17
 
 # An operator keeps at least this many subtasks' worth of capacity however far apart its nodes are.
 MIN_NETWORK_CAPACITY_SUBTASKS = 0.25
@@ -224,6 +226,7 @@ class SimModel:
         self.is_src = [o.is_source for o in ops]
         self.sel = [float(c.selectivity) for c in self.costs.ops]
         self.cap_sub = [0.0] * self.n  # records/s of one subtask now (share, state), before the network loss
+        self.busy_f = [1.0] * self.n  # see O_BUSY_F
         self.recost_every = max(1, int(round(RECOST_EVERY_S / self.dt)))
         self.units = [subtask_units(o, self.partitions) for o in ops]
         self.down = [tuple(index[d] for d in topology.downstream(o.name)) for o in ops]
@@ -314,34 +317,47 @@ class SimModel:
             cap = c.capacity(self.share[i] * cores, self.state[i] / self.par[i] if self.state[i] else 0.0)
             if c.fed_scaled_out != 1.0 and self._fed_by_several_channels(i):
                 cap *= c.fed_scaled_out  # as measured in the operator's bottleneck phase (calibrated_profile)
+            busy_f = 1.0
             if self.warmup is not None:
-                f = self._warm_fraction(i, self.share[i] * cores)
+                f, busy_f = self._warm_fraction(i, self.share[i] * cores)
                 warming = warming or f < WARM
                 cap *= f
-            if cap != self.cap_sub[i]:
+            if cap != self.cap_sub[i] or busy_f != self.busy_f[i]:
                 self.cap_sub[i] = cap
+                self.busy_f[i] = busy_f
                 changed = True
         self.warming = warming
         return changed
 
-    def _warm_fraction(self, i: int, cores: float) -> float:
+    def _warm_fraction(self, i: int, cores: float) -> tuple[float, float]:
         """Operator i's warm-up fraction until the next recomputation (CPU time had = time since its task
         manager began processing x cores; the curve's exact mean over the interval): its subtasks' mean, or,
-        where its slowest subtask caps it (`_capped_by_slowest`), that subtask's."""
+        where its slowest subtask caps it (`_capped_by_slowest`), that subtask's; and O_BUSY_F, the mean of
+        slowest / own fraction over its subtasks (the warm ones wait for input while the slowest is busy)."""
         w = self.warmup
         assert w is not None
         now, ahead = self.now, self.recost_every * self.dt
         born = self.born[i]
         if self._capped_by_slowest(i):
-            b = max(born)  # the youngest task manager is the slowest
-            return w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
+            youngest = max(born)  # the youngest task manager is the slowest
+            slowest = w.mean_fraction((now - youngest) * cores, (now + ahead - youngest) * cores)
+            if min(born) == youngest:
+                return slowest, 1.0
+            ratio = 0.0
+            last_b, r = math.nan, 1.0
+            for b in born:
+                if b != last_b:
+                    own = w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
+                    last_b, r = b, slowest / own if own > 0.0 else 1.0  # in the dead time no subtask takes any
+                ratio += r
+            return slowest, ratio / len(born)
         total = 0.0
         last_b, f = math.nan, 0.0
         for b in born:  # task managers started together share a birth time: the curve once per run of them
             if b != last_b:
                 last_b, f = b, w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
             total += f  # added one by one, as a plain sum would
-        return total / len(born)
+        return total / len(born), 1.0
 
     def _capped_by_slowest(self, i: int) -> bool:
         """Whether operator i's slowest subtask caps all of it: its input is spread over its subtasks by key or
@@ -630,6 +646,7 @@ class SimModel:
         cap_sub = self.cap_sub
         net = self.net
         reclag = self.reclag
+        busy_f = self.busy_f
         for i in range(n):
             if is_src[i]:
                 src_lag = 0.0
@@ -662,6 +679,7 @@ class SimModel:
                 reclag[i],
                 net[i],
                 self.nd_ms[i],
+                busy_f[i],
             )
         if k >= len(self._rows):
             self._alloc_rows(2 * len(self._rows))

@@ -68,6 +68,7 @@ from harness.backends.sim.model import (
     O_BLOCKED,
     O_BLOCKED_LANE0,
     O_BUFFER,
+    O_BUSY_F,
     O_CAP,
     O_IN,
     O_IN_LANE0,
@@ -443,10 +444,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             for row in blk_l:
                 cap = max(row[o + O_CAP] * dt, 1e-12)
                 net = 1.0 if model.net_loss_burns_cpu else row[o + O_NET]
+                busy_f = row[o + O_BUSY_F]  # < 1: warm subtasks wait for input while the slowest works
                 xs = kinds.split(row, o, O_IN, O_IN_LANE0)
                 bs = kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)
                 for kk in range(nk):
-                    b = min(1.0, xs[kk] / cap)
+                    b = min(1.0, xs[kk] / cap) * busy_f
                     if b >= FULL:
                         lv_queued[kk] += 1.0
                     lv_busy[kk] += b
@@ -672,7 +674,7 @@ def timeseries(model: SimModel, blind: Sequence[tuple[float, float]] = ()) -> pa
         share = rows[:, o + O_SHARE]
         # mean subtask busy fraction; the busiest subtask's extra load from skew is ignored here
         cap = np.maximum(rows[:, o + O_CAP] * dt * par, 1e-12)
-        busy = np.minimum(1.0, rows[:, o + O_IN] / cap)
+        busy = np.minimum(1.0, rows[:, o + O_IN] / cap) * rows[:, o + O_BUSY_F]
         bp = np.minimum(1.0 - busy, rows[:, o + O_BLOCKED] / cap)
         quota = np.maximum(share, 1e-9) * tm_cores
         idle_f = np.minimum(1.0, c.idle_fraction * tm_cores / quota)
