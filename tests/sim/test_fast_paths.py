@@ -64,7 +64,9 @@ class ReferenceModel(NumpyRowModel):
         if not self._capped_by_slowest(i):
             return sum(each) / len(each), 1.0
         slowest = min(each)
-        return slowest, (1.0 if len(set(self.born[i])) == 1 else sum(slowest / f if f > 0.0 else 1.0 for f in each) / len(each))
+        if len(set(self.born[i])) == 1:
+            return slowest, 1.0
+        return slowest, sum(slowest / f if f > 0.0 else 1.0 for f in each) / len(each)
 
     def _apply_capacities(self) -> None:
         if getattr(self, "_in_layout", False):
