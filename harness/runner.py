@@ -212,7 +212,7 @@ def _run_experiment(
                 "query": topology.query,
                 "operators": [
                     {"name": o.name, "upstream": list(o.upstream), "topic": o.topic, "capacity": o.capacity,
-                     "selectivity": o.selectivity}
+                     "selectivity": o.selectivity, "keyed": o.keyed}
                     for o in topology.operators
                 ],
             },

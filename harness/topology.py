@@ -37,6 +37,25 @@ class OperatorSpec:
     def is_source(self) -> bool:
         return not self.upstream
 
+    @property
+    def keyed(self) -> bool:
+        """Its input is partitioned by key (it keeps state in key groups), not sent forward or round-robin."""
+        return not self.is_source and (self.state_bytes_per_record > 0 or self.state_ttl_s is not None)
+
+
+def input_spread(keyed: bool, parallelism: int, upstream_parallelisms: Iterable[int]) -> bool:
+    """Whether a (non-source) operator's input is spread over its subtasks by key or round-robin (Flink
+    rebalances where an upstream runs at another parallelism) rather than paired one to one (forward). A sender
+    blocks as soon as one channel runs out of credit, so there its slowest subtask caps all of them."""
+    return keyed or any(u != parallelism for u in upstream_parallelisms)
+
+
+def fed_by_several_channels(keyed: bool, parallelism: int, upstream_parallelisms: Iterable[int]) -> bool:
+    """Whether each subtask takes records over several channels: its input spread (`input_spread`) from an
+    upstream at 2+ subtasks. The layout in which the calibration's bottleneck phase measured `fed_scaled_out`."""
+    ups = tuple(upstream_parallelisms)
+    return input_spread(keyed, parallelism, ups) and any(u > 1 for u in ups)
+
 
 @dataclass(frozen=True)
 class Topology:

@@ -223,16 +223,17 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  "left out.")
         _table_section(md, h, "CPU readings by load: local vs sim", intro, inp.cpu)
     if inp.saturation and inp.saturation[1]:
-        intro = ("What an operator took per subtask where it was at its limit, against the calibrated capacity the "
-                 "sim runs with (and, where calibrated apart, the one it runs at while an operator feeding it runs "
-                 "scaled out): a backlog drains at that rate, so where the local runs took less the sim drains "
-                 "sooner and its latencies come out lower. At its limit over a CPU reading's span: the CPU reading "
+        intro = ("What an operator took per subtask where it was at its limit, against the capacity the sim runs it "
+                 "at in the same input layout (a subtask fed over several channels, by key or round-robin from 2+ "
+                 "upstream subtasks, at the fraction its calibration measured there, where it did): a backlog drains "
+                 "at that rate, so where the local runs took less the sim drains sooner and its latencies come out "
+                 "lower. At its limit over a CPU reading's span: the CPU reading "
                  f"at least {SATURATED_CPU:.2f} of the quota, not itself backpressured, and records waiting at its "
                  f"input (an upstream operator backpressured, or, for a source, records {WAITED_S:.0f} s or more in "
                  "Kafka). Pooled per query over its cells' runs; spans at another CPU share, within "
                  f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start or with a rate missing are left out; n/a: never "
                  "seen at its limit.")
-        _table_section(md, h, "Rates at the limit: local vs the calibrated capacity", intro, inp.saturation)
+        _table_section(md, h, "Rates at the limit: local vs the sim's capacity", intro, inp.saturation)
     md.append("\n## Cells\n")
     h.append("<h2>Cells</h2>")
     for c in inp.cells:

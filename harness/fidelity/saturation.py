@@ -14,9 +14,10 @@ Its rate is the mean of its records (a source's sent, any other's received) per 
 with a sample missing is unknown and left out, not 0. Spans within `AFTER_RESTART_S` of a (re)start, or at a
 CPU share other than 1, are left out, as for the busy and CPU readings. Both sides are pooled per query and
 operator over all the cells' runs (the profile is the query's): the figure is the median over the spans, with
-the quartiles. Beside the capacity stands the one the sim runs the operator at where an operator feeding it runs
-scaled out (`calibrated_profile.FedScaledOut`), where calibrated. It only reports: nothing here feeds the model
-(model, don't tune).
+the quartiles. Spans are kept apart by how the operator took its input then (`InputLayout`): a subtask fed over
+several channels (by key or round-robin from 2+ upstream subtasks) runs at the fraction the calibration measured
+there (`calibrated_profile.FedScaledOut`), so each layout is set against the capacity the sim runs it at in that
+layout. It only reports: nothing here feeds the model (model, don't tune).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -32,10 +34,20 @@ import pandas as pd
 from harness.calibrated_profile import HELD_BACK
 from harness.fidelity.machines import sim_costs
 from harness.fidelity.readings import AFTER_RESTART_S, capacities, in_force, operators, since_restart, span_means
+from harness.topology import fed_by_several_channels
 from harness.vocabulary import Metric
 
 SATURATED_CPU = 0.95  # a CPU reading this close to the quota: the controller held the operator to it
 WAITED_S = 5.0  # records that waited this long in Kafka: a backlog at the sources' input
+
+
+class InputLayout(StrEnum):
+    """How an operator's subtasks took their input over a span."""
+
+    SOURCE = "a source's partitions"
+    ONE_CHANNEL = "one channel per subtask"  # one upstream subtask, or forward pairs
+    SEVERAL_CHANNELS = "several channels per subtask"  # by key or round-robin from 2+ upstream subtasks
+    UNKNOWN = "unknown"  # an upstream's parallelism unread, or a record from before the keyed flag was kept
 
 
 @dataclass(frozen=True)
@@ -53,16 +65,19 @@ class Spread:
 class SaturationRow:
     query: str
     operator: str
-    capacity: float  # the calibrated capacity per subtask at CPU share 1 the sim ran with
-    fed_capacity: float | None  # the same where a feeding operator runs scaled out (None: not calibrated apart)
+    layout: InputLayout
+    capacity: float  # the calibrated capacity per subtask at CPU share 1
+    sim_capacity: float  # the one the sim runs the operator at in this layout (the fed fraction applied)
     local: Spread
     sim: Spread
 
 
-def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str]) -> pd.DataFrame:
-    """One run's spans where `operator` was at its limit: columns rate (records per subtask, the span's mean)
-    and seconds (the span)."""
-    empty = pd.DataFrame({"rate": pd.Series(dtype=float), "seconds": pd.Series(dtype=float)})
+def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str],
+             keyed: bool | None = False) -> pd.DataFrame:
+    """One run's spans where `operator` was at its limit: columns rate (records per subtask, the span's mean),
+    seconds (the span) and layout (its `InputLayout` then; `keyed` None: not recorded)."""
+    empty = pd.DataFrame({"rate": pd.Series(dtype=float), "seconds": pd.Series(dtype=float),
+                          "layout": pd.Series(dtype=str)})
     ts = rec.timeseries
     agg = ts[ts.subtask == -1]
 
@@ -93,8 +108,22 @@ def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str]) -> 
         queued = np.asarray((np.nan_to_num(ups, nan=0.0) >= HELD_BACK).any(axis=0), dtype=bool)
     keep = ((cpu.to_numpy() >= SATURATED_CPU) & (sh == 1.0) & (since >= AFTER_RESTART_S) & (p >= 1)
             & (own < HELD_BACK) & queued & np.isfinite(took))  # own NaN: unknown, left out
-    rows = [(took[i] / p[i], span) for i in np.flatnonzero(keep)]
-    return pd.DataFrame(rows, columns=["rate", "seconds"]) if rows else empty
+    up_par = [in_force(series(Metric.PARALLELISM, up).dropna(), t, math.nan) for up in upstream]
+    rows = [(took[i] / p[i], span, str(_layout(source, keyed, int(p[i]), [u[i] for u in up_par])))
+            for i in np.flatnonzero(keep)]
+    return pd.DataFrame(rows, columns=["rate", "seconds", "layout"]) if rows else empty
+
+
+def _layout(source: bool, keyed: bool | None, parallelism: int, upstream: Sequence[float]) -> InputLayout:
+    if source:
+        return InputLayout.SOURCE
+    if not upstream or any(not math.isfinite(u) for u in upstream):
+        return InputLayout.UNKNOWN
+    ups = [int(u) for u in upstream]
+    answers = {fed_by_several_channels(k, parallelism, ups) for k in ((True, False) if keyed is None else (keyed,))}
+    if len(answers) > 1:  # keyed or forward decides it, and the record does not say which
+        return InputLayout.UNKNOWN
+    return InputLayout.SEVERAL_CHANNELS if answers.pop() else InputLayout.ONE_CHANNEL
 
 
 def _spread(runs: Sequence[pd.DataFrame]) -> Spread:
@@ -105,45 +134,54 @@ def _spread(runs: Sequence[pd.DataFrame]) -> Spread:
     return Spread(float(med), float(q25), float(q75), float(spans.seconds.sum()), sum(1 for r in runs if len(r)))
 
 
+def _keyed(sim: Any) -> dict[str, bool | None]:
+    """Each operator's keyed flag as the record keeps it (None: a record from before it was kept)."""
+    specs = (sim.meta.get("topology") or {}).get("operators", [])
+    return {str(sp["name"]): (bool(sp["keyed"]) if "keyed" in sp else None) for sp in specs}
+
+
 def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[SaturationRow]:
-    """Per query and operator (pooled over its cells' local and sim records): both sides' records per subtask
-    at the limit against the calibrated capacity. An operator neither side was seen at its limit has no row, nor
-    one whose sim records hold no calibrated capacity."""
-    pooled: dict[tuple[str, str], tuple[float, float | None, list[pd.DataFrame], list[pd.DataFrame]]] = {}
+    """Per query, operator and input layout (pooled over its cells' local and sim records): both sides'
+    records per subtask at the limit against the capacity the sim runs the operator at in that layout. A layout
+    neither side was seen at its limit in has no row, nor an operator whose sim records hold no calibrated
+    capacity."""
+    pooled: dict[tuple[str, str], tuple[float, float, list[pd.DataFrame], list[pd.DataFrame]]] = {}
     for local, sims in cells.values():
         if not local or not sims:
             continue
         query = str((sims[0].meta.get("topology") or {}).get("query", "?"))
         caps = capacities(sims[0])
         fed = sim_costs(sims[0]).get("fed_scaled_out") or {}  # absent in records from before it was modelled
+        keyed = _keyed(sims[0])
         for name, source, ups in operators(sims[0]):
             if name not in caps:
                 continue
-            fed_cap = caps[name] * float(fed[name]) if name in fed else None
-            _, _, loc, sim = pooled.setdefault((query, name), (caps[name], fed_cap, [], []))
-            loc += [at_limit(r, name, source, ups) for r in local]
-            sim += [at_limit(r, name, source, ups) for r in sims]
+            _, _, loc, sim = pooled.setdefault((query, name), (caps[name], float(fed.get(name, 1.0)), [], []))
+            loc += [at_limit(r, name, source, ups, keyed.get(name)) for r in local]
+            sim += [at_limit(r, name, source, ups, keyed.get(name)) for r in sims]
     out = []
-    for (query, name), (cap, fed_cap, loc, sim) in pooled.items():
-        lo, si = _spread(loc), _spread(sim)
-        if lo.runs or si.runs:
-            out.append(SaturationRow(query, name, cap, fed_cap, lo, si))
+    for (query, name), (cap, fed_fraction, loc, sim) in pooled.items():
+        for layout in InputLayout:
+            lo = _spread([r[r.layout == str(layout)] for r in loc])
+            si = _spread([r[r.layout == str(layout)] for r in sim])
+            if lo.runs or si.runs:
+                at = cap * fed_fraction if layout is InputLayout.SEVERAL_CHANNELS else cap
+                out.append(SaturationRow(query, name, layout, cap, at, lo, si))
     return out
 
 
 def saturation_table(rows: Sequence[SaturationRow]) -> tuple[list[str], list[list[str]]]:
     """The report's table: n/a where a side was never seen at the limit, never 0."""
-    head = ["query", "operator", "calibrated capacity per subtask", "fed by a scaled-out operator",
-            "local at its limit: median (quartiles)", "local time at the limit (runs)", "local / calibrated",
+    head = ["query", "operator", "input", "calibrated capacity per subtask", "the sim's capacity in this layout",
+            "local at its limit: median (quartiles)", "local time at the limit (runs)", "local / the sim's",
             "sim at its limit: median (time)"]
 
     def rate(s: Spread) -> str:
         return "n/a" if math.isnan(s.median) else f"{s.median:,.0f} ({s.q25:,.0f}-{s.q75:,.0f})"
 
-    body = [[r.query, r.operator, f"{r.capacity:,.0f}",
-             "not calibrated apart" if r.fed_capacity is None else f"{r.fed_capacity:,.0f}", rate(r.local),
+    body = [[r.query, r.operator, str(r.layout), f"{r.capacity:,.0f}", f"{r.sim_capacity:,.0f}", rate(r.local),
              f"{r.local.seconds:.0f} s ({r.local.runs})",
-             "n/a" if math.isnan(r.local.median) else f"{r.local.median / r.capacity:.2f}",
+             "n/a" if math.isnan(r.local.median) else f"{r.local.median / r.sim_capacity:.2f}",
              "n/a" if math.isnan(r.sim.median) else f"{r.sim.median:,.0f} ({r.sim.seconds:.0f} s)"]
             for r in rows]
     return head, body

@@ -606,7 +606,14 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     a sample missing, are left out; both sides are pooled per query over the cells' runs; n/a, never 0."""
     from harness.calibrated_profile import HELD_BACK
     from harness.fidelity.readings import AFTER_RESTART_S
-    from harness.fidelity.saturation import SATURATED_CPU, WAITED_S, at_limit, saturation_rows, saturation_table
+    from harness.fidelity.saturation import (
+        SATURATED_CPU,
+        WAITED_S,
+        InputLayout,
+        at_limit,
+        saturation_rows,
+        saturation_table,
+    )
     from harness.record import RunRecord, timeseries_table
 
     m, src = matrix(tmp_path)
@@ -618,11 +625,12 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
                          if t - (0.0 if t < rescale_at else rescale_at) >= AFTER_RESTART_S])
 
     def record(name: str, took: float = 0.8, cpu: float = 0.98, upstream_bp: float = 600.0, own_bp: float = 0.0,
-               waited_s: float = 20.0, gap_at: float | None = None, as_sim: bool = False) -> RunRecord:
-        """Map and source at 1 subtask until `rescale_at`, then 2, each taking `took` x its capacity per subtask
-        (5-s samples), the CPU read every 15 s; the source backpressured `upstream_bp`, the map `own_bp` ms/s."""
+               waited_s: float = 20.0, gap_at: float | None = None, as_sim: bool = False,
+               map_after: float = 2.0) -> RunRecord:
+        """Map and source at 1 subtask until `rescale_at`, then 2 (the map `map_after`), each taking `took` x its
+        capacity per subtask (5-s samples), the CPU read every 15 s; the source backpressured `upstream_bp`, the
+        map `own_bp` ms/s."""
         t = np.arange(5.0, end, 5.0)
-        par = np.where(t < rescale_at, 1.0, 2.0)
         frac = np.full(len(t), took)
         if gap_at is not None:
             frac[np.argmin(np.abs(t - gap_at))] = np.nan
@@ -630,6 +638,7 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
         parts: list[tuple[str, str, np.ndarray, np.ndarray]] = [
             ("latency_kafka", "", t, np.full(len(t), waited_s))]
         for op, metric, bp in (("map", "records_in", own_bp), ("bids_source", "records_out", upstream_bp)):
+            par = np.where(t < rescale_at, 1.0, map_after if op == "map" else 2.0)
             parts += [(metric, op, t, frac * caps[op] * par), ("parallelism", op, t, par),
                       ("backpressured_ms", op, t, np.full(len(t), bp)), ("cpu", op, read, np.full(len(read), cpu))]
         table = timeseries_table(np.concatenate([x[2] for x in parts]), [x[0] for x in parts for _ in x[2]],
@@ -670,18 +679,32 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert mp.local.seconds == pytest.approx(2 * 15.0 * spans_per_run)
     assert mp.local.q25 == pytest.approx(0.6 * caps["map"]) and mp.local.q75 == pytest.approx(0.8 * caps["map"])
     assert mp.sim.runs == 1 and mp.sim.median == pytest.approx(caps["map"])
+    assert mp.layout is InputLayout.ONE_CHANNEL  # one source subtask, then forward pairs: one channel each
     head, body = saturation_table([mp])
     line = dict(zip(head, body[0], strict=True))
-    assert line["local / calibrated"] == f"{mp.local.median / caps['map']:.2f}"
+    assert line["local / the sim's"] == f"{mp.local.median / caps['map']:.2f}"
     assert line["sim at its limit: median (time)"] == f"{caps['map']:,.0f} ({15.0 * spans_per_run:.0f} s)"
     # a side never at its limit reads n/a, never 0
     (cool,) = [r for r in saturation_rows({"a": ([record("c", cpu=0.5)], [full_sim])}) if r.operator == "map"]
     head, (row,) = saturation_table([cool])
     cols = dict(zip(head, row, strict=True))
-    assert cols["local at its limit: median (quartiles)"] == "n/a" and cols["local / calibrated"] == "n/a"
-    # the capacity fed by a scaled-out operator, where the sim's record says it ran at a fraction of it
-    assert cols["fed by a scaled-out operator"] == "not calibrated apart"
+    assert cols["local at its limit: median (quartiles)"] == "n/a" and cols["local / the sim's"] == "n/a"
+    # spans fed over several channels (the map at 3 behind 2 source subtasks: round-robin) are kept apart from
+    # those fed by one and set against the capacity the sim runs at there: the fed fraction where calibrated
     fed_sim = dataclasses.replace(record("sim-fed", cpu=0.5, as_sim=True), meta={**sim.meta, "backend": {
         **sim.meta["backend"], "costs": {**sim.meta["backend"]["costs"], "fed_scaled_out": {"map": 0.8}}}})
-    (fed_row,) = [r for r in saturation_rows({"a": ([full], [fed_sim])}) if r.operator == "map"]
-    assert fed_row.fed_capacity == pytest.approx(0.8 * caps["map"])
+    split = {r.layout: r for r in saturation_rows({"a": ([record("rr", map_after=3.0)], [fed_sim])})
+             if r.operator == "map"}
+    assert set(split) == {InputLayout.ONE_CHANNEL, InputLayout.SEVERAL_CHANNELS}
+    one, several = split[InputLayout.ONE_CHANNEL], split[InputLayout.SEVERAL_CHANNELS]
+    assert one.sim_capacity == pytest.approx(caps["map"]) and several.sim_capacity == pytest.approx(0.8 * caps["map"])
+    assert one.local.seconds + several.local.seconds == pytest.approx(15.0 * spans_per_run)
+    assert several.local.seconds > 0 and one.local.seconds > 0
+    head, (row,) = saturation_table([several])
+    assert dict(zip(head, row, strict=True))["local / the sim's"] == f"{0.8 * caps['map'] / (0.8 * caps['map']):.2f}"
+    # a record from before the keyed flag was kept: forward or keyed cannot be told apart at equal parallelism
+    old_meta = {**sim.meta, "topology": {**sim.meta["topology"], "operators": [
+        {k: v for k, v in sp.items() if k != "keyed"} for sp in sim.meta["topology"]["operators"]]}}
+    old_sim = dataclasses.replace(record("sim-old", as_sim=True), meta=old_meta)
+    layouts = {r.layout for r in saturation_rows({"a": ([full], [old_sim])}) if r.operator == "map"}
+    assert layouts == {InputLayout.ONE_CHANNEL, InputLayout.UNKNOWN}  # 1 behind 1: one channel; 2 behind 2: unknown

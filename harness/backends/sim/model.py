@@ -88,7 +88,7 @@ from harness.backends.sim.costs import RunCosts, run_costs
 from harness.backends.sim.kafka import FifoTopic, regroup
 from harness.kafka_settings import KafkaSettings
 from harness.metrics.latency import E2E_BUCKETS_S
-from harness.topology import OperatorSpec, Topology
+from harness.topology import OperatorSpec, Topology, fed_by_several_channels, input_spread
 
 RECOST_EVERY_S = 5.0  # state-dependent and warming capacities are recomputed this often
 WARM = 0.999  # a warm-up fraction above this counts as warm (no more recomputing)
@@ -150,7 +150,7 @@ def subtask_units(spec: OperatorSpec, partitions: int) -> int | None:
     """Whole units spread over subtasks: Kafka partitions (sources), key groups (stateful), else none."""
     if spec.is_source:
         return partitions
-    if spec.state_bytes_per_record > 0 or spec.state_ttl_s is not None:
+    if spec.keyed:
         return spec.max_parallelism
     return None
 
@@ -366,13 +366,13 @@ class SimModel:
         one, and a source's partitions are independent: those run at their subtasks' mean."""
         if self.is_src[i]:
             return False
-        return self.units[i] is not None or any(self.par[u] != self.par[i] for u in self.ups[i])
+        return input_spread(self.units[i] is not None, self.par[i], (self.par[u] for u in self.ups[i]))
 
     def _fed_by_several_channels(self, i: int) -> bool:
-        """Whether each subtask of operator i takes records over several channels: an upstream at 2+ subtasks
-        that spreads them by key or round-robin (a forward pair has one channel per subtask). The layout the
-        calibration's bottleneck phase measured `fed_scaled_out` in."""
-        return self._capped_by_slowest(i) and any(self.par[u] > 1 for u in self.ups[i])
+        """`harness.topology.fed_by_several_channels` for operator i now."""
+        if self.is_src[i]:
+            return False
+        return fed_by_several_channels(self.units[i] is not None, self.par[i], [self.par[u] for u in self.ups[i]])
 
     def _configure(self) -> None:
         """The layout after a change of parallelism, partitions or network loss, then the capacities."""
