@@ -5,7 +5,8 @@ How fast a backlog drains, and so the latencies, follows from what the bottlenec
 local runs' operators take less there than the profile says, the sim drains sooner than the real stack and its
 latencies come out lower, whatever the autoscaler did. An operator is at its limit over a CPU reading's span
 (the time since the run's previous CPU reading: 15 s locally, 5 s on the sim) when all of these hold:
-- its CPU reading is at least `SATURATED_CPU` of the quota (the CPU controller held it to its quota);
+- its CPU reading is at least `SATURATED_CPU` of what it read saturated in its calibration (the profile's
+  saturated fraction of the quota, which the sim's CPU tops out at: the CPU controller held it to its quota);
 - it was not itself held back: backpressured under `HELD_BACK` of the span;
 - records waited at its input: an upstream operator was backpressured `HELD_BACK` or more of the span, or,
   for a source, records waited in Kafka `WAITED_S` or more (the job's Kafka latency; with two sources that
@@ -37,7 +38,7 @@ from harness.fidelity.readings import AFTER_RESTART_S, capacities, in_force, ope
 from harness.topology import fed_by_several_channels
 from harness.vocabulary import Metric
 
-SATURATED_CPU = 0.95  # a CPU reading this close to the quota: the controller held the operator to it
+SATURATED_CPU = 0.95  # a CPU reading this close to the saturated one: the controller held the operator to it
 WAITED_S = 5.0  # records that waited this long in Kafka: a backlog at the sources' input
 
 
@@ -73,9 +74,10 @@ class SaturationRow:
 
 
 def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str],
-             keyed: bool | None = False) -> pd.DataFrame:
+             keyed: bool | None = False, cpu_saturated: float = 1.0) -> pd.DataFrame:
     """One run's spans where `operator` was at its limit: columns rate (records per subtask, the span's mean),
-    seconds (the span) and layout (its `InputLayout` then; `keyed` None: not recorded)."""
+    seconds (the span) and layout (its `InputLayout` then; `keyed` None: not recorded). `cpu_saturated`: the
+    share of its quota its CPU reached saturated in the calibration."""
     empty = pd.DataFrame({"rate": pd.Series(dtype=float), "seconds": pd.Series(dtype=float),
                           "layout": pd.Series(dtype=str)})
     ts = rec.timeseries
@@ -106,7 +108,7 @@ def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str],
     else:  # any upstream held back (a join has two): one with a reading missing hides no other
         ups = np.array([span_means(h, t, span) for h in held]) / 1000.0
         queued = np.asarray((np.nan_to_num(ups, nan=0.0) >= HELD_BACK).any(axis=0), dtype=bool)
-    keep = ((cpu.to_numpy() >= SATURATED_CPU) & (sh == 1.0) & (since >= AFTER_RESTART_S) & (p >= 1)
+    keep = ((cpu.to_numpy() >= SATURATED_CPU * cpu_saturated) & (sh == 1.0) & (since >= AFTER_RESTART_S) & (p >= 1)
             & (own < HELD_BACK) & queued & np.isfinite(took))  # own NaN: unknown, left out
     up_par = [in_force(series(Metric.PARALLELISM, up).dropna(), t, math.nan) for up in upstream]
     rows = [(took[i] / p[i], span, str(_layout(source, keyed, int(p[i]), [u[i] for u in up_par])))
@@ -153,12 +155,14 @@ def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) ->
         caps = capacities(sims[0])
         fed = sim_costs(sims[0]).get("fed_scaled_out") or {}  # absent in records from before it was modelled
         keyed = _keyed(sims[0])
+        saturated = sim_costs(sims[0]).get("cpu_saturated") or {}  # absent in older records: the whole quota
         for name, source, ups in operators(sims[0]):
             if name not in caps:
                 continue
             _, _, loc, sim = pooled.setdefault((query, name), (caps[name], float(fed.get(name, 1.0)), [], []))
-            loc += [at_limit(r, name, source, ups, keyed.get(name)) for r in local]
-            sim += [at_limit(r, name, source, ups, keyed.get(name)) for r in sims]
+            args = (name, source, ups, keyed.get(name), float(saturated.get(name, 1.0)))
+            loc += [at_limit(r, *args) for r in local]
+            sim += [at_limit(r, *args) for r in sims]
     out = []
     for (query, name), (cap, fed_fraction, loc, sim) in pooled.items():
         for layout in InputLayout:

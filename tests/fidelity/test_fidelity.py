@@ -657,6 +657,10 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert at_limit(full, "map", False, ["bids_source"]).rate.to_numpy() == pytest.approx(0.8 * caps["map"])
     # each condition fails alone: CPU under the quota's SATURATED_CPU, nothing waiting upstream, held back itself
     assert spans(record("cool", cpu=SATURATED_CPU - 0.02)) == 0
+    # the CPU counted saturated from what the operator read saturated in its calibration (its quota's share)
+    assert len(at_limit(record("cool1", cpu=0.92), "map", False, ["bids_source"])) == 0
+    assert len(at_limit(record("cool2", cpu=0.92), "map", False, ["bids_source"], cpu_saturated=0.96)) == \
+        spans_per_run
     assert spans(record("free", upstream_bp=HELD_BACK * 1000 - 50)) == 0
     assert spans(record("held", own_bp=HELD_BACK * 1000 + 50)) == 0
     # a source counts where records waited WAITED_S in Kafka (it has no upstream), not where they did not, nor

@@ -402,6 +402,8 @@ class SimBackend:
                 # the capacity's fraction where a feeding operator runs scaled out, where measured
                 "fed_scaled_out": {nm: round(op.fed_scaled_out, 4) for nm, op in zip(m.names, c.ops, strict=True)
                                    if op.fed_scaled_out != 1.0},
+                # the share of its quota a saturated task manager's CPU reached in the calibration
+                "cpu_saturated": {nm: round(op.saturated_fraction, 4) for nm, op in zip(m.names, c.ops, strict=True)},
                 "taskmanager_startup_s": c.startup_s,
                 "host_share": c.host.model_dump(mode="json") if c.host is not None else None,
                 "host_speed_sha256_mb": c.host_speed_sha256_mb,  # the profile's host's; this run measures none
