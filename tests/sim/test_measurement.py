@@ -243,22 +243,46 @@ def test_noise_is_seeded_per_subtask_and_deterministic() -> None:
     assert len(set(busy)) == 3  # three subtasks, three draws
 
 
-def test_meters_lag_a_load_step_by_their_update_interval() -> None:
+def test_meters_lag_a_load_step_by_their_update_interval_and_their_60_s_window() -> None:
+    """Flink's busy/idle/backpressured gauges (TimerGauge, Flink 1.17+) update every 5 s and report the mean of
+    the last 60 s of updates: a load step shows at the next update, and in full once the window has passed it."""
     # 1k/s for 300 s, then 3k/s: mid's true utilisation steps from 0.25 to 0.75 at t = 300
-    rates = np.concatenate([np.full(300, 1_000.0), np.full(300, 3_000.0)])
-    b = start(LoadPattern("step", rates, 1.0))
-    b.advance_to(299)
-    before = b.snapshot(15).op("mid").busy_ms_per_s
-    b.advance_to(302)  # the step happened, but no meter update has covered it yet
-    just_after = b.snapshot(15).op("mid")
-    b.advance_to(330)
-    after = b.snapshot(15).op("mid").busy_ms_per_s
-    assert before == pytest.approx(250.0, rel=0.02)
-    assert just_after.busy_ms_per_s == pytest.approx(before, rel=0.02)
-    assert after == pytest.approx(750.0, rel=0.02)
+    rates = np.concatenate([np.full(300, 1_000.0), np.full(400, 3_000.0)])
+    # at t = 330 the three updates read (their last 5 s before the scrapes at 320-330, less the meters' delay)
+    # hold 17-32 s of the new load: a 60-s window is that share of the way up, a 5-s one all of it
+    for window_s, lo, hi in ((60.0, 0.25 + 0.5 * 17 / 60, 0.25 + 0.5 * 32 / 60), (5.0, 0.74, 0.76)):
+        b = start(LoadPattern("step", rates, 1.0), meter_window_s=window_s)
+        b.advance_to(299)
+        before = b.snapshot(15).op("mid").busy_ms_per_s
+        b.advance_to(302)  # the step happened, but no meter update has covered it yet
+        just_after = b.snapshot(15).op("mid")
+        b.advance_to(330)
+        after = b.snapshot(15).op("mid").busy_ms_per_s
+        b.advance_to(390)  # 60 s later every window is past the step
+        late = b.snapshot(15).op("mid").busy_ms_per_s
+        assert before == pytest.approx(250.0, rel=0.02)
+        assert just_after.busy_ms_per_s == pytest.approx(before, rel=0.02)
+        assert 1000.0 * lo <= after <= 1000.0 * hi, window_s
+        assert late == pytest.approx(750.0, rel=0.02)
     # counters are exact: the rate over the window's scrapes already moved (they end at t = 300 here)
     b.advance_to(311)
     assert b.snapshot(15).op("mid").records_in_per_s > 1_500
+
+
+def test_a_restarted_tasks_gauges_average_only_since_it_started() -> None:
+    """A rescale restarts the job's tasks and with them their gauges: 30 s after the restart the busy reading
+    holds only the new deployment's load, not the minute before it."""
+    rates = np.concatenate([np.full(300, 3_000.0), np.full(400, 1_000.0)])  # mid: 0.75, then 0.25 of its capacity
+    b = start(LoadPattern("step", rates, 1.0), prof=profile(startup_s=0.0), meter_window_s=60.0)
+    b.advance_to(300)
+    assert b.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(750.0, rel=0.02)
+    assert b.rescale({"sink": 2}, None).ok  # mid keeps its one subtask; the whole job restarts (5 s down)
+    b.advance_to(b.now() + 40.0)
+    restarted = b.snapshot(15).op("mid").busy_ms_per_s
+    assert restarted == pytest.approx(250.0, rel=0.25)  # the new load, and the 5 s of records it caught up on
+    quiet = start(LoadPattern("step", rates, 1.0), prof=profile(startup_s=0.0), meter_window_s=60.0)
+    quiet.advance_to(b.now())  # no restart: its windows still hold 15-25 s of the load before the step
+    assert quiet.snapshot(15).op("mid").busy_ms_per_s > restarted + 80.0
 
 
 def test_is_backpressured_is_a_sampled_flag_and_the_upstream_of_a_bottleneck_is_blocked() -> None:

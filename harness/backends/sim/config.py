@@ -82,6 +82,10 @@ class SimConfig(BaseModel):
     meter_interval_s: PositiveFloat = Field(
         5.0, description="busy/idle/backpressured gauges average over and update every this many seconds "
                          "(Flink's metric view interval; a calibrated profile overrides it)")
+    meter_window_s: PositiveFloat = Field(
+        60.0, description="a busy/idle/backpressured gauge reports the mean of its updates over this many seconds, "
+                          "counted from its task's start after a (re)start (Flink 1.17+ TimerGauge: 60 s, 12 updates; "
+                          "set meter_interval_s for a Flink that reports one update alone)")
     taskmanager_startup_s: NonNegativeFloat | None = Field(
         None, description="a new task manager's start-up before a scale-up takes effect; null = calibrated "
                           "(0 without a calibrated profile)")

@@ -279,6 +279,7 @@ class SimModel:
         self.tms: int | None = None  # registered task managers when they differ from the parallelism (rescales)
         self.down_until = 0.0  # seconds: processing resumes at this time
         self.deployment = 0  # restarts of the job so far (each draws the readings' held errors again)
+        self.restart_steps = [0]  # step at which each deployment began (its tasks' gauges start afresh)
         self.reclag: list[float] = [math.nan] * self.n  # per source: see O_RECLAG
         self.produced = 0.0
         self.processed = 0.0
@@ -450,8 +451,10 @@ class SimModel:
         self.begin_deployment()
 
     def begin_deployment(self) -> None:
-        """The job restarted (a rescale, a recovery): the readings' held errors are drawn again."""
+        """The job restarted (a rescale, a recovery): the readings' held errors are drawn again, and its tasks'
+        busy/idle/backpressured gauges begin a new window (harness.backends.sim.readout)."""
         self.deployment += 1
+        self.restart_steps.append(self.k)
 
     def stop_for(self, downtime_s: float) -> None:
         """No processing from now for `downtime_s` seconds (extends a running downtime)."""

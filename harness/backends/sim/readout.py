@@ -1,9 +1,12 @@
 """Turn the simulator's per-step rows into what autoscalers and the run record read.
 
 Readings are produced the way the local stack produces them (METRICS.md, harness.metrics.promql):
-- Flink's busy / backpressured time gauges average the truth over a meter interval (Flink's metric
-  view: 5 s) and change only at its end, at a phase against the scrapes that reproduces the
-  calibrated lag of the reading behind the truth; each meter update carries the calibrated bias and noise of
+- Flink's busy / idle / backpressured time gauges (TimerGauge) update every meter interval (Flink's metric
+  view: 5 s), at a phase against the scrapes that reproduces the calibrated lag of the reading behind the
+  truth, and report the mean over their last `meter_window_s` (Flink 1.17+: 60 s, twelve updates), or
+  since their task started when that is shorter: a (re)started job's tasks begin new gauges, so right
+  after a rescale a reading holds the new deployment alone and a minute later a whole minute of it (the
+  truth is averaged over the processing steps in that span); each meter update carries the calibrated bias and noise of
   the reading against the true load (`harness.calibrated_profile.GaugeModel`), drawn per subtask
   and update from a seeded table, plus its held error: drawn per subtask once per deployment (a
   restarted job on the local stack reads the same load differently until its next restart). A
@@ -44,6 +47,7 @@ Pure functions over arrays; no I/O.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from functools import partial
 
@@ -187,6 +191,18 @@ def _noise(model: SimModel, seed: int) -> NoiseTable:
 
 
 _new = object.__new__
+
+
+def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int) -> int:
+    """The first step a gauge's update at step `u` averages over: `span` steps back (Flink's TimerGauge keeps
+    the last 60 s of 5-s updates), or the first step its task processed in after the job's latest (re)start, if
+    that is later (a restarted task's gauge starts afresh: its first updates average over what it ran so far)."""
+    lo = max(base, u - span)
+    restart = model.restart_steps[bisect_right(model.restart_steps, u - 1) - 1]
+    if restart <= lo:
+        return lo
+    running = np.flatnonzero(rows[restart - base:u - base, J_PROCESSING] > 0.0)
+    return restart + int(running[0]) if len(running) else u - 1
 
 
 def _utilisation(row: list[float], downstream: tuple[int, ...], dt: float) -> float:
@@ -367,7 +383,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     else:
         inst = [k]
     der_win = max(2, int(round((cfg.lag_deriv_window_s or window_s) / dt)))
-    back = max(win, der_win) + meter + scrape + 1
+    # a gauge's update reports the mean over its last `span` steps, or since its task started if that is later
+    span = max(meter, int(round(cfg.meter_window_s / dt))) if noisy else meter
+    back = max(win, der_win) + span + scrape + 1
     rows = model.rows_array(back)
     base = k - len(rows)  # absolute step of rows[0]
     ii = rows[[s - 1 - base for s in inst]]  # (n_inst, width): the rows scraped
@@ -384,13 +402,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     n_valid = len(upd_v)
     if n_valid == 0:
         blk_l: list[list[float]] = []
-    elif meter == 1:
-        blk_l = rows[[u - 1 - base for u in upd_v]].tolist()
     elif not noisy:
         blk_l = [(rows[-meter:].sum(axis=0) / meter).tolist()]
     else:
-        idx = [u - meter - base + j for u in upd_v for j in range(meter)]
-        blk_l = (rows[idx].reshape(n_valid, meter, -1).sum(axis=1) / meter).tolist()
+        blk_l = [rows[lo - base:u - base].mean(axis=0).tolist()
+                 for u, lo in ((u, _gauge_start(model, rows, base, u, span)) for u in upd_v)]
     # rate(): from the first to the last scrape of the window (exact: the whole window)
     if noisy:
         r_lo, r_hi = inst[0] - base, inst[-1] - base  # rows of steps ending in (first, last]
