@@ -3,7 +3,8 @@
 DS2 takes a subtask's true rate as its records / its busy time, so the busy reading's error decides its
 targets. The sim draws a reading as offset + gain x true utilisation (the line at one subtask, or the
 operator's scaled-out line at two or more where calibrated; a subtask that takes all it can: the
-calibrated backlogged level, where measured), plus the noise of each meter update,
+calibrated backlogged level, where measured), the utilisation averaged over the gauge's window (Flink's
+TimerGauge: the last 60 s, or since the task started), plus the noise of each meter update,
 plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in
 every sim run's costs). This checks that model against the local runs of the same cells: per cell and
 operator, the local readings' mean residual against the model and the spread of their per-deployment means
@@ -99,16 +100,40 @@ def span_means(s: pd.Series, t: np.ndarray, span: float) -> np.ndarray:
 SOURCE_FULL = 0.95  # a source taking this share of its calibrated capacity reads a backlog (rates are noisy)
 
 
+def gauge_window(sim: Any) -> float:
+    """The span a busy reading averages over, as the sim record modelled it (`sim.meter_window_s`; 0 in records
+    from before it was modelled: the reading's own update)."""
+    value = ((sim.meta.get("config") or {}).get("sim") or {}).get("meter_window_s")
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def windowed(values: pd.Series, t: np.ndarray, starts: np.ndarray, window_s: float) -> np.ndarray:
+    """Each sample's mean over (ti - window_s, ti] since the latest (re)start in `starts` (Flink's TimerGauge
+    reports that mean; a restarted task's gauge starts afresh): NaN samples left out; window_s 0: the sample."""
+    v = values.to_numpy(dtype=float)
+    if window_s <= 0.0:
+        return v
+    out = np.full(len(t), np.nan)
+    for i, ti in enumerate(t):
+        start = starts[max(0, int(np.searchsorted(starts, ti, side="right")) - 1)]
+        inside = v[(t > max(ti - window_s, start)) & (t <= ti)]
+        inside = inside[np.isfinite(inside)]
+        if len(inside):
+            out[i] = inside.mean()
+    return out
+
+
 def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float, gain: float,
               starts: np.ndarray, backlogged: float | None = None, upstream: Sequence[str] = (),
-              scaled_out: tuple[float, float] | None = None) -> pd.DataFrame:
+              scaled_out: tuple[float, float] | None = None, window_s: float = 0.0) -> pd.DataFrame:
     """The local run's busy readings of `operator` (the mean over its subtasks) against offset + gain x
     utilisation (at two or more subtasks the `scaled_out` (offset, gain) where calibrated), or the `backlogged`
     level (where calibrated) where records waited at its input, told as the
     calibration tells it: a source taking SOURCE_FULL of `capacity` per subtask or more; any other operator
     not itself held back (backpressured under HELD_BACK) with an `upstream` one held back by it. Columns ts,
     residual, deployment (index into `starts`), parallelism. Utilisation is its records per subtask /
-    `capacity`; readings at a CPU share other than 1, or within AFTER_RESTART_S of a (re)start, are left out."""
+    `capacity`, averaged as the gauge averages it (`windowed` over `window_s`, as the sim does); readings at a
+    CPU share other than 1, or within AFTER_RESTART_S of a (re)start, are left out."""
     ts = local.timeseries
     agg = ts[ts.subtask == -1]
     wide = agg[agg.operator == operator].pivot_table(index="ts", columns="metric", values="value",
@@ -122,7 +147,7 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     t = np.asarray(wide.index, dtype=float)
     deployment = np.searchsorted(starts, t, side="right") - 1  # the latest (re)start at or before each reading
     since = t - starts[np.clip(deployment, 0, None)]
-    took = wide[rate_col] / par / capacity
+    took = pd.Series(windowed((wide[rate_col] / par / capacity).clip(0.0, 1.0), t, starts, window_s), wide.index)
 
     def line(off: float, g: float) -> pd.Series:
         return (off + g * took.clip(0.0, 1.0)).clip(0.0, 1.0)
@@ -163,6 +188,7 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
         if not models:  # exact readings, or a record from before the model was recorded
             continue
         starts = [restarts(rec) for rec in local]
+        window_s = gauge_window(sims[0])
         for name, source, ups in operators(sims[0]):
             g = models.get(name)
             if g is None or name not in caps:
@@ -172,7 +198,7 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
             wide = g.get("scaled_out")  # absent in records from before it was modelled: the one line throughout
             wide_line = (float(wide["offset"]), float(wide["gain"])) if isinstance(wide, dict) else None
             parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f, ups,
-                               wide_line)
+                               wide_line, window_s)
                      for rec, st in zip(local, starts, strict=True)]
             # deployments are numbered per run: tell the runs' apart
             frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]

@@ -517,6 +517,35 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     (queued_both,) = [r for r in readings_rows({"ds2": ([held_wide], [sim_rec])}) if r.operator == "map"]
     assert queued_both.deployments == 2 and queued_both.mean_residual == pytest.approx(0.0, abs=1e-9)
     costs["busy_reading"]["map"]["backlogged_mean"] = None
+    # the gauge reports the mean of the last 60 s (Flink's TimerGauge, as the sim record models it): a map whose
+    # load steps from 0.3 to 0.7 of its capacity at t = 300 s without a restart, read through that window, leaves
+    # no residual against the line of its windowed utilisation, and one against the line of each 5-s span
+    import pandas as pd
+
+    from harness.fidelity.readings import windowed
+
+    del costs["busy_reading"]["map"]["scaled_out"]
+    line0 = {"offset": g["offset"], "gain": g["gain"]}
+    costs["busy_reading"]["map"].update(offset=0.1, gain=0.8)
+    load = pd.Series(np.where(t < 300, 0.3, 0.7), index=t)
+    seen = windowed(load, t, np.array([0.0]), 60.0)
+    assert seen[t == 295][0] == pytest.approx(0.3) and seen[t == 360][0] == pytest.approx(0.7)
+    assert seen[t == 330][0] == pytest.approx(0.3 + 0.4 * 7 / 12)  # 7 of its 12 samples (275-330 s) at 0.7
+    assert windowed(load, t, np.array([0.0, 320.0]), 60.0)[t == 330][0] == pytest.approx(0.7)  # restarted at 320
+    cols = [("busy_ms", "map", (0.1 + 0.8 * seen) * 1000.0), ("records_in", "map", load * cap_map),
+            ("parallelism", "map", np.ones(n))]
+    table = timeseries_table(np.tile(t, len(cols)), [c[0] for c in cols for _ in t], [c[1] for c in cols for _ in t],
+                             [-1] * (n * len(cols)), np.concatenate([c[2] for c in cols]))
+    stepped = RunRecord(tmp_path / "local-step", {"backend": {"name": "local"}}, table, sim.events_table, "completed")
+    meta.setdefault("config", {}).setdefault("sim", {})["meter_window_s"] = 60.0
+    (through,) = [r for r in readings_rows({"ds2": ([stepped], [sim_rec])}) if r.operator == "map"]
+    assert through.mean_residual == pytest.approx(0.0, abs=1e-9)
+    meta["config"]["sim"]["meter_window_s"] = 0.0  # each reading against its own span's load: it lags, so it errs
+    (plain,) = [r for r in readings_rows({"ds2": ([stepped], [sim_rec])}) if r.operator == "map"]
+    # 11 readings after the step lag by 0.8 x 0.4 x (11 - k) / 12 each: their sum over the run's 75 readings
+    assert plain.mean_residual == pytest.approx(-0.8 * 0.4 * sum((12 - k) / 12 for k in range(1, 12)) / 75, rel=0.05)
+    costs["busy_reading"]["map"].update(line0)
+    costs["busy_reading"]["map"]["scaled_out"] = {"offset": 0.3, "gain": 0.4, "subtasks": [2]}
     # a record from before the line was modelled (no `scaled_out`): the one line throughout
     del costs["busy_reading"]["map"]["scaled_out"]
     (old,) = [r for r in readings_rows({"ds2": ([wide], [sim_rec])}) if r.operator == "map"]
