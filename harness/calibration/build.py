@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,7 @@ from harness.calibrated_profile import (
     Stat,
     WarmUp,
 )
-from harness.calibration import fit
+from harness.calibration import fit, gauge_window
 from harness.calibration.measure import Measurement, PhaseRecord
 from harness.topology import OperatorSpec, Topology
 
@@ -51,6 +51,9 @@ class OpPlateau:
     p: fit.Plateau
     cpu_reading: np.ndarray  # CPU time / quota over 5 s spans (the `cpu` signal's raw material)
     samples: pd.DataFrame  # the plateau's rows of this operator (all subtasks)
+    # when each of p.busy's and p.backpressured's updates was first seen (empty: not known)
+    busy_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    backpressured_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _share(phase: PhaseRecord, op: str) -> float:
@@ -107,6 +110,18 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                          for _, gs in rows.groupby("subtask")]
                 return np.concatenate(parts) if parts else np.zeros(0)
 
+            def update_times(col: str, rows: pd.DataFrame = rows) -> np.ndarray:
+                """When each of `updates(col)` was first seen, in the same order."""
+                if col not in rows:
+                    return np.zeros(0)
+                parts = []
+                for _, gs in rows.groupby("subtask"):
+                    gs = gs.sort_values("t")
+                    v, t = gs[col].to_numpy(dtype=float), gs.t.to_numpy(dtype=float)
+                    v, t = v[np.isfinite(v)], t[np.isfinite(v)]
+                    parts.append(t[np.concatenate([[True], np.diff(v) != 0.0])] if len(v) else t)
+                return np.concatenate(parts) if parts else np.zeros(0)
+
             cpu_r: list[float] = []
             for _, gs in rows.groupby("subtask"):
                 gs = gs.sort_values("t")
@@ -138,7 +153,7 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                 cpu_jvm=updates("jvm_load"), flagged=flagged, state_bytes=ph.state_bytes,
                 throttled=float(np.mean(thr)) if thr else math.nan, pending=pending, pending_growth=growth,
             )
-            out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows))
+            out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows, update_times("busy_ms"), update_times("bp_ms")))
     return out
 
 
@@ -306,6 +321,48 @@ def _meter_lag(m: Measurement, pls: list[OpPlateau], topology: Topology) -> tupl
     return interval, float(np.median(lags)) if lags else math.nan, len(lags)
 
 
+def _phase_name_at(m: Measurement, t: float) -> str | None:
+    """The phase running at time `t` (the latest begun that has not ended), or None between phases."""
+    for ph in reversed(m.phases):
+        if ph.t0 <= t < ph.t1:
+            return ph.name
+    return None
+
+
+def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlateau],
+                       capacity_at: Callable[[float], float], limiting: dict[str, set[str]], topology: Topology,
+                       full: Callable[[OpPlateau], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(second starts, true busy, true backpressured) of one operator per second of the measurement: its
+    records per subtask / its capacity at the phase's CPU share (1 in a phase it limited: `full`), and, in a phase
+    an operator downstream of it limited, the rest of the second held back; outside every phase, share 1.0 and
+    nothing held back."""
+    phases = sorted((p for p in m.phases if math.isfinite(p.t1)), key=lambda p: p.t0)
+    t0s = np.array([p.t0 for p in phases])
+    full_in = {pl.phase.name for pl in pls if pl.operator == spec.name and full(pl)}
+
+    def phase_at(t: float) -> PhaseRecord | None:
+        k = int(np.searchsorted(t0s, t, side="right")) - 1
+        return phases[k] if k >= 0 and t < phases[k].t1 else None
+
+    def share_at(t: float) -> float:
+        ph = phase_at(t)
+        return _share(ph, spec.name) if ph is not None else 1.0
+
+    def is_full(t: float) -> bool:
+        ph = phase_at(t)
+        return ph is not None and ph.name in full_in
+
+    rows = m.samples[m.samples.operator == spec.name]
+    col = "rec_out" if spec.is_source else "rec_in"
+    seconds, u = gauge_window.utilisation_per_second(rows, col, capacity_at, share_at, is_full)
+    bp = np.zeros(len(seconds))
+    for i, t in enumerate(seconds):
+        ph = phase_at(t)
+        if ph is not None and any(spec.name in topology.ancestors(b) for b in limiting.get(ph.name, ())):
+            bp[i] = max(0.0, 1.0 - u[i]) if math.isfinite(u[i]) else math.nan
+    return seconds, u, bp
+
+
 def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                   downtime_slopes: dict[str, tuple[float, str]] | None = None) -> QueryProfile:
     """The calibrated profile of `m.query` (see module docstring); `downtime_slopes[method]` = (s per GB,
@@ -339,6 +396,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         return any(o.p.backpressured_mean >= HELD_BACK for o in pls
                    if o.phase.name == pl.phase.name and o.operator in ups and math.isfinite(o.p.backpressured_mean))
 
+    starts = gauge_window.restarts(m.samples)  # each restart begins the gauges' windows afresh
     ops: dict[str, OperatorProfile] = {}
     capacities: dict[str, Callable[[float], float]] = {}  # operator -> its capacity at a CPU share
     for spec in topology.operators:
@@ -373,10 +431,15 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         ins = sum(pl.p.rate_in for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
         outs = sum(pl.p.rate_out for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
         selectivity = outs / ins if ins > 0 else spec.selectivity
-        # readings against the truth
+        # readings against the truth: the busy and backpressured gauges average over their window (gauge_window),
+        # so each plateau's readings are set against its operator's true level per second over their windows
+        seconds, u_s, bp_s = _levels_per_second(m, spec, pls, capacity_at, limiting, topology,
+                                                lambda pl: saturated(pl, q) and pl.phase.kind in SATURATING)
+
+
         def truth(pl: OpPlateau, cap_at: Callable[[float], float] = capacity_at,
                   spec: OperatorSpec = spec) -> tuple[float, float, float]:
-            """(true busy, true backpressured, true CPU / quota) of one plateau."""
+            """(true busy, true backpressured, true CPU / quota) over one plateau's own samples."""
             cap = cap_at(pl.p.share)
             u = min(1.0, pl.p.rate_in / cap) if cap > 0 and math.isfinite(pl.p.rate_in) else math.nan
             if saturated(pl, q) and pl.phase.kind in SATURATING:
@@ -385,13 +448,66 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             # the JVM (container-aware) divides by the cgroup quota now in force, as the CPU reading does
             return u, (max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0), pl.p.cores / (q * pl.p.share)
 
-        def gauges(plateaus_: Sequence[OpPlateau]) -> dict[str, tuple[list[float], list[np.ndarray]]]:
-            """Per gauge: the plateaus' true levels and their readings."""
+        def windowed(plateaus_: Sequence[OpPlateau], plain: Sequence[float], level: np.ndarray, gauge: str,
+                     seconds: np.ndarray = seconds) -> tuple[list[float], list[np.ndarray]]:
+            """A windowed gauge's (true levels, readings) per plateau: each update set against the truth over its
+            own window (gauge_window); the plateau's level is their mean, and each update is moved by the line's
+            slope (fitted through the plateaus' means) by as much as its window's truth differs from that mean,
+            so that the spread within a plateau is the gauge's noise, not the window sliding over a load step.
+            A plateau whose updates' times are unknown keeps its own samples' truth and readings."""
+            per: list[np.ndarray | None] = []
+            levels: list[float] = []
+            for pl, lv in zip(plateaus_, plain, strict=True):
+                r, t = getattr(pl.p, gauge), getattr(pl, f"{gauge}_t")
+                u = gauge_window.window_levels(seconds, level, starts, t) if len(t) == len(r) and len(r) else None
+                known = u is not None and bool(np.isfinite(u).any())
+                per.append(u if known else None)
+                levels.append(float(np.nanmean(u)) if known and u is not None else lv)
+            readings = [getattr(pl.p, gauge) for pl in plateaus_]
+            slope = fit.fit_line(np.asarray(levels, dtype=float),
+                                 np.array([np.mean(r) if len(r) else math.nan for r in readings])).slope
+            slope = slope if math.isfinite(slope) else 1.0
+            moved = [r if u is None else r - slope * np.nan_to_num(u - lv, nan=0.0)
+                     for r, u, lv in zip(readings, per, levels, strict=True)]
+            return levels, moved
+
+        def gauges(plateaus_: Sequence[OpPlateau], u_s: np.ndarray = u_s,
+                   bp_s: np.ndarray = bp_s) -> dict[str, tuple[list[float], list[np.ndarray]]]:
+            """Per gauge: the plateaus' true levels and their readings (busy and backpressured as their windows
+            saw them)."""
             t = [truth(pl) for pl in plateaus_]
-            return {"busy": ([x[0] for x in t], [pl.p.busy for pl in plateaus_]),
-                    "backpressured": ([x[1] for x in t], [pl.p.backpressured for pl in plateaus_]),
+            return {"busy": windowed(plateaus_, [x[0] for x in t], u_s, "busy"),
+                    "backpressured": windowed(plateaus_, [x[1] for x in t], bp_s, "backpressured"),
                     "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
                     "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
+
+        def backlogged_updates(pl: OpPlateau, line_: GaugeModel, queued_phases: set[str],
+                               seconds: np.ndarray = seconds, u_s: np.ndarray = u_s) -> np.ndarray:
+            """The busy level B of a subtask with records queued at its input, from one plateau's updates: each is
+            the mean over its window of B in the queued seconds (share q) and of the line elsewhere (its part L),
+            r = (1 - q) L + q B; B by least squares over the updates, returned with the updates' scatter around
+            that fit (the gauge's noise) as stand-ins for the updates. Times unknown: the updates as read."""
+            r, t = pl.p.busy, pl.busy_t
+            if len(t) != len(r):
+                return r
+            queued_s = np.array([_phase_name_at(m, s) in queued_phases for s in seconds])
+            qs, rest = [], []
+            for value, ti in zip(r, t, strict=True):
+                mask = gauge_window.window_mask(seconds, starts, float(ti)) & np.isfinite(u_s)
+                if not mask.any():
+                    continue
+                share = float(queued_s[mask].mean())
+                free = u_s[mask & ~queued_s]
+                line_part = line_.offset + line_.gain * float(free.mean()) if len(free) else 0.0
+                if share > 0.0:
+                    qs.append(share)
+                    rest.append(value - (1.0 - share) * line_part)
+            if not qs:
+                return np.zeros(0)
+            q_a, y = np.asarray(qs), np.asarray(rest)
+            level = float(q_a @ y / (q_a @ q_a))
+            scatter = y - q_a * level
+            return level + scatter - scatter.mean()
 
         lined = [pl for pl in mine if pl.phase.kind != "parallelism"]  # the plateaus the readings' lines go through
         line = gauges(lined)
@@ -415,7 +531,9 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         held = gauges(redeployed)
         busy = fit.gauge_model(*busy_line, deployments=held["busy"])
         readings = OperatorReadings(
-            busy=fit.with_backlogged(busy, [pl.p.busy for pl in queued]),
+            busy=fit.with_backlogged(busy, [backlogged_updates(pl, busy if _subtasks(pl) == 1 or wide is None
+                                                               else wide, {x.phase.name for x in queued})
+                                            for pl in queued]),
             backpressured=fit.gauge_model(*line["backpressured"], deployments=held["backpressured"]),
             cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
             cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),

@@ -28,6 +28,7 @@ from harness.calibrated_profile import (
 )
 from harness.calibration import fit
 from harness.calibration.build import build_profile, plateaus
+from harness.calibration.gauge_window import GAUGE_WINDOW_S
 from harness.calibration.measure import Measurement, PhaseRecord
 from harness.topology import load_topology
 
@@ -59,7 +60,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           costs: dict[str, float] | None = None, throttled_cost: float = 0.0,
                           near_flag: Callable[[float], float] | None = None,
                           cold_taus: tuple[float, ...] = (COLD_TAU_CPU_S,),
-                          cold_offered: tuple[float, ...] = (), fed_cost: float = 0.0) -> Measurement:
+                          cold_offered: tuple[float, ...] = (), fed_cost: float = 0.0,
+                          spread_s: int = 30) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
     the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
     level instead of the line;
@@ -75,7 +77,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     (CPU-seconds), the first named `coldstart`, the others `coldstart-2`, ...; `cold_offered`: each one's offered
     rate over the source's warm capacity (default 1.2: overloaded). `fed_cost`: a record costs an operator 1 + this
     times as much where the operator feeding it runs at two or more subtasks (records of a key from several
-    channels: q11's session window)."""
+    channels: q11's session window). `spread_s`: each spread phase's length (a gauge averages the last 60 s, so
+    30-s phases read a narrower range of loads than they ran)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
@@ -108,6 +111,11 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     length = 30
     pending = 0.0
     extra_subtasks: dict[tuple[str, int], list[float]] = {}  # counters of the operators' 2nd and 3rd subtasks
+    # Flink's busy and backpressured gauges report the mean of the last GAUGE_WINDOW_S seconds since the task
+    # started: each operator's true reading level per second since the job's latest (re)start
+    levels: dict[str, list[float]] = {op: [] for op in ops}
+    bp_levels: dict[str, list[float]] = {op: [] for op in ops}
+    last_par: dict[str, int] | None = None
     for name, kind, rate, shares, target in plan:
         wide_par = {op: (spread_par or {}).get(op, 2) for op in ops}
         # a bottleneck phase scales out the source (a non-source target's upstream) or, the source's, its downstream
@@ -120,16 +128,22 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
         rec = PhaseRecord(name=name, kind=kind, t0=t, settle_s=0.0 if kind == "coldstart" else 5.0, rate=rate,
                           operator=target, parallelism=par,
                           shares={op: shares.get(op, 1.0) for op in ops}, state_bytes=math.nan)
+        if kind == "coldstart" or (last_par is not None and par != last_par):
+            # a new job (on fresh topics: its backlog starts at 0), or the job restarted in another layout: its
+            # tasks' counters and gauges start afresh
+            counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}
+            extra_subtasks.clear()
+            levels = {op: [] for op in ops}
+            bp_levels = {op: [] for op in ops}
+        last_par = par
         if kind == "coldstart":
             rec.extra = {"bin_s": 10.0}
-            # a new job on fresh topics: its counters and the backlog start at 0
-            counters = {op: [0.0, 0.0, 0.0, 0.0] for op in ops}
             pending = 0.0
-            extra_subtasks.clear()
         busy_now = {op: 0.0 for op in ops}
+        bp_now = {op: 0.0 for op in ops}
         if kind == "spread":  # the driver starts the spread layout from an empty queue (the cold start's is drained)
             pending = 0.0
-        for second in range(90 if kind == "coldstart" else length):
+        for second in range(90 if kind == "coldstart" else spread_s if kind == "spread" else length):
             f = warm_fraction(second + 0.5, cold_tau[name]) if kind == "coldstart" else 1.0
             caps = {op: c * f for op, c in warm_caps.items()}
             # a cold start's job works off what queued during its dead time once it can (elsewhere the rate is taken)
@@ -142,18 +156,23 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                 u = x / caps[op] if caps[op] > 0 else 0.0
                 cores = OVERHEAD + (per_record(op, shares.get(op, 1.0), fed[op]) * x / f if f > 0 else 0.0)
                 upstream = bottleneck is not None and ops.index(op) < ops.index(bottleneck)
-                if second % 5 == 0:  # the meter updates every 5 s
-                    level = BUSY_OFFSET + BUSY_GAIN * u if par[op] == 1 else WIDE_OFFSET + WIDE_GAIN * u
-                    if kind == "bottleneck" and op == bottleneck and backlogged_busy is not None:
-                        level = backlogged_busy
-                    if kind == "spread" and op == bottleneck and limited_busy is not None:
-                        level = limited_busy
-                    busy_now[op] = float(np.clip(level + rng.normal(0, BUSY_SD), 0, 1))
+                level = BUSY_OFFSET + BUSY_GAIN * u if par[op] == 1 else WIDE_OFFSET + WIDE_GAIN * u
+                if kind == "bottleneck" and op == bottleneck and backlogged_busy is not None:
+                    level = backlogged_busy
+                if kind == "spread" and op == bottleneck and limited_busy is not None:
+                    level = limited_busy
+                levels[op].append(min(level, 1.0))
+                bp_level = (1 - u) if upstream else 0.0
+                if kind == "bottleneck" and upstream and upstream_bp is not None:
+                    bp_level = upstream_bp
+                bp_levels[op].append(bp_level)
+                if second % 5 == 0:  # the meter updates every 5 s: the mean of its window, and that update's noise
+                    window = int(GAUGE_WINDOW_S)
+                    busy_now[op] = float(np.clip(np.mean(levels[op][-window:]) + rng.normal(0, BUSY_SD), 0, 1))
+                    bp_now[op] = float(np.mean(bp_levels[op][-window:]))
                 feeds = ops[j + 1] if j + 1 < len(ops) else None
                 u_down = x / caps[feeds] if feeds is not None and caps[feeds] > 0 else 0.0
-                bp_read = (1 - u) if upstream else 0.0
-                if kind == "bottleneck" and upstream and upstream_bp is not None:
-                    bp_read = upstream_bp
+                bp_read = bp_now[op]
                 for sub in range(par[op]):  # each subtask takes its share of the records
                     c = counters[op] if sub == 0 else extra_subtasks.setdefault((op, sub), [0.0] * 4)
                     xs, cs = x / par[op], OVERHEAD + (cores - OVERHEAD) / par[op]
@@ -356,7 +375,7 @@ def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps
     the spread phase's plateaus (every operator at 2 subtasks) give each operator a busy line at two or more
     subtasks, the ladder's the line at one; capacities and the CPU model do not move."""
     topo = load_topology("q1")
-    spread = build_profile(synthetic_measurement(spread=(0.4, 1.0, 1.6)), topo, provenance())
+    spread = build_profile(synthetic_measurement(spread=(0.4, 1.0, 1.6), spread_s=120), topo, provenance())
     base = build_profile(synthetic_measurement(), topo, provenance())
     for op in K:  # the spread phase's task managers each carry a part: not in the CPU model's line
         assert spread.operators[op].capacity == pytest.approx(base.operators[op].capacity, rel=0.02)

@@ -1,0 +1,55 @@
+"""What a calibration's busy and backpressured readings averaged over (harness.calibration.gauge_window): Flink's
+TimerGauge reports the mean of its last 60 s, or since its task started, so restarts are found in the samples
+and each reading's truth is the mean over its own window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.calibration.gauge_window import (
+    GAUGE_WINDOW_S,
+    per_second,
+    restarts,
+    window_levels,
+    window_mask,
+)
+
+
+def samples() -> pd.DataFrame:
+    """One subtask taking 100 records/s for 100 s, its task restarted at t = 60 (its counter from 0 again), and a
+    second subtask whose task first reports at t = 80."""
+    rows = []
+    for t in range(1, 101):
+        count = 100.0 * t if t < 60 else 100.0 * (t - 60)
+        rows.append({"t": float(t), "tm": "tm-1", "operator": "map", "subtask": 0, "rec_in": count})
+        if t >= 80:
+            rows.append({"t": float(t), "tm": "tm-2", "operator": "map", "subtask": 1, "rec_in": 50.0 * (t - 80)})
+    return pd.DataFrame(rows)
+
+
+def test_restarts_are_a_counter_that_fell_or_a_task_that_first_reported() -> None:
+    assert restarts(samples()).tolist() == [1.0, 60.0, 80.0]
+
+
+def test_rates_per_second_sum_the_subtasks_and_skip_the_reset() -> None:
+    seconds, total, seen = per_second(samples(), "rec_in")
+    at = {float(s): (float(r), int(n)) for s, r, n in zip(seconds, total, seen, strict=True)}
+    assert at[30.0] == (100.0, 1)
+    assert at[60.0] == (0.0, 0)  # the sample at which the counter fell adds nothing
+    assert at[90.0] == (150.0, 2)
+
+
+def test_a_reading_averages_its_last_60_s_or_since_the_restart() -> None:
+    seconds = np.arange(0.0, 200.0)
+    level = np.where(seconds < 100, 0.2, 0.8)
+    starts = np.array([0.0, 150.0])
+    # 30 s after the step: half of its window at each level; 80 s after: only the new one
+    got = window_levels(seconds, level, starts, [130.0, 180.0, 160.0])
+    assert got[0] == pytest.approx(0.2 + 0.6 * 30 / GAUGE_WINDOW_S)
+    assert got[1] == pytest.approx(0.8)
+    assert got[2] == pytest.approx(0.8)  # restarted at 150: the minute before does not count
+    assert window_mask(seconds, starts, 160.0).sum() == 10
+    nan = np.full(200, np.nan)
+    assert np.isnan(window_levels(seconds, nan, starts, [130.0])[0])  # nothing known: unknown, not 0
