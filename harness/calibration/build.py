@@ -231,12 +231,16 @@ MIN_SCALED_SPAN = 0.25
 
 def scaled_out_line(levels: Sequence[float], readings: Sequence[np.ndarray]) -> GaugeModel | None:
     """The busy line of scaled-out subtasks, or None where too few plateaus (with a known level and a reading) or
-    too narrow a range of levels measured it to extrapolate: the line at one subtask then reads them."""
+    too narrow a range of levels measured it to extrapolate, or its readings fell as the load grew: the line at one
+    subtask then reads them."""
     usable = [(lv, r) for lv, r in zip(levels, readings, strict=True) if math.isfinite(lv) and len(r)]
     lv = [u for u, _ in usable]
     if len(usable) < MIN_SCALED_OUT or max(lv) - min(lv) < MIN_SCALED_SPAN:
         return None
-    return fit.gauge_model(lv, [r for _, r in usable])
+    line = fit.gauge_model(lv, [r for _, r in usable])
+    # a busy reading that falls as the load grows measured no line (what the readings' windows held varied more
+    # than the load did): the line at one subtask reads them
+    return line if line.gain > 0.0 else None
 
 
 def _subtasks(pl: OpPlateau) -> int:
@@ -335,7 +339,7 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
     """(second starts, true busy, true backpressured) of one operator per second of the measurement: its
     records per subtask / its capacity at the phase's CPU share (1 in a phase it limited: `full`), and, in a phase
     an operator downstream of it limited, the rest of the second held back; outside every phase, share 1.0 and
-    nothing held back."""
+    what held it back unknown (NaN)."""
     phases = sorted((p for p in m.phases if math.isfinite(p.t1)), key=lambda p: p.t0)
     t0s = np.array([p.t0 for p in phases])
     full_in = {pl.phase.name for pl in pls if pl.operator == spec.name and full(pl)}
@@ -355,11 +359,13 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
     rows = m.samples[m.samples.operator == spec.name]
     col = "rec_out" if spec.is_source else "rec_in"
     seconds, u = gauge_window.utilisation_per_second(rows, col, capacity_at, share_at, is_full)
-    bp = np.zeros(len(seconds))
+    bp = np.full(len(seconds), np.nan)  # between phases (a restart settling) what held it back is not known
     for i, t in enumerate(seconds):
         ph = phase_at(t)
-        if ph is not None and any(spec.name in topology.ancestors(b) for b in limiting.get(ph.name, ())):
-            bp[i] = max(0.0, 1.0 - u[i]) if math.isfinite(u[i]) else math.nan
+        if ph is None:
+            continue
+        held = any(spec.name in topology.ancestors(b) for b in limiting.get(ph.name, ()))
+        bp[i] = (max(0.0, 1.0 - u[i]) if math.isfinite(u[i]) else math.nan) if held else 0.0
     return seconds, u, bp
 
 
@@ -486,14 +492,17 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             """The busy level B of a subtask with records queued at its input, from one plateau's updates: each is
             the mean over its window of B in the queued seconds (share q) and of the line elsewhere (its part L),
             r = (1 - q) L + q B; B by least squares over the updates, returned with the updates' scatter around
-            that fit (the gauge's noise) as stand-ins for the updates. Times unknown: the updates as read."""
+            that fit (the gauge's noise) as stand-ins for the updates; seconds between phases are left out of both
+            (whether records queued then is not known). Times unknown: the updates as read."""
             r, t = pl.p.busy, pl.busy_t
             if len(t) != len(r):
                 return r
-            queued_s = np.array([_phase_name_at(m, s) in queued_phases for s in seconds])
+            names = [_phase_name_at(m, s) for s in seconds]
+            queued_s = np.array([n in queued_phases for n in names])
+            in_phase = np.array([n is not None for n in names])  # between phases whether records queued is unknown
             qs, rest = [], []
             for value, ti in zip(r, t, strict=True):
-                mask = gauge_window.window_mask(seconds, starts, float(ti)) & np.isfinite(u_s)
+                mask = gauge_window.window_mask(seconds, starts, float(ti)) & np.isfinite(u_s) & in_phase
                 if not mask.any():
                     continue
                 share = float(queued_s[mask].mean())

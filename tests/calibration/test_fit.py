@@ -404,6 +404,12 @@ def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps
     narrow = build_profile(synthetic_measurement(spread=(0.4, 0.5, 0.6)), topo, provenance())
     assert narrow.operators["bids_source"].readings.busy_scaled_out is None
     assert narrow.operators["bids_source"].readings.scaled_out_subtasks == []
+    # readings that fall as the load grows measured no line (their windows held more than the load did)
+    from harness.calibration.build import scaled_out_line
+
+    rising = [np.array([0.3, 0.32]), np.array([0.4, 0.42]), np.array([0.5, 0.52])]
+    assert scaled_out_line([0.2, 0.4, 0.6], rising) is not None
+    assert scaled_out_line([0.2, 0.4, 0.6], rising[::-1]) is None
     # both round-trip through the profile file (not measured stays None, not a default line)
     spread.save(tmp_path / "spread")
     base.save(tmp_path / "base")
