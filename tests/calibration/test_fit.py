@@ -1405,3 +1405,16 @@ def test_a_turn_goes_about_a_lower_share_where_the_nearest_would_leave_none() ->
     assert f.capacity(0.0666066) == pytest.approx(1_604.55, rel=1e-6)  # through the lowest saturation
     read = [f.capacity(s * q * 0.99986) for s in (0.25, 0.5, 1.0)]
     assert 0 < read[0] < read[1] < read[2] and read[2] == pytest.approx(47_359.4, rel=1e-6)
+
+
+def test_a_gauge_line_reads_no_less_than_nothing_at_no_load() -> None:
+    """Readings over a narrow range of loads can tilt a line below 0 at no load (a quick calibration's few
+    plateaus read through the gauges' 60-s windows): the fit then goes through 0, as no gauge reads less than
+    nothing; a line with a positive offset is kept as fitted."""
+    levels = [0.5, 0.6, 0.7]
+    steep = [np.array([0.2, 0.2]), np.array([0.45, 0.45]), np.array([0.7, 0.7])]
+    g = fit.gauge_model(levels, steep)
+    x, y = np.array(levels), np.array([0.2, 0.45, 0.7])
+    assert g.offset == 0.0 and g.gain == pytest.approx(float(x @ y / (x @ x)))
+    kept = fit.gauge_model(levels, [np.array([0.3, 0.3]), np.array([0.35, 0.35]), np.array([0.4, 0.4])])
+    assert kept.offset == pytest.approx(0.05) and kept.gain == pytest.approx(0.5)
