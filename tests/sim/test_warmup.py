@@ -17,6 +17,7 @@ import pytest
 
 from harness.backends.sim.backend import SimBackend
 from harness.backends.sim.config import SimConfig
+from harness.backends.sim.model import SimModel
 from harness.calibrated_profile import ColdStart, QueryProfile, WarmUp, load_profile
 from harness.topology import load_topology
 from tests.sim.conftest import constant
@@ -87,13 +88,19 @@ def test_a_curve_measured_without_overload_is_not_taken_for_a_speed() -> None:
     assert runs[0].model.totals().processed > 0  # type: ignore[union-attr]
 
 
-def test_a_scale_up_adds_cold_subtasks_and_a_scale_down_keeps_the_warm_ones() -> None:
-    b = started(CURVE, 2_000, 900)
+def warm_map(rate: float) -> tuple[SimBackend, SimModel, int, float]:
+    """A q1 run at `rate` 600 s in (every task manager warm): the backend, its model, the map's index and its
+    warm capacity per subtask."""
+    b = started(CURVE, rate, 900)
     m = b.model
     assert m is not None
     i = m.names.index("map")
-    warm = m.costs.ops[i].capacity(CORES)
     b.advance_to(600.0)
+    return b, m, i, m.costs.ops[i].capacity(CORES)
+
+
+def test_a_scale_up_adds_cold_subtasks_and_a_scale_down_keeps_the_warm_ones() -> None:
+    b, m, i, warm = warm_map(2_000)
     assert m.subtask_capacity(i) == pytest.approx(warm, rel=1e-3)  # 60 CPU-s in: warm
     res = b.rescale({"map": 3}, None)
     assert res.ok
@@ -145,12 +152,7 @@ def test_warm_subtasks_beside_a_fresh_one_read_idle_time_not_busy() -> None:
     Flink subtask whose senders block on another channel does. The map's mean busy reading is (2 + f) / 3 of
     the second (f: the fresh ones' fraction of the warm speed), and its CPU under the saturated level; once all
     are warm it reads its true load again."""
-    b = started(CURVE, 100_000, 900)
-    m = b.model
-    assert m is not None
-    i = m.names.index("map")
-    warm = m.costs.ops[i].capacity(CORES)
-    b.advance_to(600.0)
+    b, m, i, warm = warm_map(100_000)
     assert b.rescale({"bids_source": 2, "map": 3}, None).ok
     b.advance_to(620.0)
     f = m.subtask_capacity(i) / warm
