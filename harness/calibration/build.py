@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from harness import gauge_window
 from harness.calibrated_profile import (
     HELD_BACK,
     ColdStart,
@@ -35,7 +36,7 @@ from harness.calibrated_profile import (
     Stat,
     WarmUp,
 )
-from harness.calibration import fit, gauge_window
+from harness.calibration import fit, truth
 from harness.calibration.measure import Measurement, PhaseRecord
 from harness.topology import OperatorSpec, Topology
 
@@ -237,7 +238,7 @@ def scaled_out_line(levels: Sequence[float], readings: Sequence[np.ndarray]) -> 
     lv = [u for u, _ in usable]
     if len(usable) < MIN_SCALED_OUT or max(lv) - min(lv) < MIN_SCALED_SPAN:
         return None
-    line = fit.gauge_model(lv, [r for _, r in usable])
+    line = fit.gauge_model(lv, [r for _, r in usable], nonnegative_offset=True)
     # a busy reading that falls as the load grows measured no line (what the readings' windows held varied more
     # than the load did): the line at one subtask reads them
     return line if line.gain > 0.0 else None
@@ -325,23 +326,21 @@ def _meter_lag(m: Measurement, pls: list[OpPlateau], topology: Topology) -> tupl
     return interval, float(np.median(lags)) if lags else math.nan, len(lags)
 
 
-def _phase_name_at(m: Measurement, t: float) -> str | None:
-    """The phase running at time `t` (the latest begun that has not ended), or None between phases."""
-    for ph in reversed(m.phases):
-        if ph.t0 <= t < ph.t1:
-            return ph.name
-    return None
+KNOWN_WINDOW = 0.7  # a reading counts toward a line where its window's truth is known for this share of it
 
 
 def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlateau],
                        capacity_at: Callable[[float], float], limiting: dict[str, set[str]], topology: Topology,
-                       full: Callable[[OpPlateau], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(second starts, true busy, true backpressured) of one operator per second of the measurement: its
-    records per subtask / its capacity at the phase's CPU share (1 in a phase it limited: `full`), and, in a phase
-    an operator downstream of it limited, the rest of the second held back; outside every phase, share 1.0 and
-    what held it back unknown (NaN)."""
+                       full: Callable[[OpPlateau], bool], queued_phases: set[str]) -> tuple[
+                           np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(second ends, true busy, true backpressured, records queued at its input) of one operator per second of
+    the measurement. Known only in the phases it has a plateau in, where the phase says what limited: its records
+    per subtask / its capacity at the phase's CPU share (1 in a phase it limited: `full`), and, where an operator
+    downstream of it limited, the rest of the second held back. Elsewhere (a drain, a warm-up, a rescale, between
+    phases) NaN: a drain's backlog holds it back or queues at its input without a plateau saying so."""
     phases = sorted((p for p in m.phases if math.isfinite(p.t1)), key=lambda p: p.t0)
     t0s = np.array([p.t0 for p in phases])
+    mine = {pl.phase.name for pl in pls if pl.operator == spec.name}
     full_in = {pl.phase.name for pl in pls if pl.operator == spec.name and full(pl)}
 
     def phase_at(t: float) -> PhaseRecord | None:
@@ -358,15 +357,18 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
 
     rows = m.samples[m.samples.operator == spec.name]
     col = "rec_out" if spec.is_source else "rec_in"
-    seconds, u = gauge_window.utilisation_per_second(rows, col, capacity_at, share_at, is_full)
-    bp = np.full(len(seconds), np.nan)  # between phases (a restart settling) what held it back is not known
+    seconds, u = truth.utilisation_per_second(rows, col, capacity_at, share_at, is_full)
+    bp = np.full(len(seconds), np.nan)
+    queued = np.zeros(len(seconds), dtype=bool)
     for i, t in enumerate(seconds):
         ph = phase_at(t)
-        if ph is None:
+        if ph is None or ph.name not in mine:
+            u[i] = math.nan
             continue
+        queued[i] = ph.name in queued_phases
         held = any(spec.name in topology.ancestors(b) for b in limiting.get(ph.name, ()))
         bp[i] = (max(0.0, 1.0 - u[i]) if math.isfinite(u[i]) else math.nan) if held else 0.0
-    return seconds, u, bp
+    return seconds + 1.0, u, bp, queued  # each second's value covers (s, s + 1]: its end
 
 
 def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
@@ -402,7 +404,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         return any(o.p.backpressured_mean >= HELD_BACK for o in pls
                    if o.phase.name == pl.phase.name and o.operator in ups and math.isfinite(o.p.backpressured_mean))
 
-    starts = gauge_window.restarts(m.samples)  # each restart begins the gauges' windows afresh
+    starts = truth.restarts(m.samples)  # each restart begins the gauges' windows afresh
     ops: dict[str, OperatorProfile] = {}
     capacities: dict[str, Callable[[float], float]] = {}  # operator -> its capacity at a CPU share
     for spec in topology.operators:
@@ -437,14 +439,23 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         ins = sum(pl.p.rate_in for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
         outs = sum(pl.p.rate_out for pl in unsat if math.isfinite(pl.p.rate_in) and math.isfinite(pl.p.rate_out))
         selectivity = outs / ins if ins > 0 else spec.selectivity
-        # readings against the truth: the busy and backpressured gauges average over their window (gauge_window),
-        # so each plateau's readings are set against its operator's true level per second over their windows
-        seconds, u_s, bp_s = _levels_per_second(m, spec, pls, capacity_at, limiting, topology,
-                                                lambda pl: saturated(pl, q) and pl.phase.kind in SATURATING)
+        lined = [pl for pl in mine if pl.phase.kind != "parallelism"]  # the plateaus the readings' lines go through
+        # the busy reading of a subtask with records waiting at its input is its own level (the map of q1 at 0.1
+        # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
+        # apart; and it depends on the operator's subtasks (q1's source at 0.1 CPU: 0.55-0.64 at one subtask
+        # whatever its load, its task manager at its full quota; 0.08-0.14 at two): the busy line at one subtask,
+        # and one of its own from the scaled-out plateaus, free (spread, a source's downstream in its bottleneck
+        # phase) or held back (a bottleneck's upstream), both as a run's scaled-out operators are
+        queued = [pl for pl in lined if backlogged_input(pl)]
+        unqueued = [pl for pl in lined if all(pl is not x for x in queued)]
+        # readings against the truth: the busy and backpressured gauges average over their window (harness.
+        # gauge_window), so each update is set against its operator's true level per second over its own window
+        seconds, u_s, bp_s, queued_s = _levels_per_second(
+            m, spec, pls, capacity_at, limiting, topology,
+            lambda pl: saturated(pl, q) and pl.phase.kind in SATURATING, {pl.phase.name for pl in queued})
 
-
-        def truth(pl: OpPlateau, cap_at: Callable[[float], float] = capacity_at,
-                  spec: OperatorSpec = spec) -> tuple[float, float, float]:
+        def truth_of(pl: OpPlateau, cap_at: Callable[[float], float] = capacity_at,
+                     spec: OperatorSpec = spec) -> tuple[float, float, float]:
             """(true busy, true backpressured, true CPU / quota) over one plateau's own samples."""
             cap = cap_at(pl.p.share)
             u = min(1.0, pl.p.rate_in / cap) if cap > 0 and math.isfinite(pl.p.rate_in) else math.nan
@@ -455,54 +466,67 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             return u, (max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0), pl.p.cores / (q * pl.p.share)
 
         def windowed(plateaus_: Sequence[OpPlateau], plain: Sequence[float], level: np.ndarray, gauge: str,
-                     seconds: np.ndarray = seconds) -> tuple[list[float], list[np.ndarray]]:
+                     free_only: bool, seconds: np.ndarray = seconds,
+                     queued_s: np.ndarray = queued_s) -> tuple[list[float], list[np.ndarray]]:
             """A windowed gauge's (true levels, readings) per plateau: each update set against the truth over its
-            own window (gauge_window); the plateau's level is their mean, and each update is moved by the line's
-            slope (fitted through the plateaus' means) by as much as its window's truth differs from that mean,
-            so that the spread within a plateau is the gauge's noise, not the window sliding over a load step.
-            A plateau whose updates' times are unknown keeps its own samples' truth and readings."""
-            per: list[np.ndarray | None] = []
+            own window, kept where KNOWN_WINDOW of that truth is known (and, `free_only`, no second of it had
+            records queued at the input: those read the backlogged level, not the line); the plateau's level is
+            their mean, and each is moved by the line's gain by as much as its window's truth differs from that
+            mean, so that the spread within a plateau is the gauge's noise, not the window sliding over a load
+            step. A plateau whose updates' times are unknown keeps its own samples' truth and readings."""
             levels: list[float] = []
+            kept: list[np.ndarray] = []
+            per: list[np.ndarray | None] = []
             for pl, lv in zip(plateaus_, plain, strict=True):
                 r, t = getattr(pl.p, gauge), getattr(pl, f"{gauge}_t")
-                u = gauge_window.window_levels(seconds, level, starts, t) if len(t) == len(r) and len(r) else None
-                known = u is not None and bool(np.isfinite(u).any())
-                per.append(u if known else None)
-                levels.append(float(np.nanmean(u)) if known and u is not None else lv)
-            readings = [getattr(pl.p, gauge) for pl in plateaus_]
+                if len(t) != len(r) or not len(r):
+                    levels.append(lv)
+                    kept.append(r)
+                    per.append(None)
+                    continue
+                u = gauge_window.window_means(seconds, level, starts, t, known_share=KNOWN_WINDOW)
+                ok = np.isfinite(u)
+                if free_only:  # a window with any queued second read the backlogged level in part
+                    ok &= gauge_window.window_means(seconds, queued_s.astype(float), starts, t) == 0.0
+                levels.append(float(u[ok].mean()) if ok.any() else math.nan)
+                kept.append(r[ok])
+                per.append(u[ok])
             slope = fit.fit_line(np.asarray(levels, dtype=float),
-                                 np.array([np.mean(r) if len(r) else math.nan for r in readings])).slope
-            slope = slope if math.isfinite(slope) else 1.0
-            moved = [r if u is None else r - slope * np.nan_to_num(u - lv, nan=0.0)
-                     for r, u, lv in zip(readings, per, levels, strict=True)]
-            return levels, moved
+                                 np.array([np.mean(r) if len(r) else math.nan for r in kept])).slope
+            if not math.isfinite(slope):  # one level: no gain to move the updates by
+                return levels, kept
+            gain = fit.gauge_model(levels, kept, nonnegative_offset=gauge == "busy").gain
+            return levels, [r if u is None else r - gain * (u - lv) for r, u, lv in zip(kept, per, levels, strict=True)]
 
-        def gauges(plateaus_: Sequence[OpPlateau], u_s: np.ndarray = u_s,
-                   bp_s: np.ndarray = bp_s) -> dict[str, tuple[list[float], list[np.ndarray]]]:
+        def gauges(plateaus_: Sequence[OpPlateau], u_s: np.ndarray = u_s, bp_s: np.ndarray = bp_s,
+                   own_phase: bool = False) -> dict[str, tuple[list[float], list[np.ndarray]]]:
             """Per gauge: the plateaus' true levels and their readings (busy and backpressured as their windows
-            saw them)."""
-            t = [truth(pl) for pl in plateaus_]
-            return {"busy": windowed(plateaus_, [x[0] for x in t], u_s, "busy"),
-                    "backpressured": windowed(plateaus_, [x[1] for x in t], bp_s, "backpressured"),
+            saw them; `own_phase`: as their phase ran, for phases whose window holds nothing else)."""
+            t = [truth_of(pl) for pl in plateaus_]
+            if own_phase:
+                return {"busy": ([x[0] for x in t], [pl.p.busy for pl in plateaus_]),
+                        "backpressured": ([x[1] for x in t], [pl.p.backpressured for pl in plateaus_]),
+                        "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
+                        "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
+            return {"busy": windowed(plateaus_, [x[0] for x in t], u_s, "busy", free_only=True),
+                    "backpressured": windowed(plateaus_, [x[1] for x in t], bp_s, "backpressured", free_only=False),
                     "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
                     "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
 
-        def backlogged_updates(pl: OpPlateau, line_: GaugeModel, queued_phases: set[str],
-                               seconds: np.ndarray = seconds, u_s: np.ndarray = u_s) -> np.ndarray:
+        def backlogged_updates(pl: OpPlateau, line_: GaugeModel, seconds: np.ndarray = seconds,
+                               u_s: np.ndarray = u_s, queued_s: np.ndarray = queued_s) -> np.ndarray:
             """The busy level B of a subtask with records queued at its input, from one plateau's updates: each is
             the mean over its window of B in the queued seconds (share q) and of the line elsewhere (its part L),
             r = (1 - q) L + q B; B by least squares over the updates, returned with the updates' scatter around
-            that fit (the gauge's noise) as stand-ins for the updates; seconds between phases are left out of both
-            (whether records queued then is not known). Times unknown: the updates as read."""
+            that fit (the gauge's noise) as stand-ins for the updates. Only the window's known seconds count (a
+            restart's settling before a bottleneck phase is taken to be like the phase). Times unknown: the updates
+            as read."""
             r, t = pl.p.busy, pl.busy_t
             if len(t) != len(r):
                 return r
-            names = [_phase_name_at(m, s) for s in seconds]
-            queued_s = np.array([n in queued_phases for n in names])
-            in_phase = np.array([n is not None for n in names])  # between phases whether records queued is unknown
             qs, rest = [], []
             for value, ti in zip(r, t, strict=True):
-                mask = gauge_window.window_mask(seconds, starts, float(ti)) & np.isfinite(u_s) & in_phase
+                mask = gauge_window.window_mask(seconds, starts, float(ti)) & np.isfinite(u_s)
                 if not mask.any():
                     continue
                 share = float(queued_s[mask].mean())
@@ -518,16 +542,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             scatter = y - q_a * level
             return level + scatter - scatter.mean()
 
-        lined = [pl for pl in mine if pl.phase.kind != "parallelism"]  # the plateaus the readings' lines go through
         line = gauges(lined)
-        # the busy reading of a subtask with records waiting at its input is its own level (the map of q1 at 0.1
-        # CPU read 0.10 busy at its capacity with nothing queued, 0.8-0.98 as a run's bottleneck): measured
-        # apart; and it depends on the operator's subtasks (q1's source at 0.1 CPU: 0.55-0.64 at one subtask
-        # whatever its load, its task manager at its full quota; 0.08-0.14 at two): the busy line at one subtask,
-        # and one of its own from the scaled-out plateaus, free (spread, a source's downstream in its bottleneck
-        # phase) or held back (a bottleneck's upstream), both as a run's scaled-out operators are
-        queued = [pl for pl in lined if backlogged_input(pl)]
-        unqueued = [pl for pl in lined if all(pl is not x for x in queued)]
         # a spread phase measures free subtasks: one in which an operator limited (a capacity over-estimated, a
         # source's busiest subtask of 3 at 9/8 of the mean) reads the saturated or held-back regime instead
         # likewise a bottleneck phase's scaled-out operator that limited it instead (a source's downstream capped)
@@ -536,13 +551,13 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                   and not (pl.phase.kind == "bottleneck" and pl.operator in limiting.get(pl.phase.name, set()))]
         busy_line = gauges([pl for pl in unqueued if _subtasks(pl) == 1])["busy"]
         wide = scaled_out_line(*gauges(scaled)["busy"])
-        # the same load in several deployments (the job restarted in between): the error each one keeps
-        held = gauges(redeployed)
-        busy = fit.gauge_model(*busy_line, deployments=held["busy"])
+        # the same load in several deployments (the job restarted in between): the error each one keeps. Each is
+        # read right after its restart at the load the driver kept through it, so its window holds that load alone
+        held = gauges(redeployed, own_phase=True)
+        busy = fit.gauge_model(*busy_line, deployments=held["busy"], nonnegative_offset=True)
         readings = OperatorReadings(
             busy=fit.with_backlogged(busy, [backlogged_updates(pl, busy if _subtasks(pl) == 1 or wide is None
-                                                               else wide, {x.phase.name for x in queued})
-                                            for pl in queued]),
+                                                               else wide) for pl in queued]),
             backpressured=fit.gauge_model(*line["backpressured"], deployments=held["backpressured"]),
             cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
             cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),

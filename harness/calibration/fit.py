@@ -341,9 +341,11 @@ MIN_DEPLOYMENTS = 3  # deployments at one load that measure the held error (fewe
 
 
 def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2,
-                deployments: tuple[Sequence[float], Sequence[np.ndarray]] | None = None) -> GaugeModel:
-    """reading = offset + gain x true over plateau means (offset at least 0: a line that would read less than
-    nothing at no load goes through 0 instead); noise = sd of one meter update per level.
+                deployments: tuple[Sequence[float], Sequence[np.ndarray]] | None = None,
+                nonnegative_offset: bool = False) -> GaugeModel:
+    """reading = offset + gain x true over plateau means; noise = sd of one meter update per level.
+    `nonnegative_offset` (busy time, which no subtask reads below 0 at no load): a line whose offset would come
+    out below 0 goes through 0 instead.
 
     `readings[i]` are the distinct meter updates seen on plateau i (fractions). Levels with fewer
     than `min_updates` updates add to the line but not to the noise. `deployments` (true levels,
@@ -358,9 +360,9 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
         gain = 1.0
     else:
         offset, gain = line.intercept, line.slope
-        if offset < 0.0:  # a gauge reads no less than nothing at no load: the least-squares line through 0
-            known = np.isfinite(lv) & np.isfinite(means)
-            offset, gain = 0.0, float(lv[known] @ means[known] / (lv[known] @ lv[known]))
+    known = np.isfinite(lv) & np.isfinite(means)
+    if nonnegative_offset and offset < 0.0 and float(lv[known] @ lv[known]) > 0.0:
+        offset, gain = 0.0, float(lv[known] @ means[known] / (lv[known] @ lv[known]))  # least squares through 0
     points: dict[float, list[float]] = {}
     resid: list[float] = []
     for level, r in zip(lv, readings, strict=True):

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness import gauge_window
 from harness.calibrated_profile import HELD_BACK
 from harness.fidelity.machines import sim_costs
 from harness.vocabulary import Metric
@@ -100,27 +101,11 @@ def span_means(s: pd.Series, t: np.ndarray, span: float) -> np.ndarray:
 SOURCE_FULL = 0.95  # a source taking this share of its calibrated capacity reads a backlog (rates are noisy)
 
 
-def gauge_window(sim: Any) -> float:
+def modelled_window(sim: Any) -> float:
     """The span a busy reading averages over, as the sim record modelled it (`sim.meter_window_s`; 0 in records
     from before it was modelled: the reading's own update)."""
     value = ((sim.meta.get("config") or {}).get("sim") or {}).get("meter_window_s")
     return float(value) if isinstance(value, int | float) else 0.0
-
-
-def windowed(values: pd.Series, t: np.ndarray, starts: np.ndarray, window_s: float) -> np.ndarray:
-    """Each sample's mean over (ti - window_s, ti] since the latest (re)start in `starts` (Flink's TimerGauge
-    reports that mean; a restarted task's gauge starts afresh): NaN samples left out; window_s 0: the sample."""
-    v = values.to_numpy(dtype=float)
-    if window_s <= 0.0:
-        return v
-    out = np.full(len(t), np.nan)
-    for i, ti in enumerate(t):
-        start = starts[max(0, int(np.searchsorted(starts, ti, side="right")) - 1)]
-        inside = v[(t > max(ti - window_s, start)) & (t <= ti)]
-        inside = inside[np.isfinite(inside)]
-        if len(inside):
-            out[i] = inside.mean()
-    return out
 
 
 def residuals(local: Any, operator: str, source: bool, capacity: float, offset: float, gain: float,
@@ -132,8 +117,9 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     calibration tells it: a source taking SOURCE_FULL of `capacity` per subtask or more; any other operator
     not itself held back (backpressured under HELD_BACK) with an `upstream` one held back by it. Columns ts,
     residual, deployment (index into `starts`), parallelism. Utilisation is its records per subtask /
-    `capacity`, averaged as the gauge averages it (`windowed` over `window_s`, as the sim does); readings at a
-    CPU share other than 1, or within AFTER_RESTART_S of a (re)start, are left out."""
+    `capacity`, averaged as the gauge averages it (over `window_s` since the latest restart, as the sim does: the
+    window's queued share at the backlogged level, the rest on the line); readings at a CPU share other than 1,
+    or within AFTER_RESTART_S of a (re)start, are left out."""
     ts = local.timeseries
     agg = ts[ts.subtask == -1]
     wide = agg[agg.operator == operator].pivot_table(index="ts", columns="metric", values="value",
@@ -147,14 +133,8 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     t = np.asarray(wide.index, dtype=float)
     deployment = np.searchsorted(starts, t, side="right") - 1  # the latest (re)start at or before each reading
     since = t - starts[np.clip(deployment, 0, None)]
-    took = pd.Series(windowed((wide[rate_col] / par / capacity).clip(0.0, 1.0), t, starts, window_s), wide.index)
-
-    def line(off: float, g: float) -> pd.Series:
-        return (off + g * took.clip(0.0, 1.0)).clip(0.0, 1.0)
-
-    model = line(offset, gain)
-    if scaled_out is not None:
-        model = model.where(~(par > 1).fillna(False).astype(bool), line(*scaled_out))
+    took = (wide[rate_col] / par / capacity).clip(0.0, 1.0)
+    queued = pd.Series(False, wide.index)
     if backlogged is not None:
         bp = str(Metric.BACKPRESSURED)
         if source:
@@ -163,7 +143,20 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
             held = agg[(agg.metric == bp) & agg.operator.isin(list(upstream))].groupby("ts").value.max() / 1000.0
             own = wide[bp] / 1000.0 if bp in wide else pd.Series(np.nan, wide.index)
             queued = (held.reindex(wide.index) >= HELD_BACK) & (own < HELD_BACK)
-        model = model.where(~queued.fillna(False).astype(bool), backlogged)
+        queued = queued.fillna(False).astype(bool)
+    # as the gauge averages (harness.gauge_window, the window the sim modelled): the share of the window with
+    # records queued at its input reads the backlogged level, the rest the line at its own utilisation
+    q_w = gauge_window.window_means(t, queued.to_numpy(dtype=float), starts, t, window_s)
+    free = gauge_window.window_means(t, took.where(~queued).to_numpy(dtype=float), starts, t, window_s)
+
+    def line(off: float, g: float) -> np.ndarray:
+        return np.clip(off + g * free, 0.0, 1.0)
+
+    part = line(offset, gain)
+    if scaled_out is not None:
+        part = np.where((par > 1).fillna(False).to_numpy(dtype=bool), line(*scaled_out), part)
+    model = np.where(q_w >= 1.0, backlogged if backlogged is not None else np.nan,
+                     (1.0 - q_w) * part + q_w * (backlogged if backlogged is not None else 0.0))
     resid = wide[str(Metric.BUSY)] / 1000.0 - model
     keep = (resid.notna() & par.notna() & (share.fillna(1.0) == 1.0)).to_numpy() & (since >= AFTER_RESTART_S)
     return pd.DataFrame({"ts": t[keep], "residual": resid.to_numpy()[keep], "deployment": deployment[keep],
@@ -188,7 +181,7 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
         if not models:  # exact readings, or a record from before the model was recorded
             continue
         starts = [restarts(rec) for rec in local]
-        window_s = gauge_window(sims[0])
+        window_s = modelled_window(sims[0])
         for name, source, ups in operators(sims[0]):
             g = models.get(name)
             if g is None or name not in caps:

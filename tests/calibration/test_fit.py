@@ -28,8 +28,8 @@ from harness.calibrated_profile import (
 )
 from harness.calibration import fit
 from harness.calibration.build import build_profile, plateaus
-from harness.calibration.gauge_window import GAUGE_WINDOW_S
 from harness.calibration.measure import Measurement, PhaseRecord
+from harness.gauge_window import GAUGE_WINDOW_S
 from harness.topology import load_topology
 
 QUOTA = 0.25
@@ -1413,8 +1413,14 @@ def test_a_gauge_line_reads_no_less_than_nothing_at_no_load() -> None:
     nothing; a line with a positive offset is kept as fitted."""
     levels = [0.5, 0.6, 0.7]
     steep = [np.array([0.2, 0.2]), np.array([0.45, 0.45]), np.array([0.7, 0.7])]
-    g = fit.gauge_model(levels, steep)
+    g = fit.gauge_model(levels, steep, nonnegative_offset=True)
     x, y = np.array(levels), np.array([0.2, 0.45, 0.7])
     assert g.offset == 0.0 and g.gain == pytest.approx(float(x @ y / (x @ x)))
-    kept = fit.gauge_model(levels, [np.array([0.3, 0.3]), np.array([0.35, 0.35]), np.array([0.4, 0.4])])
+    kept = fit.gauge_model(levels, [np.array([0.3, 0.3]), np.array([0.35, 0.35]), np.array([0.4, 0.4])],
+                           nonnegative_offset=True)
     assert kept.offset == pytest.approx(0.05) and kept.gain == pytest.approx(0.5)
+    # only where asked (busy time): a CPU or backpressured line keeps the offset it fits
+    assert fit.gauge_model(levels, steep).offset == pytest.approx(-1.05)
+    # one level: no gain fits, and the offset alone would read below 0: through 0 as well
+    one = fit.gauge_model([0.5], [np.array([0.2, 0.2])], nonnegative_offset=True)
+    assert one.offset == 0.0 and one.gain == pytest.approx(0.4)

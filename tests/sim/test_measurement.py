@@ -269,6 +269,31 @@ def test_meters_lag_a_load_step_by_their_update_interval_and_their_60_s_window()
     assert b.snapshot(15).op("mid").records_in_per_s > 1_500
 
 
+def test_the_cpu_signal_is_no_timergauge_it_follows_a_load_step_within_an_update() -> None:
+    """Only busy, idle and backpressured average their last 60 s: the CPU reading (cgroup CPU time over the
+    meter interval) shows a load step at once, while busy is still part of the way up."""
+    rates = np.concatenate([np.full(300, 1_000.0), np.full(400, 3_000.0)])
+    b = start(LoadPattern("step", rates, 1.0), meter_window_s=60.0)
+    b.advance_to(330)
+    mid = b.snapshot(15).op("mid")
+    idle = 0.01 / QUOTA  # the profile's idle cores over the quota
+    assert mid.cpu_load == pytest.approx(idle + (1.0 - idle) * 0.75, abs=0.03)
+    assert mid.busy_ms_per_s < 600.0  # the gauge still holds half a minute of the old load
+
+
+def test_a_window_partly_queued_reads_the_backlogged_level_for_that_part() -> None:
+    """mid at 0.75 of its capacity, then overloaded from t = 300 (records wait at its input): 35 s later its
+    60-s window is queued for 35 of its seconds, so the reading mixes the backlogged level (0.9) and the line
+    (0.2 x 0.75) in about that proportion, neither the line alone nor the backlogged level alone."""
+    g = GaugeModel(offset=0.0, gain=0.2, backlogged_mean=0.9, backlogged_sd=0.0)
+    rates = np.concatenate([np.full(300, 3_000.0), np.full(400, 6_000.0)])
+    b = start(LoadPattern("step", rates, 1.0), prof=profile(busy=g), meter_window_s=60.0)
+    b.advance_to(335)
+    read = b.snapshot(15).op("mid").busy_ms_per_s / 1000.0
+    # the three updates read hold 20-35 s queued of their 60
+    assert 0.15 + (0.9 - 0.15) * 20 / 60 - 0.02 <= read <= 0.15 + (0.9 - 0.15) * 35 / 60 + 0.02
+
+
 def test_a_restarted_tasks_gauges_average_only_since_it_started() -> None:
     """A rescale restarts the job's tasks and with them their gauges: 30 s after the restart the busy reading
     holds only the new deployment's load, not the minute before it."""

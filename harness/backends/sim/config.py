@@ -80,12 +80,12 @@ class SimConfig(BaseModel):
                           "it also picks the run's (experiment seed + noise seed, 0 when null, mod their number)")
     scrape_interval_s: PositiveFloat = Field(5.0, description="Prometheus scrape interval (local: 5 s)")
     meter_interval_s: PositiveFloat = Field(
-        5.0, description="busy/idle/backpressured gauges average over and update every this many seconds "
-                         "(Flink's metric view interval; a calibrated profile overrides it)")
+        5.0, description="busy/idle/backpressured gauges update every this many seconds, and the CPU signals average "
+                         "over it (Flink's metric view interval; a calibrated profile overrides it)")
     meter_window_s: PositiveFloat = Field(
         60.0, description="a busy/idle/backpressured gauge reports the mean of its updates over this many seconds, "
                           "counted from its task's start after a (re)start (Flink 1.17+ TimerGauge: 60 s, 12 updates; "
-                          "set meter_interval_s for a Flink that reports one update alone)")
+                          "at most meter_interval_s: each update alone, as Flink before 1.17 reports)")
     taskmanager_startup_s: NonNegativeFloat | None = Field(
         None, description="a new task manager's start-up before a scale-up takes effect; null = calibrated "
                           "(0 without a calibrated profile)")

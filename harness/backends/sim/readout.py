@@ -11,7 +11,7 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   and update from a seeded table, plus its held error: drawn per subtask once per deployment (a
   restarted job on the local stack reads the same load differently until its next restart). A
   subtask that takes all it can (records wait at its input: the bottleneck) at CPU share 1.0 reads
-  busy at the calibrated backlogged level for that part of the interval, where measured: at a low
+  busy at the calibrated backlogged level for that part of the gauge's window, where measured: at a low
   CPU quota busy time tells queued input apart more than load (q1's map at 0.1 CPU: 0.10 at its
   capacity with nothing queued, 0.8-0.98 as a run's bottleneck). Flink derives busy as 1000 - idle -
   backpressured, so a busy reading's error moves into idle and backpressured as the true not-busy time splits
@@ -193,16 +193,29 @@ def _noise(model: SimModel, seed: int) -> NoiseTable:
 _new = object.__new__
 
 
-def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int) -> int:
+def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int) -> int | None:
     """The first step a gauge's update at step `u` averages over: `span` steps back (Flink's TimerGauge keeps
     the last 60 s of 5-s updates), or the first step its task processed in after the job's latest (re)start, if
-    that is later (a restarted task's gauge starts afresh: its first updates average over what it ran so far)."""
+    that is later (a restarted task's gauge starts afresh: its first updates average over what it ran so far);
+    None where nothing ran since that restart (no reading yet)."""
     lo = max(base, u - span)
     restart = model.restart_steps[bisect_right(model.restart_steps, u - 1) - 1]
     if restart <= lo:
         return lo
     running = np.flatnonzero(rows[restart - base:u - base, J_PROCESSING] > 0.0)
-    return restart + int(running[0]) if len(running) else u - 1
+    return restart + int(running[0]) if len(running) else None
+
+
+def _busy_steps(rows: np.ndarray, o: int, kinds: _Kinds, dt: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per kind of subtask, each step's true busy and backpressured fractions in `rows`: records / capacity (the
+    warm subtasks beside a slower fresh one waiting for input the rest: O_BUSY_F), and the records it could not
+    hand downstream / capacity, at most what busy leaves."""
+    cap = np.maximum(rows[:, o + O_CAP] * dt, 1e-12)
+    busy_f = rows[:, o + O_BUSY_F]
+    busy = [np.minimum(1.0, x / cap) * busy_f for x in kinds.split_rows(rows, o, O_IN, O_IN_LANE0)]
+    bp = [np.minimum(1.0 - b, x / cap) for b, x in zip(busy, kinds.split_rows(rows, o, O_BLOCKED, O_BLOCKED_LANE0),
+                                                      strict=True)]
+    return busy, bp
 
 
 def _utilisation(row: list[float], downstream: tuple[int, ...], dt: float) -> float:
@@ -298,6 +311,17 @@ class _Kinds:
             self.kind_list = [index[sh] for sh in model.shares[i]]
         self.kind_of = np.array(self.kind_list, dtype=np.intp)
 
+    def split_rows(self, rows: np.ndarray, o: int, col: int, lane0: int) -> list[np.ndarray]:
+        """`split` for each of `rows` at once: one subtask's amount of `col` per step, for each kind."""
+        if not self.fractions:
+            first = rows[:, o + lane0]
+            out = [first / self.counts[0]]
+            if len(self.counts) > 1:
+                out.append((rows[:, o + col] - first) / self.counts[1])
+            return out
+        total = rows[:, o + col]
+        return [total * f for f in self.fractions]
+
     def split(self, row: list[float], o: int, col: int, lane0: int) -> list[float]:
         """One subtask's amount of `col` for each kind, from one row."""
         if not self.fractions:
@@ -344,7 +368,7 @@ def _gauge(g: GaugeModel, level: float) -> tuple[float, float]:
 
 
 def _busy_gauge(g: GaugeModel, level: float, queued: float) -> tuple[float, float]:
-    """(mean, noise sd) of the busy gauge over a meter interval in which the subtask had records waiting at its
+    """(mean, noise sd) of the busy gauge over a window in which the subtask had records waiting at its
     input (took all it could) for the fraction `queued` of the time: the calibrated backlogged reading then,
     the line the rest of the time. Without a measured backlogged reading: the line throughout."""
     if queued <= 0.0 or not math.isfinite(g.backlogged_mean):
@@ -385,28 +409,32 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     der_win = max(2, int(round((cfg.lag_deriv_window_s or window_s) / dt)))
     # a gauge's update reports the mean over its last `span` steps, or since its task started if that is later
     span = max(meter, int(round(cfg.meter_window_s / dt))) if noisy else meter
-    back = max(win, der_win) + span + scrape + 1
+    back = max(win, der_win) + span + meter + scrape + 1
     rows = model.rows_array(back)
     base = k - len(rows)  # absolute step of rows[0]
     ii = rows[[s - 1 - base for s in inst]]  # (n_inst, width): the rows scraped
     ii_l = ii.tolist()
     up = [r[J_PROCESSING] > 0.0 for r in ii_l] if noisy else [True]  # the job answered at that scrape
     # the gauge at scrape s shows the latest meter update u <= s (updates every `meter` steps, the last
-    # one `meter_delay_s` before a scrape: the calibrated lag), which averaged rows u-meter .. u-1
+    # one `meter_delay_s` before a scrape: the calibrated lag), which averaged the busy/idle/backpressured truth
+    # over its window (`_gauge_start` .. u-1) and the CPU over rows u-meter .. u-1
     phase = (meter - int(round(costs.meter_delay_s / dt))) % meter if noisy else 0
     if noisy:
         upd_v = [((s - phase) // meter) * meter + phase for s, ok in zip(inst, up, strict=True) if ok]
         upd_v = [u for u in upd_v if u >= meter and u - meter >= base]
     else:
         upd_v = [k]
-    n_valid = len(upd_v)
-    if n_valid == 0:
-        blk_l: list[list[float]] = []
-    elif not noisy:
-        blk_l = [(rows[-meter:].sum(axis=0) / meter).tolist()]
+    # each update's rows: the busy/idle/backpressured gauges' window, and the CPU's last meter interval (the CPU
+    # signals are no TimerGauges); an update with nothing run since the job's restart has no reading
+    if not noisy:
+        spans = [(len(rows) - meter, len(rows), len(rows) - meter)]  # (window from, to, CPU from) as row indexes
     else:
-        blk_l = [rows[lo - base:u - base].mean(axis=0).tolist()
-                 for u, lo in ((u, _gauge_start(model, rows, base, u, span)) for u in upd_v)]
+        starts = [(u, _gauge_start(model, rows, base, u, span)) for u in upd_v]
+        spans = [(lo - base, u - base, u - meter - base) for u, lo in starts if lo is not None]
+        upd_v = [u for u, lo in starts if lo is not None]
+    n_valid = len(upd_v)
+    # the rows all of them cover, read once per operator (windows of neighbouring updates overlap)
+    cover = (min(min(w, c) for w, _, c in spans), max(t for _, t, _ in spans)) if spans else (0, 0)
     # rate(): from the first to the last scrape of the window (exact: the whole window)
     if noisy:
         r_lo, r_hi = inst[0] - base, inst[-1] - base  # rows of steps ending in (first, last]
@@ -457,19 +485,20 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lv_bp = [0.0] * nk
             lv_work = [0.0] * nk  # busy less the network's waiting (= busy unless the loss burns no CPU)
             lv_queued = [0.0] * nk  # meter rows in which it took all it could (records waited at its input)
-            for row in blk_l:
-                cap = max(row[o + O_CAP] * dt, 1e-12)
-                net = 1.0 if model.net_loss_burns_cpu else row[o + O_NET]
-                busy_f = row[o + O_BUSY_F]  # < 1: warm subtasks wait for input while the slowest works
-                xs = kinds.split(row, o, O_IN, O_IN_LANE0)
-                bs = kinds.split(row, o, O_BLOCKED, O_BLOCKED_LANE0)
-                for kk in range(nk):
-                    b = min(1.0, xs[kk] / cap) * busy_f
-                    if b >= FULL:
-                        lv_queued[kk] += 1.0
-                    lv_busy[kk] += b
-                    lv_work[kk] += b * net
-                    lv_bp[kk] += min(1.0 - b, bs[kk] / cap)
+            # per step, then averaged over each update's rows (a window partly queued reads the backlogged level for
+            # that part): running sums over the rows all updates cover
+            covered = rows[cover[0]:cover[1]]
+            busy_s, bp_s = _busy_steps(covered, o, kinds, dt)
+            net = np.ones(len(covered)) if model.net_loss_burns_cpu else covered[:, o + O_NET]
+            for kk in range(nk):
+                sums = [np.concatenate([[0.0], np.cumsum(x)]) for x in
+                        (busy_s[kk], (busy_s[kk] >= FULL).astype(float), bp_s[kk], busy_s[kk] * net)]
+                for w_from, w_to, cpu_from in spans:
+                    lo_, hi_, c_lo = w_from - cover[0], w_to - cover[0], cpu_from - cover[0]
+                    lv_busy[kk] += (sums[0][hi_] - sums[0][lo_]) / (hi_ - lo_)
+                    lv_queued[kk] += (sums[1][hi_] - sums[1][lo_]) / (hi_ - lo_)
+                    lv_bp[kk] += (sums[2][hi_] - sums[2][lo_]) / (hi_ - lo_)
+                    lv_work[kk] += (sums[3][hi_] - sums[3][c_lo]) / (hi_ - c_lo)
             lv_busy = [v / n_valid for v in lv_busy]
             lv_bp = [v / n_valid for v in lv_bp]
             blocked_share = [_blocked_share(b, p) for b, p in zip(lv_busy, lv_bp, strict=True)]

@@ -1,11 +1,9 @@
-"""What a calibration's busy and backpressured readings averaged over (pure).
+"""A calibration's truth per second: when its job (re)started and what each operator took (pure).
 
-Flink's busy/idle/backpressured gauges (TimerGauge; Flink 1.17+, FLINK-30090, so the local stack's 2.2.1)
-update every 5 s and report the mean of their last 60 s, or of the time since their task started when that is
-shorter. The calibration's phases last 15-25 s, so a phase's readings still hold the phases before it in the
-same deployment: a reading must be set against the truth averaged over its own window, not over its phase
-(a ladder step read right after an overload read the overload's busy time). Here: when the job (re)started,
-each operator's true level per second, and the mean over a reading's window.
+The busy and backpressured readings average the last 60 s since the latest restart (harness.gauge_window), and
+the calibration's phases last 15-25 s, so a phase's readings still hold the phases before it in the same
+deployment. Each reading is set against its operator's true level per second over its own window: this module
+finds the restarts in the samples and the per-second rates; `harness.calibration.build` turns them into levels.
 """
 
 from __future__ import annotations
@@ -15,8 +13,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-
-GAUGE_WINDOW_S = 60.0  # Flink's TimerGauge default (the simulator's `sim.meter_window_s`)
 
 
 def restarts(samples: pd.DataFrame, counters: Sequence[str] = ("rec_in", "rec_out")) -> np.ndarray:
@@ -58,27 +54,6 @@ def per_second(samples: pd.DataFrame, col: str) -> tuple[np.ndarray, np.ndarray,
         np.add.at(total, idx, dc[ok] / dt[ok])
         np.add.at(seen, idx, 1.0)
     return t0 + np.arange(n, dtype=float), total, seen
-
-
-def window_mask(seconds: np.ndarray, starts: np.ndarray, t: float, window_s: float = GAUGE_WINDOW_S) -> np.ndarray:
-    """Which seconds a gauge read at `t` averaged over: those overlapping (t - window_s, t] since the latest
-    restart in `starts` at or before `t`."""
-    k = int(np.searchsorted(starts, t, side="right")) - 1
-    lo = max(t - window_s, float(starts[k]) if k >= 0 else -math.inf)
-    return (seconds + 1.0 > lo) & (seconds < t)
-
-
-def window_levels(seconds: np.ndarray, level: np.ndarray, starts: np.ndarray, times: Sequence[float] | np.ndarray,
-                  window_s: float = GAUGE_WINDOW_S) -> np.ndarray:
-    """What a gauge read at each of `times`: the mean of `level` (per second, NaN unknown) over its window
-    (`window_mask`); NaN where no second of it is known."""
-    out = np.full(len(times), np.nan)
-    for i, t in enumerate(times):
-        inside = level[window_mask(seconds, starts, float(t), window_s)]
-        inside = inside[np.isfinite(inside)]
-        if len(inside):
-            out[i] = float(inside.mean())
-    return out
 
 
 def utilisation_per_second(samples: pd.DataFrame, col: str, capacity_at: Callable[[float], float],

@@ -1,6 +1,6 @@
-"""What a calibration's busy and backpressured readings averaged over (harness.calibration.gauge_window): Flink's
-TimerGauge reports the mean of its last 60 s, or since its task started, so restarts are found in the samples
-and each reading's truth is the mean over its own window."""
+"""A calibration's truth per second (harness.calibration.truth) and what a reading averaged over
+(harness.gauge_window): Flink's TimerGauge reports the mean of its last 60 s, or since its task started, so
+restarts are found in the samples and each reading's truth is the mean over its own window."""
 
 from __future__ import annotations
 
@@ -8,13 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.calibration.gauge_window import (
-    GAUGE_WINDOW_S,
-    per_second,
-    restarts,
-    window_levels,
-    window_mask,
-)
+from harness.calibration.truth import per_second, restarts
+from harness.gauge_window import GAUGE_WINDOW_S, window_mask, window_means
 
 
 def samples() -> pd.DataFrame:
@@ -42,14 +37,20 @@ def test_rates_per_second_sum_the_subtasks_and_skip_the_reset() -> None:
 
 
 def test_a_reading_averages_its_last_60_s_or_since_the_restart() -> None:
-    seconds = np.arange(0.0, 200.0)
-    level = np.where(seconds < 100, 0.2, 0.8)
+    ends = np.arange(1.0, 201.0)  # each value covers the second before it
+    level = np.where(ends <= 100, 0.2, 0.8)
     starts = np.array([0.0, 150.0])
     # 30 s after the step: half of its window at each level; 80 s after: only the new one
-    got = window_levels(seconds, level, starts, [130.0, 180.0, 160.0])
+    got = window_means(ends, level, starts, [130.0, 180.0, 160.0])
     assert got[0] == pytest.approx(0.2 + 0.6 * 30 / GAUGE_WINDOW_S)
     assert got[1] == pytest.approx(0.8)
     assert got[2] == pytest.approx(0.8)  # restarted at 150: the minute before does not count
-    assert window_mask(seconds, starts, 160.0).sum() == 10
+    assert window_mask(ends, starts, 160.0).sum() == 10
     nan = np.full(200, np.nan)
-    assert np.isnan(window_levels(seconds, nan, starts, [130.0])[0])  # nothing known: unknown, not 0
+    assert np.isnan(window_means(ends, nan, starts, [130.0])[0])  # nothing known: unknown, not 0
+    # a window known for less than the share asked stands for nothing
+    half = np.where(ends <= 100, np.nan, 0.8)
+    assert window_means(ends, half, starts, [130.0])[0] == pytest.approx(0.8)
+    assert np.isnan(window_means(ends, half, starts, [130.0], known_share=0.8)[0])
+    # window 0: each reading is the value at its own time
+    assert window_means(ends, level, starts, [100.0, 101.0], window_s=0.0).tolist() == [0.2, 0.8]
