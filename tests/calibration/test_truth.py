@@ -54,3 +54,9 @@ def test_a_reading_averages_its_last_60_s_or_since_the_restart() -> None:
     assert np.isnan(window_means(ends, half, starts, [130.0], known_share=0.8)[0])
     # window 0: each reading is the value at its own time
     assert window_means(ends, level, starts, [100.0, 101.0], window_s=0.0).tolist() == [0.2, 0.8]
+
+
+def test_the_simulator_reads_through_the_same_window_by_default() -> None:
+    from harness.backends.sim.config import SimConfig
+
+    assert SimConfig().meter_window_s == GAUGE_WINDOW_S

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 
+
 class NetworkConfig(BaseModel):
     """`sim.network`: fog nodes and the effect of their delays on an operator's capacity."""
 
@@ -82,7 +83,7 @@ class SimConfig(BaseModel):
     meter_interval_s: PositiveFloat = Field(
         5.0, description="busy/idle/backpressured gauges update every this many seconds, and the CPU signals average "
                          "over it (Flink's metric view interval; a calibrated profile overrides it)")
-    meter_window_s: PositiveFloat = Field(
+    meter_window_s: PositiveFloat = Field(  # harness.gauge_window.GAUGE_WINDOW_S (numpy-free here: `bench validate`)
         60.0, description="a busy/idle/backpressured gauge reports the mean of its updates over this many seconds, "
                           "counted from its task's start after a (re)start (Flink 1.17+ TimerGauge: 60 s, 12 updates; "
                           "at most meter_interval_s: each update alone, as Flink before 1.17 reports)")
