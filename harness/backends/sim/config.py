@@ -18,7 +18,6 @@ from pydantic import (
 )
 
 
-
 class NetworkConfig(BaseModel):
     """`sim.network`: fog nodes and the effect of their delays on an operator's capacity."""
 
