@@ -329,6 +329,11 @@ def _meter_lag(m: Measurement, pls: list[OpPlateau], topology: Topology) -> tupl
 KNOWN_WINDOW = 0.7  # a reading counts toward a line where its window's truth is known for this share of it
 
 
+def _has_readings(pair: tuple[Sequence[float], Sequence[np.ndarray]]) -> bool:
+    """Whether some plateau has a known level and readings to fit a line through."""
+    return any(math.isfinite(lv) and len(r) for lv, r in zip(*pair, strict=True))
+
+
 def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlateau],
                        capacity_at: Callable[[float], float], limiting: dict[str, set[str]], topology: Topology,
                        full: Callable[[OpPlateau], bool], queued_phases: set[str]) -> tuple[
@@ -368,7 +373,7 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
         queued[i] = ph.name in queued_phases
         held = any(spec.name in topology.ancestors(b) for b in limiting.get(ph.name, ()))
         bp[i] = (max(0.0, 1.0 - u[i]) if math.isfinite(u[i]) else math.nan) if held else 0.0
-    return seconds + 1.0, u, bp, queued  # each second's value covers (s, s + 1]: its end
+    return seconds + 1.0, u, bp, queued  # each second's value, at the end of the second it was binned in
 
 
 def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
@@ -518,9 +523,10 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             """The busy level B of a subtask with records queued at its input, from one plateau's updates: each is
             the mean over its window of B in the queued seconds (share q) and of the line elsewhere (its part L),
             r = (1 - q) L + q B; B by least squares over the updates, returned with the updates' scatter around
-            that fit (the gauge's noise) as stand-ins for the updates. Only the window's known seconds count (a
-            restart's settling before a bottleneck phase is taken to be like the phase). Times unknown: the updates
-            as read."""
+            that fit (the gauge's noise) as stand-ins for the updates. Only a window's known seconds count, however
+            few: the settling after a restart, before a bottleneck or overload phase at the load the driver already
+            offers, is taken to be like the phase (requiring KNOWN_WINDOW there left q11's source without a level).
+            Times unknown: the updates as read."""
             r, t = pl.p.busy, pl.busy_t
             if len(t) != len(r):
                 return r
@@ -549,7 +555,12 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         scaled = [pl for pl in unqueued if _subtasks(pl) > 1
                   and not (pl.phase.kind == "spread" and limiting.get(pl.phase.name))
                   and not (pl.phase.kind == "bottleneck" and pl.operator in limiting.get(pl.phase.name, set()))]
-        busy_line = gauges([pl for pl in unqueued if _subtasks(pl) == 1])["busy"]
+        single = [pl for pl in unqueued if _subtasks(pl) == 1]
+        busy_line = gauges(single)["busy"]
+        if not _has_readings(busy_line):  # no window known enough: the phases' own truth, the best there is
+            busy_line = gauges(single, own_phase=True)["busy"]
+        if not _has_readings(line["backpressured"]):
+            line = {**line, "backpressured": gauges(lined, own_phase=True)["backpressured"]}
         wide = scaled_out_line(*gauges(scaled)["busy"])
         # the same load in several deployments (the job restarted in between): the error each one keeps. Each is
         # read right after its restart at the load the driver kept through it, so its window holds that load alone

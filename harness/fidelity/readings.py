@@ -134,20 +134,20 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
     deployment = np.searchsorted(starts, t, side="right") - 1  # the latest (re)start at or before each reading
     since = t - starts[np.clip(deployment, 0, None)]
     took = (wide[rate_col] / par / capacity).clip(0.0, 1.0)
-    queued = pd.Series(False, wide.index)
+    queued = pd.Series(0.0, wide.index)  # 1 queued, 0 not, NaN unknown (a reading missing): never taken for 0
     if backlogged is not None:
         bp = str(Metric.BACKPRESSURED)
         if source:
-            queued = took >= SOURCE_FULL
+            queued = (took >= SOURCE_FULL).astype(float).where(took.notna())
         else:
             held = agg[(agg.metric == bp) & agg.operator.isin(list(upstream))].groupby("ts").value.max() / 1000.0
+            held = held.reindex(wide.index)
             own = wide[bp] / 1000.0 if bp in wide else pd.Series(np.nan, wide.index)
-            queued = (held.reindex(wide.index) >= HELD_BACK) & (own < HELD_BACK)
-        queued = queued.fillna(False).astype(bool)
+            queued = ((held >= HELD_BACK) & (own < HELD_BACK)).astype(float).where(held.notna() & own.notna())
     # as the gauge averages (harness.gauge_window, the window the sim modelled): the share of the window with
     # records queued at its input reads the backlogged level, the rest the line at its own utilisation
     q_w = gauge_window.window_means(t, queued.to_numpy(dtype=float), starts, t, window_s)
-    free = gauge_window.window_means(t, took.where(~queued).to_numpy(dtype=float), starts, t, window_s)
+    free = gauge_window.window_means(t, took.where(queued == 0.0).to_numpy(dtype=float), starts, t, window_s)
 
     def line(off: float, g: float) -> np.ndarray:
         return np.clip(off + g * free, 0.0, 1.0)

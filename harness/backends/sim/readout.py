@@ -199,11 +199,16 @@ def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int
     that is later (a restarted task's gauge starts afresh: its first updates average over what it ran so far);
     None where nothing ran since that restart (no reading yet)."""
     lo = max(base, u - span)
-    restart = model.restart_steps[bisect_right(model.restart_steps, u - 1) - 1]
+    restart = _restart_before(model, u)
     if restart <= lo:
         return lo
     running = np.flatnonzero(rows[restart - base:u - base, J_PROCESSING] > 0.0)
     return restart + int(running[0]) if len(running) else None
+
+
+def _restart_before(model: SimModel, u: int) -> int:
+    """The step at which the deployment that ran step u - 1 began (the job's latest restart before update u)."""
+    return model.restart_steps[bisect_right(model.restart_steps, u - 1) - 1]
 
 
 def _busy_steps(rows: np.ndarray, o: int, kinds: _Kinds, dt: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -426,11 +431,15 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         upd_v = [k]
     # each update's rows: the busy/idle/backpressured gauges' window, and the CPU's last meter interval (the CPU
     # signals are no TimerGauges); an update with nothing run since the job's restart has no reading
+    unread_gauges = False  # the job answered, but nothing ran since its restart: no gauge has a reading yet
     if not noisy:
         spans = [(len(rows) - meter, len(rows), len(rows) - meter)]  # (window from, to, CPU from) as row indexes
     else:
         starts = [(u, _gauge_start(model, rows, base, u, span)) for u in upd_v]
-        spans = [(lo - base, u - base, u - meter - base) for u, lo in starts if lo is not None]
+        # the CPU over the last meter interval, but not from before the latest restart (another layout's rows)
+        spans = [(lo - base, u - base, max(u - meter, _restart_before(model, u)) - base) for u, lo in starts
+                 if lo is not None]
+        unread_gauges = len(upd_v) > 0 and all(lo is None for _, lo in starts)
         upd_v = [u for u, lo in starts if lo is not None]
     n_valid = len(upd_v)
     # the rows all of them cover, read once per operator (windows of neighbouring updates overlap)
@@ -484,7 +493,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
             lv_busy = [0.0] * nk
             lv_bp = [0.0] * nk
             lv_work = [0.0] * nk  # busy less the network's waiting (= busy unless the loss burns no CPU)
-            lv_queued = [0.0] * nk  # meter rows in which it took all it could (records waited at its input)
+            lv_queued = [0.0] * nk  # per update, the share of its window's steps in which it took all it could
             # per step, then averaged over each update's rows (a window partly queued reads the backlogged level for
             # that part): running sums over the rows all updates cover
             covered = rows[cover[0]:cover[1]]
@@ -620,6 +629,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     elif not has_rate:
         why = {str(m): "fewer than two scrapes in the window" for m in (
             Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.THROUGHPUT, Metric.INPUT_RATE)}
+    if unread_gauges and "*" not in why:
+        for m in (Metric.BUSY, Metric.BACKPRESSURED, Metric.CPU, Metric.CPU_JVM):
+            why[str(m)] = "nothing processed since the job's restart: no gauge update to read yet"
     known = [v for v in src_lags if v == v]
     if len(known) < len(src_lags):
         why[str(Metric.LATENCY_KAFKA)] = "a source has not emitted since its restart"
