@@ -115,12 +115,8 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                 """When each of `updates(col)` was first seen, in the same order."""
                 if col not in rows:
                     return np.zeros(0)
-                parts = []
-                for _, gs in rows.groupby("subtask"):
-                    gs = gs.sort_values("t")
-                    v, t = gs[col].to_numpy(dtype=float), gs.t.to_numpy(dtype=float)
-                    v, t = v[np.isfinite(v)], t[np.isfinite(v)]
-                    parts.append(t[np.concatenate([[True], np.diff(v) != 0.0])] if len(v) else t)
+                parts = [gs.t.to_numpy(dtype=float)[fit.distinct_update_index(gs[col].to_numpy(dtype=float))]
+                         for gs in (g.sort_values("t") for _, g in rows.groupby("subtask"))]
                 return np.concatenate(parts) if parts else np.zeros(0)
 
             cpu_r: list[float] = []
@@ -508,13 +504,12 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             """Per gauge: the plateaus' true levels and their readings (busy and backpressured as their windows
             saw them; `own_phase`: as their phase ran, for phases whose window holds nothing else)."""
             t = [truth_of(pl) for pl in plateaus_]
-            if own_phase:
-                return {"busy": ([x[0] for x in t], [pl.p.busy for pl in plateaus_]),
-                        "backpressured": ([x[1] for x in t], [pl.p.backpressured for pl in plateaus_]),
-                        "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
-                        "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
-            return {"busy": windowed(plateaus_, [x[0] for x in t], u_s, "busy", free_only=True),
-                    "backpressured": windowed(plateaus_, [x[1] for x in t], bp_s, "backpressured", free_only=False),
+            busy = ([x[0] for x in t], [pl.p.busy for pl in plateaus_])
+            bp = ([x[1] for x in t], [pl.p.backpressured for pl in plateaus_])
+            if not own_phase:
+                busy = windowed(plateaus_, busy[0], u_s, "busy", free_only=True)
+                bp = windowed(plateaus_, bp[0], bp_s, "backpressured", free_only=False)
+            return {"busy": busy, "backpressured": bp,
                     "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
                     "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
 

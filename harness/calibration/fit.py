@@ -164,14 +164,20 @@ def first_record_delay(samples: pd.DataFrame, sources: Sequence[str], t0: float)
     return best
 
 
-def distinct_updates(values: np.ndarray) -> np.ndarray:
-    """A gauge polled faster than it updates repeats itself: keep one value per update (value changes)."""
+def distinct_update_index(values: np.ndarray) -> np.ndarray:
+    """A gauge polled faster than it updates repeats itself: the index of each update's first sample (its value
+    known and not the one before it)."""
     v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return v
-    keep = np.concatenate([[True], np.diff(v) != 0.0])
-    return v[keep]
+    known = np.flatnonzero(np.isfinite(v))
+    if len(known) == 0:
+        return known
+    return known[np.concatenate([[True], np.diff(v[known]) != 0.0])]
+
+
+def distinct_updates(values: np.ndarray) -> np.ndarray:
+    """One value per update of a gauge polled faster than it updates (`distinct_update_index`)."""
+    v = np.asarray(values, dtype=float)
+    return v[distinct_update_index(v)]
 
 
 # ---------------------------------------------------------------- CPU and capacity

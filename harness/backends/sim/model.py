@@ -331,34 +331,32 @@ class SimModel:
         return changed
 
     def _warm_fraction(self, i: int, cores: float) -> tuple[float, float]:
-        """Operator i's warm-up fraction until the next recomputation (CPU time had = time since its task
-        manager began processing x cores; the curve's exact mean over the interval): its subtasks' mean, or,
-        where its slowest subtask caps it (`_capped_by_slowest`), that subtask's; and O_BUSY_F, the mean of
-        slowest / own fraction over its subtasks (the warm ones wait for input while the slowest is busy)."""
+        """Operator i's warm-up fraction until the next recomputation: its subtasks' mean, or, where its slowest
+        subtask caps it (`_capped_by_slowest`), that subtask's; and O_BUSY_F, the mean of slowest / own fraction
+        over its subtasks (the warm ones wait for input while the slowest is busy)."""
+        born = self.born[i]
+        each = self._subtask_fractions(born, cores)
+        if not self._capped_by_slowest(i):
+            return sum(each) / len(each), 1.0
+        slowest = min(each)  # the youngest task manager's
+        if min(born) == max(born):
+            return slowest, 1.0
+        return slowest, sum(slowest / f if f > 0.0 else 1.0 for f in each) / len(each)  # dead time: none takes any
+
+    def _subtask_fractions(self, born: list[float], cores: float) -> list[float]:
+        """Each subtask's warm-up fraction until the next recomputation (CPU time had = time since its task
+        manager began processing x cores; the curve's exact mean over the interval); task managers started
+        together share a birth time, so the curve runs once per run of them."""
         w = self.warmup
         assert w is not None
         now, ahead = self.now, self.recost_every * self.dt
-        born = self.born[i]
-        if self._capped_by_slowest(i):
-            youngest = max(born)  # the youngest task manager is the slowest
-            slowest = w.mean_fraction((now - youngest) * cores, (now + ahead - youngest) * cores)
-            if min(born) == youngest:
-                return slowest, 1.0
-            ratio = 0.0
-            last_b, r = math.nan, 1.0
-            for b in born:
-                if b != last_b:
-                    own = w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
-                    last_b, r = b, slowest / own if own > 0.0 else 1.0  # in the dead time no subtask takes any
-                ratio += r
-            return slowest, ratio / len(born)
-        total = 0.0
+        out: list[float] = []
         last_b, f = math.nan, 0.0
-        for b in born:  # task managers started together share a birth time: the curve once per run of them
+        for b in born:
             if b != last_b:
                 last_b, f = b, w.mean_fraction((now - b) * cores, (now + ahead - b) * cores)
-            total += f  # added one by one, as a plain sum would
-        return total / len(born), 1.0
+            out.append(f)
+        return out
 
     def _capped_by_slowest(self, i: int) -> bool:
         """Whether operator i's slowest subtask caps all of it: its input is spread over its subtasks by key or
