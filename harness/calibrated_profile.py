@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -108,11 +109,20 @@ class CapacityFit(_Model):
 HELD_BACK = 0.2  # an upstream operator backpressured this share of its time: records wait at its bottleneck's input
 
 
+class NoiseBasis(StrEnum):
+    """What one `GaugeModel.noise_sd` point is the standard deviation of."""
+
+    UPDATE = "update"  # one meter update's own noise, drawn afresh per update (profiles fitted before 2026-11-29)
+    INTERVAL = "interval"  # one 5-s meter interval's: a busy, idle or backpressured reading (a TimerGauge) is the
+    # mean over its window's intervals, so its noise is too and successive updates share most of it; a CPU
+    # reading covers one interval
+
+
 class GaugeModel(_Model):
     """A Flink reading against the true value it stands for: reading = clip(offset + gain x true) + noise.
 
-    `noise_sd` are (true level, standard deviation of one meter update) points, interpolated in between
-    and held beyond the ends. `held_sd` is the part of the error that does not average out: on the
+    `noise_sd` are (true level, standard deviation of the noise `noise_basis` names) points, interpolated in
+    between and held beyond the ends. `held_sd` is the part of the error that does not average out: on the
     local stack a restarted job reads the same load differently until its next restart, so the
     calibration reads one load in several deployments and the simulator draws this error once per
     subtask and deployment. Units are those of the reading as a fraction (busy 0..1 of a second,
@@ -122,14 +132,17 @@ class GaugeModel(_Model):
     offset: float = 0.0
     gain: float = 1.0
     noise_sd: list[tuple[float, float]] = Field(default_factory=list)
+    noise_basis: NoiseBasis = Field(NoiseBasis.UPDATE, description="what `noise_sd` and `backlogged_sd` are the sd "
+                                                                     "of: one meter update, or one 5-s interval")
     held_sd: float = Field(math.nan, description="sd of the error held from one restart to the next; NaN: not "
                                                  "calibrated (samples without deployment phases, or too few)")
     held_n: int = Field(0, description="deployments the held error was measured from")
     backlogged_mean: float = Field(math.nan, description=(
         "busy only: the reading of a saturated subtask with records waiting at its input (a run's bottleneck); "
         "NaN: not measured, the line then reads it as everywhere else"))
-    backlogged_sd: float = Field(math.nan, description="sd of one meter update of that reading within a plateau "
-                                                       "(NaN: none had two; the line's sd at full load is drawn)")
+    backlogged_sd: float = Field(math.nan, description="sd of that reading's noise (as `noise_basis` says) "
+                                                       "(NaN: no plateau had two updates; the line's sd at full "
+                                                       "load is drawn)")
     backlogged_n: int = Field(0, description="plateaus (phases) it was measured in")
     n: int = 0
     rmse: float = math.nan

@@ -52,9 +52,12 @@ class OpPlateau:
     p: fit.Plateau
     cpu_reading: np.ndarray  # CPU time / quota over 5 s spans (the `cpu` signal's raw material)
     samples: pd.DataFrame  # the plateau's rows of this operator (all subtasks)
-    # when each of p.busy's and p.backpressured's updates was first seen (empty: not known)
+    # when each of p.busy's and p.backpressured's updates was made (empty: not known; `update_times`), and by which
+    # subtask
     busy_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     backpressured_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    busy_sub: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    backpressured_sub: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _share(phase: PhaseRecord, op: str) -> float:
@@ -111,13 +114,22 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                          for _, gs in rows.groupby("subtask")]
                 return np.concatenate(parts) if parts else np.zeros(0)
 
-            def update_times(col: str, rows: pd.DataFrame = rows) -> np.ndarray:
-                """When each of `updates(col)` was first seen, in the same order."""
+            def update_times(col: str, rows: pd.DataFrame = rows) -> tuple[np.ndarray, np.ndarray]:
+                """When each of `updates(col)` was made, in the same order, and by which subtask: when it was first
+                seen, but a value already showing at the plateau's first sample was made before, at the meter's
+                update before the next one seen (the gauge updates every interval); NaN if none was seen after it
+                (`_line_times`)."""
                 if col not in rows:
-                    return np.zeros(0)
-                parts = [gs.t.to_numpy(dtype=float)[fit.distinct_update_index(gs[col].to_numpy(dtype=float))]
-                         for gs in (g.sort_values("t") for _, g in rows.groupby("subtask"))]
-                return np.concatenate(parts) if parts else np.zeros(0)
+                    return np.zeros(0), np.zeros(0)
+                parts, subs = [], []
+                for sub, gs in ((k, g.sort_values("t")) for k, g in rows.groupby("subtask")):
+                    index = fit.distinct_update_index(gs[col].to_numpy(dtype=float))
+                    at = gs.t.to_numpy(dtype=float)[index]
+                    if len(index) and index[0] == 0:
+                        at[0] = at[1] - gauge_window.METER_INTERVAL_S if len(at) > 1 else math.nan
+                    parts.append(at)
+                    subs.append(np.full(len(at), int(sub)))
+                return (np.concatenate(parts), np.concatenate(subs)) if parts else (np.zeros(0), np.zeros(0))
 
             cpu_r: list[float] = []
             for _, gs in rows.groupby("subtask"):
@@ -150,8 +162,18 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                 cpu_jvm=updates("jvm_load"), flagged=flagged, state_bytes=ph.state_bytes,
                 throttled=float(np.mean(thr)) if thr else math.nan, pending=pending, pending_growth=growth,
             )
-            out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows, update_times("busy_ms"), update_times("bp_ms")))
+            (busy_t, busy_sub), (bp_t, bp_sub) = update_times("busy_ms"), update_times("bp_ms")
+            out.append(OpPlateau(ph, op, p, np.asarray(cpu_r), rows, busy_t, bp_t, busy_sub, bp_sub))
     return out
+
+
+def _line_times(pl: OpPlateau, t: np.ndarray) -> np.ndarray:
+    """The update times to set a line's readings by: a value the plateau showed throughout (its time unknown, NaN)
+    at the plateau's start, up to a meter interval after it was made. Near enough for a line; not for the noise
+    (successive updates differ by 1/12 of a load step per interval, as much as their shared noise moves them), which
+    takes the updates whose times are known only."""
+    start = float(pl.samples.t.min()) if len(pl.samples) else math.nan
+    return np.where(np.isfinite(t), t, start)
 
 
 def _mean_known(xs: Sequence[float]) -> float:
@@ -226,15 +248,16 @@ MIN_SCALED_OUT = 2  # plateaus at two or more subtasks that make a busy line of 
 MIN_SCALED_SPAN = 0.25
 
 
-def scaled_out_line(levels: Sequence[float], readings: Sequence[np.ndarray]) -> GaugeModel | None:
+def scaled_out_line(reads: fit.Reads) -> GaugeModel | None:
     """The busy line of scaled-out subtasks, or None where too few plateaus (with a known level and a reading) or
     too narrow a range of levels measured it to extrapolate, or its readings fell as the load grew: the line at one
     subtask then reads them."""
-    usable = [(lv, r) for lv, r in zip(levels, readings, strict=True) if math.isfinite(lv) and len(r)]
-    lv = [u for u, _ in usable]
+    usable = [(lv, r, v) for lv, r, v in zip(reads.levels, reads.readings, reads.overlaps, strict=True)
+              if math.isfinite(lv) and len(r)]
+    lv = [u for u, _, _ in usable]
     if len(usable) < MIN_SCALED_OUT or max(lv) - min(lv) < MIN_SCALED_SPAN:
         return None
-    line = fit.gauge_model(lv, [r for _, r in usable], nonnegative_offset=True)
+    line = fit.line_of(fit.Reads(lv, [r for _, r, _ in usable], [v for _, _, v in usable]), nonnegative_offset=True)
     # a busy reading that falls as the load grows measured no line (what the readings' windows held varied more
     # than the load did): the line at one subtask reads them
     return line if line.gain > 0.0 else None
@@ -325,11 +348,6 @@ def _meter_lag(m: Measurement, pls: list[OpPlateau], topology: Topology) -> tupl
 KNOWN_WINDOW = 0.7  # a reading counts toward a line where its window's truth is known for this share of it
 
 
-def _has_readings(pair: tuple[Sequence[float], Sequence[np.ndarray]]) -> bool:
-    """Whether some plateau has a known level and readings to fit a line through."""
-    return any(math.isfinite(lv) and len(r) for lv, r in zip(*pair, strict=True))
-
-
 def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlateau],
                        capacity_at: Callable[[float], float], limiting: dict[str, set[str]], topology: Topology,
                        full: Callable[[OpPlateau], bool], queued_phases: set[str]) -> tuple[
@@ -372,10 +390,16 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
     return seconds + 1.0, u, bp, queued  # each second's value, at the end of the second it was binned in
 
 
+# (operator, gauge, update times, readings, their subtasks, the truth each one's window saw): the windowed readings
+# a line is fitted through, as read (benchmarks/bench_gauge_noise.py sets them against the fitted line)
+ReadingTrace = Callable[[str, str, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+
+
 def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
-                  downtime_slopes: dict[str, tuple[float, str]] | None = None) -> QueryProfile:
+                  downtime_slopes: dict[str, tuple[float, str]] | None = None,
+                  trace: ReadingTrace | None = None) -> QueryProfile:
     """The calibrated profile of `m.query` (see module docstring); `downtime_slopes[method]` = (s per GB,
-    where it came from), pooled over the calibrated queries by the caller."""
+    where it came from), pooled over the calibrated queries by the caller; `trace` sees the windowed readings."""
     m = normalised(m)
     pls = plateaus(m)
     q = m.quota
@@ -467,66 +491,89 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             return u, (max(0.0, 1.0 - u) if upstream_of_bottleneck else 0.0), pl.p.cores / (q * pl.p.share)
 
         def windowed(plateaus_: Sequence[OpPlateau], plain: Sequence[float], level: np.ndarray, gauge: str,
-                     free_only: bool, seconds: np.ndarray = seconds,
-                     queued_s: np.ndarray = queued_s) -> tuple[list[float], list[np.ndarray]]:
-            """A windowed gauge's (true levels, readings) per plateau: each update set against the truth over its
-            own window, kept where KNOWN_WINDOW of that truth is known (and, `free_only`, no second of it had
-            records queued at the input: those read the backlogged level, not the line); the plateau's level is
-            their mean, and each is moved by the line's gain by as much as its window's truth differs from that
-            mean, so that the spread within a plateau is the gauge's noise, not the window sliding over a load
-            step. A plateau whose updates' times are unknown keeps its own samples' truth and readings."""
+                     free_only: bool, seconds: np.ndarray = seconds, queued_s: np.ndarray = queued_s) -> fit.Reads:
+            """A windowed gauge's true levels, readings and their noise's overlaps per plateau: each update set
+            against the truth over its own window, kept where KNOWN_WINDOW of that truth is known (and, `free_only`,
+            no second of it had records queued at the input: those read the backlogged level, not the line); the
+            plateau's level is their mean, and each is moved by the line's gain by as much as its window's truth
+            differs from that mean, so that the spread within a plateau is the gauge's noise, not the window sliding
+            over a load step. A plateau whose updates' times are unknown keeps its own samples' truth and readings
+            (each update's noise its own)."""
             levels: list[float] = []
             kept: list[np.ndarray] = []
             per: list[np.ndarray | None] = []
+            overlaps: list[np.ndarray | None] = []
+            masks: list[np.ndarray | None] = []
             for pl, lv in zip(plateaus_, plain, strict=True):
-                r, t = getattr(pl.p, gauge), getattr(pl, f"{gauge}_t")
-                if len(t) != len(r) or not len(r):
+                r, t_known = getattr(pl.p, gauge), getattr(pl, f"{gauge}_t")
+                if len(t_known) != len(r) or not len(r):
                     levels.append(lv)
                     kept.append(r)
                     per.append(None)
+                    overlaps.append(None)
+                    masks.append(None)
                     continue
+                t = _line_times(pl, t_known)
                 u = gauge_window.window_means(seconds, level, starts, t, known_share=KNOWN_WINDOW)
                 ok = np.isfinite(u)
                 if free_only:  # a window with any queued second read the backlogged level in part
                     ok &= gauge_window.window_means(seconds, queued_s.astype(float), starts, t) == 0.0
+                if trace is not None:
+                    trace(pl.operator, gauge, t[ok], r[ok], getattr(pl, f"{gauge}_sub")[ok], u[ok])
                 levels.append(float(u[ok].mean()) if ok.any() else math.nan)
                 kept.append(r[ok])
                 per.append(u[ok])
+                overlaps.append(gauge_window.noise_overlap(t[ok], starts, gauges=getattr(pl, f"{gauge}_sub")[ok]))
+                masks.append(np.isfinite(t_known[ok]))  # the noise from updates whose times are known
             slope = fit.fit_line(np.asarray(levels, dtype=float),
                                  np.array([np.mean(r) if len(r) else math.nan for r in kept])).slope
             if not math.isfinite(slope):  # one level: no gain to move the updates by
-                return levels, kept
+                return fit.Reads(levels, kept, overlaps, masks)
             gain = fit.gauge_model(levels, kept, nonnegative_offset=gauge == "busy").gain
-            return levels, [r if u is None else r - gain * (u - lv) for r, u, lv in zip(kept, per, levels, strict=True)]
+            return fit.Reads(levels, [r if u is None else r - gain * (u - lv)
+                                      for r, u, lv in zip(kept, per, levels, strict=True)], overlaps, masks)
+
+        def own_windows(plateaus_: Sequence[OpPlateau], levels: list[float], gauge: str) -> fit.Reads:
+            """A windowed gauge's readings against their phases' own truth (phases whose windows hold nothing
+            else), with their noise's overlaps where the updates' times are known."""
+            readings = [getattr(pl.p, gauge) for pl in plateaus_]
+            times = [getattr(pl, f"{gauge}_t") for pl in plateaus_]
+            timed = [len(t) == len(r) and len(r) > 0 for r, t in zip(readings, times, strict=True)]
+            return fit.Reads(levels, readings,
+                             [gauge_window.noise_overlap(_line_times(pl, t), starts, gauges=getattr(pl, f"{gauge}_sub"))
+                              if ok else None for pl, t, ok in zip(plateaus_, times, timed, strict=True)],
+                             [np.isfinite(t) if ok else None for t, ok in zip(times, timed, strict=True)])
 
         def gauges(plateaus_: Sequence[OpPlateau], u_s: np.ndarray = u_s, bp_s: np.ndarray = bp_s,
-                   own_phase: bool = False) -> dict[str, tuple[list[float], list[np.ndarray]]]:
+                   own_phase: bool = False) -> dict[str, fit.Reads]:
             """Per gauge: the plateaus' true levels and their readings (busy and backpressured as their windows
             saw them; `own_phase`: as their phase ran, for phases whose window holds nothing else)."""
             t = [truth_of(pl) for pl in plateaus_]
-            busy = ([x[0] for x in t], [pl.p.busy for pl in plateaus_])
-            bp = ([x[1] for x in t], [pl.p.backpressured for pl in plateaus_])
-            if not own_phase:
-                busy = windowed(plateaus_, busy[0], u_s, "busy", free_only=True)
-                bp = windowed(plateaus_, bp[0], bp_s, "backpressured", free_only=False)
+            busy_lv, bp_lv = [x[0] for x in t], [x[1] for x in t]
+            if own_phase:
+                busy, bp = own_windows(plateaus_, busy_lv, "busy"), own_windows(plateaus_, bp_lv, "backpressured")
+            else:
+                busy = windowed(plateaus_, busy_lv, u_s, "busy", free_only=True)
+                bp = windowed(plateaus_, bp_lv, bp_s, "backpressured", free_only=False)
             return {"busy": busy, "backpressured": bp,
-                    "cpu": ([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
-                    "cpu_jvm": ([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
+                    "cpu": fit.Reads.independent([x[2] for x in t], [pl.cpu_reading for pl in plateaus_]),
+                    "cpu_jvm": fit.Reads.independent([x[2] for x in t], [pl.p.cpu_jvm for pl in plateaus_])}
 
         def backlogged_updates(pl: OpPlateau, line_: GaugeModel, seconds: np.ndarray = seconds,
-                               u_s: np.ndarray = u_s, queued_s: np.ndarray = queued_s) -> np.ndarray:
+                               u_s: np.ndarray = u_s, queued_s: np.ndarray = queued_s
+                               ) -> fit.Reads:
             """The busy level B of a subtask with records queued at its input, from one plateau's updates: each is
             the mean over its window of B in the queued seconds (share q) and of the line elsewhere (its part L),
             r = (1 - q) L + q B; B by least squares over the updates, returned with the updates' scatter around
             that fit (the gauge's noise) as stand-ins for the updates. Only a window's known seconds count, however
             few: the settling after a restart, before a bottleneck or overload phase at the load the driver already
             offers, is taken to be like the phase (requiring KNOWN_WINDOW there left q11's source without a level).
-            Times unknown: the updates as read."""
+            Times unknown: the updates as read. With them, how the updates' noise overlaps."""
             r, t = pl.p.busy, pl.busy_t
             if len(t) != len(r):
-                return r
-            qs, rest = [], []
-            for value, ti in zip(r, t, strict=True):
+                return fit.Reads.independent([math.nan], [r])  # one plateau's updates (no line level: NaN)
+            qs, rest, at, subs = [], [], [], []
+            for value, ti, sub in zip(r, t, pl.busy_sub, strict=True):
                 mask = gauge_window.window_mask(seconds, starts, float(ti)) & np.isfinite(u_s)
                 if not mask.any():
                     continue
@@ -536,12 +583,19 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                 if share > 0.0:
                     qs.append(share)
                     rest.append(value - (1.0 - share) * line_part)
+                    at.append(float(ti))
+                    subs.append(int(sub))
             if not qs:
-                return np.zeros(0)
+                return fit.Reads.independent([math.nan], [np.zeros(0)])
             q_a, y = np.asarray(qs), np.asarray(rest)
             level = float(q_a @ y / (q_a @ q_a))
             scatter = y - q_a * level
-            return level + scatter - scatter.mean()
+            # the stand-ins are the updates' noise less its part along q (the fitted level) and its mean: their
+            # covariance is that projection of the updates' (`fit.noise_factors` then reads the noise through it)
+            n = len(q_a)
+            keep = (np.eye(n) - np.full((n, n), 1.0 / n)) @ (np.eye(n) - np.outer(q_a, q_a) / (q_a @ q_a))
+            overlap = gauge_window.noise_overlap(np.asarray(at), starts, gauges=subs)
+            return fit.Reads([math.nan], [level + scatter - scatter.mean()], [keep @ overlap @ keep.T])
 
         line = gauges(lined)
         # a spread phase measures free subtasks: one in which an operator limited (a capacity over-estimated, a
@@ -552,21 +606,21 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                   and not (pl.phase.kind == "bottleneck" and pl.operator in limiting.get(pl.phase.name, set()))]
         single = [pl for pl in unqueued if _subtasks(pl) == 1]
         busy_line = gauges(single)["busy"]
-        if not _has_readings(busy_line):  # no window known enough: the phases' own truth, the best there is
+        if not busy_line.usable():  # no window known enough: the phases' own truth, the best there is
             busy_line = gauges(single, own_phase=True)["busy"]
-        if not _has_readings(line["backpressured"]):
+        if not line["backpressured"].usable():
             line = {**line, "backpressured": gauges(lined, own_phase=True)["backpressured"]}
-        wide = scaled_out_line(*gauges(scaled)["busy"])
+        wide = scaled_out_line(gauges(scaled)["busy"])
         # the same load in several deployments (the job restarted in between): the error each one keeps. Each is
         # read right after its restart at the load the driver kept through it, so its window holds that load alone
         held = gauges(redeployed, own_phase=True)
-        busy = fit.gauge_model(*busy_line, deployments=held["busy"], nonnegative_offset=True)
+        busy = fit.line_of(busy_line, deployments=held["busy"], nonnegative_offset=True)
+        backlogged = [backlogged_updates(pl, busy if _subtasks(pl) == 1 or wide is None else wide) for pl in queued]
         readings = OperatorReadings(
-            busy=fit.with_backlogged(busy, [backlogged_updates(pl, busy if _subtasks(pl) == 1 or wide is None
-                                                               else wide) for pl in queued]),
-            backpressured=fit.gauge_model(*line["backpressured"], deployments=held["backpressured"]),
-            cpu=fit.gauge_model(*line["cpu"], deployments=held["cpu"]),
-            cpu_jvm=fit.gauge_model(*line["cpu_jvm"], deployments=held["cpu_jvm"]),
+            busy=fit.with_backlogged(busy, backlogged),
+            backpressured=fit.line_of(line["backpressured"], deployments=held["backpressured"]),
+            cpu=fit.line_of(line["cpu"], deployments=held["cpu"]),
+            cpu_jvm=fit.line_of(line["cpu_jvm"], deployments=held["cpu_jvm"]),
             pending=pending(m, topology, spec.name) if spec.is_source else None,
             busy_scaled_out=wide,
             scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}) if wide is not None else [],

@@ -12,7 +12,8 @@ plateaus this module fits:
   capacity = (cores - overhead) / cores_per_record; one point falls back to the CPU model's
   overhead, none to the CPU model alone;
 - `gauge_model`: a reading against the true value it stands for (reading = offset + gain x true,
-  least squares over plateau means) and the standard deviation of one meter update at each level;
+  least squares over plateau means) and the standard deviation of its noise at each level: of one meter update,
+  or, for a reading averaged over a window of 5-s intervals, of one interval (`noise_factors`);
 - `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
 - `flag_model`: how often a subtask nothing holds back is flagged isBackPressured against the utilisation of
   the operator it feeds (binned, isotonic);
@@ -32,12 +33,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness import gauge_window
 from harness.calibrated_profile import (
     CapacityFit,
     CpuModel,
     DowntimeModel,
     FlagModel,
     GaugeModel,
+    NoiseBasis,
     PendingModel,
     SharePoint,
     StateCost,
@@ -346,10 +349,55 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
 MIN_DEPLOYMENTS = 3  # deployments at one load that measure the held error (fewer: not calibrated)
 
 
+@dataclass(frozen=True)
+class Reads:
+    """One gauge's readings per plateau: the true levels, the distinct meter updates, and how the updates' noise
+    covaries (`gauge_window.noise_overlap`, per plateau; None: each update its own noise, a CPU reading)."""
+
+    levels: list[float]
+    readings: list[np.ndarray]
+    overlaps: list[np.ndarray | None]
+    noise_masks: list[np.ndarray | None] | None = None  # per plateau, the updates that tell its noise (None: all)
+
+    @staticmethod
+    def independent(levels: Sequence[float], readings: Sequence[np.ndarray]) -> Reads:
+        return Reads(list(levels), list(readings), [None] * len(readings))
+
+    def noise_part(self, i: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Plateau i's updates that tell its noise, and their overlaps."""
+        r, v = np.asarray(self.readings[i], dtype=float), self.overlaps[i]
+        mask = self.noise_masks[i] if self.noise_masks is not None else None
+        if mask is None:
+            return r, v
+        return r[mask], (None if v is None else v[np.ix_(mask, mask)])
+
+    def usable(self) -> bool:
+        """Whether some plateau has a known level and readings to fit a line through."""
+        return any(math.isfinite(lv) and len(r) for lv, r in zip(self.levels, self.readings, strict=True))
+
+
+def noise_factors(overlap: np.ndarray | None, n: int) -> tuple[float, float]:
+    """(expected sample variance of n updates, variance of their mean), in units of the variance the noise sd
+    stands for: one interval's (`overlap`, from `gauge_window.noise_overlap`), or one update's (None: 1, 1/n)."""
+    if overlap is None:
+        return 1.0, 1.0 / n
+    total = float(overlap.sum())
+    return (float(np.trace(overlap)) - total / n) / (n - 1) if n > 1 else math.nan, total / (n * n)
+
+
+def line_of(reads: Reads, deployments: Reads | None = None, nonnegative_offset: bool = False) -> GaugeModel:
+    """`gauge_model` over `reads` (and the deployments'), their updates' overlaps saying what the noise is of."""
+    return gauge_model(reads.levels, reads.readings, deployments=deployments, nonnegative_offset=nonnegative_offset,
+                       overlaps=reads.overlaps, noise_masks=reads.noise_masks)
+
+
 def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2,
-                deployments: tuple[Sequence[float], Sequence[np.ndarray]] | None = None,
-                nonnegative_offset: bool = False) -> GaugeModel:
-    """reading = offset + gain x true over plateau means; noise = sd of one meter update per level.
+                deployments: Reads | tuple[Sequence[float], Sequence[np.ndarray]] | None = None,
+                nonnegative_offset: bool = False, overlaps: Sequence[np.ndarray | None] | None = None,
+                noise_masks: Sequence[np.ndarray | None] | None = None) -> GaugeModel:
+    """reading = offset + gain x true over plateau means; noise = sd per level of one meter update, or, where
+    `overlaps` say how a plateau's updates share their windows' intervals, of one interval (NoiseBasis.INTERVAL:
+    the scatter of successive updates that share 11 of 12 intervals is a small part of one reading's error).
     `nonnegative_offset` (busy time, which no subtask reads below 0 at no load): a line whose offset would come
     out below 0 goes through 0 instead.
 
@@ -357,7 +405,12 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     than `min_updates` updates add to the line but not to the noise. `deployments` (true levels,
     readings) are plateaus at one load in different deployments of the job: the error each keeps
     (`held_error`). Plateaus of one deployment cannot measure it: its error sits in the line's offset.
+    `noise_masks` (per plateau, None: all) pick the updates whose scatter tells the noise: an error in the truth
+    of a window (a part of it not known) moves successive updates apart by as much as their shared noise does.
     """
+    windowed = overlaps is not None and any(v is not None for v in overlaps)
+    reads = Reads(list(true_levels), list(readings), list(overlaps) if overlaps is not None else [None] * len(readings),
+                  list(noise_masks) if noise_masks is not None else None)
     lv = np.asarray(true_levels, dtype=float)
     means = np.array([np.mean(r) if len(r) else math.nan for r in readings])
     line = fit_line(lv, means)
@@ -371,51 +424,93 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
         offset, gain = 0.0, float(lv[known] @ means[known] / (lv[known] @ lv[known]))  # least squares through 0
     points: dict[float, list[float]] = {}
     resid: list[float] = []
-    for level, r in zip(lv, readings, strict=True):
+    for i, (level, r) in enumerate(zip(lv, readings, strict=True)):
         if not math.isfinite(level) or len(r) == 0:
             continue
         resid.extend((np.asarray(r) - (offset + gain * level)).tolist())
-        if len(r) >= min_updates:
-            points.setdefault(round(float(level), 2), []).append(float(np.std(r, ddof=1)))
-    noise = sorted((lvl, float(np.mean(sds))) for lvl, sds in points.items())
+        told, v = reads.noise_part(i)
+        if len(told) >= min_updates:
+            spread, _ = noise_factors(v, len(told))
+            if spread > 1e-12:  # updates that share every interval say nothing of the noise
+                points.setdefault(round(float(level), 2), []).append(float(np.var(told, ddof=1)) / spread)
+    # the root mean square: a few successive updates that share their intervals tell the variance with one or two
+    # degrees of freedom each, whose sd alone would come out low; so few resolve no level dependence either, and
+    # one interval's sd is pooled over every plateau (one point, held at every level)
     rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
+    if windowed and points:
+        pooled = [v for vs in points.values() for v in vs]
+        # ... and bounded by the readings' scatter around the line: a full window's reading carries 1/12 of one
+        # interval's variance, and no more error than the residuals show (the few updates of a plateau, their
+        # shared noise taken out, also carry what the truth of their windows misses, magnified as much). Most of
+        # a reading's noise is its plateau's (shared), so the residuals' variance is over the plateaus less the
+        # line's two parameters
+        sd = float(np.sqrt(np.mean(pooled)))
+        n_lines = int(np.sum(known & np.array([len(r) > 0 for r in readings])))
+        if math.isfinite(rmse) and n_lines > 2:
+            bound = rmse * math.sqrt(n_lines / (n_lines - 2))
+            sd = min(sd, bound * math.sqrt(gauge_window.GAUGE_WINDOW_S / gauge_window.METER_INTERVAL_S))
+        noise = [(round(float(np.mean([lvl for lvl, vs in points.items() for _ in vs])), 2), sd)]
+    else:
+        noise = sorted((lvl, float(np.sqrt(np.mean(vs)))) for lvl, vs in points.items())
     n = int(sum(len(r) for r in readings))
-    model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse)
+    model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse,
+                       noise_basis=NoiseBasis.INTERVAL if windowed else NoiseBasis.UPDATE)
     if deployments is None:
         return model
-    held, used = held_error(np.asarray(deployments[0], dtype=float), deployments[1], model)
+    deps = deployments if isinstance(deployments, Reads) else Reads.independent(*deployments)
+    held, used = held_error(np.asarray(deps.levels, dtype=float), deps.readings, model, deps.overlaps)
     return model.model_copy(update={"held_sd": held, "held_n": used})
 
 
-def with_backlogged(model: GaugeModel, readings: Sequence[np.ndarray], min_updates: int = 2) -> GaugeModel:
+def with_backlogged(model: GaugeModel, plateaus: Sequence[Reads | np.ndarray], min_updates: int = 2) -> GaugeModel:
     """`model` with the reading of a saturated subtask whose input holds records, from the meter updates of such
-    plateaus: the mean of the plateaus' means, and one update's sd within a plateau (the root mean square of
-    their sds, as the line's noise; the error a deployment keeps is `held_sd`'s, drawn on top). No plateau with
+    plateaus (each its own `Reads`, or its updates alone: each its own noise): the mean of the plateaus' means, and
+    the sd of the noise within a plateau as the line's is (the root mean square over plateaus of one update's, or
+    with overlaps one interval's; the error a deployment keeps is `held_sd`'s, drawn on top). No plateau with
     `min_updates`: not measured (NaN), never a guess."""
-    plateaus = [r[np.isfinite(r)] for r in (np.asarray(x, dtype=float) for x in readings)]
-    plateaus = [r for r in plateaus if len(r) >= min_updates]
-    if not plateaus:
+    means: list[float] = []
+    variances: list[float] = []
+    for x in plateaus:
+        reads = x if isinstance(x, Reads) else Reads.independent([1.0], [np.asarray(x, dtype=float)])
+        r = np.asarray(reads.readings[0], dtype=float)
+        if np.isfinite(r).sum() < min_updates:
+            continue
+        means.append(float(np.nanmean(r)))
+        told, v = reads.noise_part(0)
+        ok = np.isfinite(told)
+        if ok.sum() >= 2:
+            spread, _ = noise_factors(None if v is None else v[np.ix_(ok, ok)], int(ok.sum()))
+            if spread > 1e-12:
+                variances.append(float(np.var(told[ok], ddof=1)) / spread)
+    if not means:
         return model
-    return model.model_copy(update={"backlogged_mean": float(np.mean([np.mean(r) for r in plateaus])),
-                                    "backlogged_sd": float(np.sqrt(np.mean([np.var(r, ddof=1) for r in plateaus]))),
-                                    "backlogged_n": len(plateaus)})
+    return model.model_copy(update={"backlogged_mean": float(np.mean(means)),
+                                    "backlogged_sd": float(np.sqrt(np.mean(variances))) if variances else math.nan,
+                                    "backlogged_n": len(means)})
 
 
-def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel) -> tuple[float, int]:
+def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel,
+               overlaps: Sequence[np.ndarray | None] | None = None) -> tuple[float, int]:
     """(sd of the error a deployment keeps, deployments used) from one load read in several deployments.
 
-    Each deployment's mean residual against the line carries its held error plus its updates' noise /
-    their number; the residuals are centred on their own mean first (the line's bias at that load is no
-    deployment's own, and the line sits on the ladder's deployment, one of these). NaN with fewer than
-    MIN_DEPLOYMENTS: not calibrated, never 0."""
+    Each deployment's mean residual against the line carries its held error plus the noise of its updates' mean
+    (one update's variance / their number, or, with `overlaps`, what their shared intervals leave of it); the
+    residuals are centred on their own mean first (the line's bias at that load is no deployment's own, and the
+    line sits on the ladder's deployment, one of these). NaN with fewer than MIN_DEPLOYMENTS: not calibrated,
+    never 0."""
     resid: list[float] = []
     within: list[float] = []
-    for level, r in zip(true_levels, readings, strict=True):
+    ov: Sequence[np.ndarray | None] = overlaps if overlaps is not None else [None] * len(readings)
+    for level, r, v in zip(true_levels, readings, ov, strict=True):
         if not math.isfinite(level) or len(r) == 0:
             continue
         resid.append(float(np.mean(r)) - float(model.mean(level)))
-        sd = float(np.std(r, ddof=1)) if len(r) >= 2 else float(model.sd(level))
-        within.append(sd * sd / len(r))
+        spread, of_mean = noise_factors(v, len(r))
+        if len(r) >= 2 and spread > 1e-12:
+            var = float(np.var(r, ddof=1)) / spread
+        else:  # the line's noise (one update's, or with `overlaps` one interval's, as the line was fitted)
+            var = float(model.sd(level)) ** 2
+        within.append(var * of_mean)
     if len(resid) < MIN_DEPLOYMENTS:
         return math.nan, len(resid)
     var = float(np.var(resid, ddof=1)) - float(np.mean(within))

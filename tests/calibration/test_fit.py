@@ -20,6 +20,7 @@ import pytest
 from harness.calibrated_profile import (
     CpuModel,
     HostLoad,
+    NoiseBasis,
     Provenance,
     QueryProfile,
     SharePoint,
@@ -29,7 +30,7 @@ from harness.calibrated_profile import (
 from harness.calibration import fit
 from harness.calibration.build import build_profile, plateaus
 from harness.calibration.measure import Measurement, PhaseRecord
-from harness.gauge_window import GAUGE_WINDOW_S
+from harness.gauge_window import GAUGE_WINDOW_S, noise_overlap
 from harness.topology import load_topology
 
 QUOTA = 0.25
@@ -61,7 +62,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                           near_flag: Callable[[float], float] | None = None,
                           cold_taus: tuple[float, ...] = (COLD_TAU_CPU_S,),
                           cold_offered: tuple[float, ...] = (), fed_cost: float = 0.0,
-                          spread_s: int = 30) -> Measurement:
+                          spread_s: int = 30, busy_sd: float = BUSY_SD) -> Measurement:
     """`backlogged_busy`: add a `bottleneck` phase for `target` (a non-source target: the source at 3 subtasks;
     the source: the map and sink at 3) in which the target, with records waiting at its input, reads this busy
     level instead of the line;
@@ -78,7 +79,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     rate over the source's warm capacity (default 1.2: overloaded). `fed_cost`: a record costs an operator 1 + this
     times as much where the operator feeding it runs at two or more subtasks (records of a key from several
     channels: q11's session window). `spread_s`: each spread phase's length (a gauge averages the last 60 s, so
-    30-s phases read a narrower range of loads than they ran)."""
+    30-s phases read a narrower range of loads than they ran). `busy_sd`: the sd of the busy gauge's noise per 5-s
+    interval (a reading averages its window's, as Flink's gauge does)."""
     rng = np.random.default_rng(seed)
     ops = list(K)
     k_at = {op: (costs or {}).get(op, K[op]) for op in ops}
@@ -115,6 +117,9 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     # started: each operator's true reading level per second since the job's latest (re)start
     levels: dict[str, list[float]] = {op: [] for op in ops}
     bp_levels: dict[str, list[float]] = {op: [] for op in ops}
+    # ... and their noise likewise, per subtask: each second's own draw (sd busy_sd x sqrt(5): a 5-s interval's mean
+    # has sd busy_sd), a reading the mean of its window's
+    noise: dict[tuple[str, int], list[float]] = {}
     last_par: dict[str, int] | None = None
     for name, kind, rate, shares, target in plan:
         wide_par = {op: (spread_par or {}).get(op, 2) for op in ops}
@@ -135,11 +140,12 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
             extra_subtasks.clear()
             levels = {op: [] for op in ops}
             bp_levels = {op: [] for op in ops}
+            noise = {}
         last_par = par
         if kind == "coldstart":
             rec.extra = {"bin_s": 10.0}
             pending = 0.0
-        busy_now = {op: 0.0 for op in ops}
+        busy_now: dict[tuple[str, int], float] = {}
         bp_now = {op: 0.0 for op in ops}
         if kind == "spread":  # the driver starts the spread layout from an empty queue (the cold start's is drained)
             pending = 0.0
@@ -166,9 +172,13 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                 if kind == "bottleneck" and upstream and upstream_bp is not None:
                     bp_level = upstream_bp
                 bp_levels[op].append(bp_level)
-                if second % 5 == 0:  # the meter updates every 5 s: the mean of its window, and that update's noise
-                    window = int(GAUGE_WINDOW_S)
-                    busy_now[op] = float(np.clip(np.mean(levels[op][-window:]) + rng.normal(0, BUSY_SD), 0, 1))
+                window = int(GAUGE_WINDOW_S)
+                for sub in range(par[op]):
+                    own = noise.setdefault((op, sub), [])
+                    own.append(rng.normal(0, busy_sd * math.sqrt(5)))
+                    if second % 5 == 0:  # the meter updates every 5 s: the mean of its window, noise and all
+                        busy_now[(op, sub)] = float(np.clip(np.mean(levels[op][-window:]) + np.mean(own[-window:]),
+                                                            0, 1))
                     bp_now[op] = float(np.mean(bp_levels[op][-window:]))
                 feeds = ops[j + 1] if j + 1 < len(ops) else None
                 u_down = x / caps[feeds] if feeds is not None and caps[feeds] > 0 else 0.0
@@ -184,7 +194,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                     c[3] += cs * 1e9
                     rows.append({
                         "t": t, "phase": name, "tm": f"tm-{j}-{sub}", "operator": op, "subtask": sub,
-                        "busy_ms": busy_now[op] * 1000, "bp_ms": bp_read * 1000,
+                        "busy_ms": busy_now.get((op, sub), 0.0) * 1000, "bp_ms": bp_read * 1000,
                         "idle_ms": 0.0, "is_bp": float(upstream or (near_flag is not None and feeds is not None
                                                                    and rng.random() < near_flag(u_down))),
                         "rec_in": 0.0 if op == "bids_source" else c[0],
@@ -268,7 +278,12 @@ def test_a_bottleneck_with_records_at_its_input_reads_its_own_busy_level_and_the
     without = build_profile(synthetic_measurement(), load_topology("q1"), provenance())
     busy = with_phase.operators["map"].readings.busy
     assert busy.backlogged_mean == pytest.approx(0.6, abs=0.03)
-    assert busy.backlogged_sd == pytest.approx(BUSY_SD, rel=0.5) and busy.backlogged_n == 1
+    assert busy.backlogged_n == 1
+    # one plateau's few successive updates, sharing their intervals, tell its noise with a degree of freedom or
+    # two: over several worlds the root mean square is one interval's sd
+    sds = [build_profile(synthetic_measurement(seed=s, backlogged_busy=0.6), load_topology("q1"), provenance())
+           .operators["map"].readings.busy.backlogged_sd for s in range(1, 7)]
+    assert float(np.sqrt(np.mean(np.square(sds)))) == pytest.approx(BUSY_SD, rel=0.35)
     assert busy.gain == pytest.approx(BUSY_GAIN, abs=0.05) and busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03)
     assert with_phase.operators["map"].capacity == pytest.approx(cap("map", QUOTA), rel=0.05)
     # the source reading its backlog in the overload phase (this system's bottleneck there) is one too, and
@@ -318,8 +333,8 @@ def test_a_source_behind_a_slower_operator_gets_its_full_share_capacity_from_its
     world = {"costs": {"bids_source": 0.8e-5}, "throttled_cost": 1.0}
     truth = (QUOTA - OVERHEAD) / 0.8e-5  # the source at share 1.0: 28.75k/s, the map 23k/s
     without = build_profile(synthetic_measurement(**world), load_topology("q1"), provenance())
-    with_phase = build_profile(synthetic_measurement(backlogged_busy=0.7, target="bids_source", **world),
-                               load_topology("q1"), provenance())
+    with_phase = build_profile(synthetic_measurement(backlogged_busy=0.7, target="bids_source", busy_sd=0.01,
+                                                     **world), load_topology("q1"), provenance())
     src_without, src = without.operators["bids_source"], with_phase.operators["bids_source"]
     assert src_without.capacity < 0.8 * truth  # the lower shares' line: about 20k/s
     assert src.capacity == pytest.approx(truth, rel=0.03)
@@ -408,8 +423,8 @@ def test_scaled_out_subtasks_read_a_busy_line_of_their_own_and_one_subtask_keeps
     from harness.calibration.build import scaled_out_line
 
     rising = [np.array([0.3, 0.32]), np.array([0.4, 0.42]), np.array([0.5, 0.52])]
-    assert scaled_out_line([0.2, 0.4, 0.6], rising) is not None
-    assert scaled_out_line([0.2, 0.4, 0.6], rising[::-1]) is None
+    assert scaled_out_line(fit.Reads.independent([0.2, 0.4, 0.6], rising)) is not None
+    assert scaled_out_line(fit.Reads.independent([0.2, 0.4, 0.6], rising[::-1])) is None
     # both round-trip through the profile file (not measured stays None, not a default line)
     spread.save(tmp_path / "spread")
     base.save(tmp_path / "base")
@@ -429,9 +444,10 @@ def test_spread_plateaus_at_three_and_two_subtasks_make_each_operator_its_line_a
     topo = load_topology("q1")
     layout = {"bids_source": 3, "map": 2, "sink": 2}
     levels = (0.6, 1.2, 1.8, 2.4)  # the source's three subtasks at 20-80 % of what they take
-    free = build_profile(synthetic_measurement(spread=levels, spread_par=layout), topo, provenance())
-    limited = build_profile(synthetic_measurement(spread=(*levels, 3.5), spread_par=layout, limited_busy=0.95),
-                            topo, provenance())
+    quiet = 0.01  # the layouts' lines, not the noise, are under test: a quieter world
+    free = build_profile(synthetic_measurement(spread=levels, spread_par=layout, busy_sd=quiet), topo, provenance())
+    limited = build_profile(synthetic_measurement(spread=(*levels, 3.5), spread_par=layout, limited_busy=0.95,
+                                                  busy_sd=quiet), topo, provenance())
     base = build_profile(synthetic_measurement(), topo, provenance())
     for prof in (free, limited):
         src, mp = prof.operators["bids_source"].readings, prof.operators["map"].readings
@@ -627,6 +643,45 @@ def test_gauge_model_noise_and_step_lag() -> None:
     assert fit.step_lag(t, reading, 5.0, 0.2, 0.8) == pytest.approx(5.0)
     assert math.isnan(fit.step_lag(t, reading, 5.0, 0.2, 0.2))
     assert list(fit.distinct_updates(np.array([1, 1, 2, 2, 2, 3, np.nan, 3]))) == [1, 2, 3]
+
+
+def _windowed_updates(rng: np.random.Generator, sd: float, n: int, warm: int = 12) -> np.ndarray:
+    """n successive updates of a 60-s gauge whose every 5-s interval draws its own noise (sd): each the mean of the
+    last 12 intervals' (after `warm` intervals run)."""
+    z = rng.normal(0, sd, warm + n)
+    return np.array([z[max(0, k - 11):k + 1].mean() for k in range(warm, warm + n)])
+
+
+def test_a_windowed_gauges_noise_is_fitted_per_interval_from_updates_that_share_them() -> None:
+    """Four successive updates of a 60-s gauge share most of their intervals: their scatter is a small part of
+    one reading's error. With their overlaps the fit recovers one interval's sd (a reading's is that / sqrt(12));
+    taken as independent updates it would read about a tenth of it."""
+    rng = np.random.default_rng(11)
+    levels = [0.2, 0.5, 0.8] * 60
+    at = np.arange(100.0, 120.0, 5.0)  # four updates 5 s apart, an hour after any restart
+    overlap = noise_overlap(at, np.array([0.0]))
+    readings = [0.1 + 0.8 * lv + _windowed_updates(rng, 0.2, 4) for lv in levels]
+    windowed = fit.gauge_model(levels, readings, overlaps=[overlap] * len(levels))
+    assert windowed.noise_basis == NoiseBasis.INTERVAL
+    assert windowed.sd(0.5) == pytest.approx(0.2, rel=0.15)
+    # what a reading's error is: the fit's residual sd, one interval's sd / sqrt(12)
+    assert windowed.rmse == pytest.approx(0.2 / math.sqrt(12), rel=0.15)
+    plain = fit.gauge_model(levels, readings)
+    assert plain.noise_basis == NoiseBasis.UPDATE and plain.sd(0.5) < 0.4 * windowed.rmse
+    # the error a deployment keeps, net of its updates' shared noise (which averaging four does not remove)
+    ratios = []
+    for _ in range(200):
+        errors = rng.normal(0, 0.05, 5)
+        deps = [0.5 + e + _windowed_updates(rng, 0.2, 4) for e in errors]
+        g = fit.gauge_model([0.5] * 5, deps, deployments=fit.Reads([0.5] * 5, deps, [overlap] * 5),
+                            overlaps=[overlap] * 5)
+        ratios.append(g.held_sd ** 2 / 0.05 ** 2)
+    assert np.mean(ratios) == pytest.approx(1.0, abs=0.25)
+    assert fit.noise_factors(None, 4) == (1.0, 0.25)
+    spread, of_mean = fit.noise_factors(overlap, 4)
+    shared = 12 * 4 + 2 * (3 * 11 + 2 * 10 + 9)  # intervals the four windows hold, pair by pair (/144: covariance)
+    assert spread == pytest.approx((12 * 4 - shared / 4) / 3 / 144)  # about 0.012: a ninth of one update's variance
+    assert of_mean == pytest.approx(shared / 16 / 144)
 
 
 def test_one_load_read_by_several_deployments_measures_the_error_each_keeps() -> None:

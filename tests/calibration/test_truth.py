@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.calibration.truth import per_second, restarts
-from harness.gauge_window import GAUGE_WINDOW_S, window_mask, window_means
+from harness.gauge_window import GAUGE_WINDOW_S, noise_overlap, window_mask, window_means
 
 
 def samples() -> pd.DataFrame:
@@ -54,6 +54,16 @@ def test_a_reading_averages_its_last_60_s_or_since_the_restart() -> None:
     assert np.isnan(window_means(ends, half, starts, [130.0], known_share=0.8)[0])
     # window 0: each reading is the value at its own time
     assert window_means(ends, level, starts, [100.0, 101.0], window_s=0.0).tolist() == [0.2, 0.8]
+
+
+def test_the_noise_of_successive_readings_overlaps_as_their_windows_do() -> None:
+    """Each reading is the mean of independent per-interval noise over its window: 5 s apart two full windows share
+    11 of their 12 intervals; after a restart a reading holds only the intervals since it."""
+    v = noise_overlap([100.0, 105.0, 160.0, 165.0], np.array([0.0, 150.0]))
+    assert v[0, 0] == pytest.approx(1 / 12) and v[0, 1] == pytest.approx(11 / 144)
+    assert v[2, 2] == pytest.approx(1 / 2) and v[3, 3] == pytest.approx(1 / 3)  # 10 and 15 s since the restart
+    assert v[2, 3] == pytest.approx(2 / 6) and v[1, 2] == 0.0  # the restart's windows share nothing before it
+    assert np.allclose(noise_overlap([5.0, 10.0], np.array([0.0]), window_s=0.0), np.eye(2))
 
 
 def test_the_simulator_reads_through_the_same_window_by_default() -> None:

@@ -277,16 +277,23 @@ def test_regrouping_one_source_queue_is_bit_identical_to_pooling_it() -> None:
 
 
 def test_the_noise_tables_running_sums_of_a_few_columns_equal_the_whole_tables() -> None:
-    """Reference: the running sums of every column at once (before: 128 subtasks' worth for any job)."""
+    """Reference: each update's noise straight from the drawn table, all 128 subtasks' columns (the running sums
+    are kept for the few columns a job has): its own interval's draw, or for a windowed gauge the mean of the draws
+    of its window's intervals, cyclic over the table; then the mean over the updates."""
     seed, op = 7, 1
+    n_rows = readout.NOISE_UPDATES
     z = np.random.default_rng([seed, 0x5EED, op]).standard_normal(
-        (readout.NOISE_UPDATES, len(readout._GAUGES), readout.NOISE_SUBTASKS))
-    whole = np.concatenate([np.zeros((1, *z.shape[1:])), np.cumsum(np.concatenate([z, z]), axis=0)])
+        (n_rows, len(readout._GAUGES), readout.NOISE_SUBTASKS))
     table = readout.NoiseTable(seed)
-    for subtasks, first, n in [(1, 0, 4), (3, 510, 9), (9, 100, 1), (2, 77, 30), (128, 300, 212), (40, 5, 5)]:
-        got = table.window_mean_all(op, first, n, subtasks)
-        lo = first % readout.NOISE_UPDATES
-        assert np.array_equal(got, (whole[lo + n, :, :subtasks] - whole[lo, :, :subtasks]) / n)
+    windowed = np.array([True, True, False, False])
+    cases = [(1, [0, 1, 2], [1, 2, 3]), (3, [510, 511, 512, 513], [12, 12, 12, 12]), (9, [100], [5]),
+             (2, [77, 78], [12, 1]), (128, list(range(300, 320)), [12] * 20), (40, [5, 6, 7], [6, 7, 8])]
+    for subtasks, updates, spans in cases:
+        got = table.window_mean_all(op, updates, spans, windowed, subtasks)
+        own = np.mean([z[u % n_rows] for u in updates], axis=0)[:, :subtasks]
+        mean = np.mean([z[[(u - j) % n_rows for j in range(m)]].mean(axis=0)
+                        for u, m in zip(updates, spans, strict=True)], axis=0)[:, :subtasks]
+        assert np.allclose(got, np.where(windowed[:, None], mean, own), atol=1e-12)
     assert table._cum[op].shape[2] == readout.NOISE_SUBTASKS  # grown on demand, never shrunk
 
 

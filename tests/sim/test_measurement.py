@@ -24,6 +24,7 @@ from harness.calibrated_profile import (
     GaugeModel,
     HostLoad,
     Meters,
+    NoiseBasis,
     OperatorProfile,
     OperatorReadings,
     PendingModel,
@@ -227,6 +228,71 @@ def test_a_meter_interval_partly_queued_mixes_the_backlogged_level_with_the_line
     assert _busy_gauge(g, 1.0, 1.0) == pytest.approx((0.9, 0.02))
     # an unmeasured sd of the level: the line's at full load, not 0
     assert _busy_gauge(g.model_copy(update={"backlogged_sd": math.nan}), 1.0, 1.0) == pytest.approx((0.9, 0.03))
+
+
+def _lag_corr(x: np.ndarray, k: int) -> float:
+    return float(np.corrcoef(x[:-k], x[k:])[0, 1])
+
+
+def test_a_windowed_readings_noise_is_its_intervals_mean_so_successive_updates_share_it() -> None:
+    """Flink's busy gauge averages its last 12 meter intervals, noise and all: a reading's noise is one interval's
+    sd / sqrt(12), and updates 5 s apart share 11 of 12 intervals (correlation 11/12), a minute apart none. A
+    profile whose noise is per update (fitted before) draws each update afresh, as before."""
+    g = GaugeModel(noise_sd=[(0.0, 0.12)], noise_basis=NoiseBasis.INTERVAL)
+    runs = []
+    for seed in range(6):  # each seed's table repeats after 512 intervals: several seeds for independent windows
+        b = start(constant(2_000, 2_700), prof=profile(busy=g), meter_window_s=60.0, seed=seed)
+        reads = []
+        for t in range(120, 2_680, 5):
+            b.advance_to(t)
+            reads.append(b.snapshot(5).op("mid").busy_ms_per_s / 1000.0)  # one update per snapshot
+        runs.append(np.array(reads))
+    assert np.mean([r.std() for r in runs]) == pytest.approx(0.12 / math.sqrt(12), rel=0.2)
+    assert np.mean([_lag_corr(r, 1) for r in runs]) == pytest.approx(11 / 12, abs=0.05)
+    assert np.mean([_lag_corr(r, 6) for r in runs]) == pytest.approx(6 / 12, abs=0.12)
+    assert abs(np.mean([_lag_corr(r, 12) for r in runs])) < 0.2  # 0: a minute apart they share no interval
+    b = start(constant(2_000, 6_000), prof=profile(busy=g), meter_window_s=60.0)
+    # the monitor's 15-s window averages three updates that share most of their noise: hardly less noisy
+    slow = []
+    for t in range(120, 3_000, 15):
+        b.advance_to(t)
+        slow.append(b.snapshot(15).op("mid").busy_ms_per_s / 1000.0)
+    assert np.std(slow) > 0.8 * 0.12 / math.sqrt(12)  # 0.96 x one update's; independent updates: 0.58
+    per_update = start(constant(2_000, 3_000), prof=profile(busy=g.model_copy(update={
+        "noise_basis": NoiseBasis.UPDATE})), meter_window_s=60.0)
+    own = []
+    for t in range(120, 3_000, 5):
+        per_update.advance_to(t)
+        own.append(per_update.snapshot(5).op("mid").busy_ms_per_s / 1000.0)
+    assert np.std(own) == pytest.approx(0.12, rel=0.2) and abs(_lag_corr(np.array(own), 1)) < 0.15
+
+
+def test_right_after_a_restart_a_windowed_reading_averages_few_intervals_and_is_noisier() -> None:
+    """A restarted task's gauge holds only the intervals since it started: 10 s after a restart its noise is the
+    mean of two intervals', a minute on of twelve. The CPU signal's noise stays one interval's throughout."""
+    g = GaugeModel(noise_sd=[(0.0, 0.12)], noise_basis=NoiseBasis.INTERVAL)
+    cpu = GaugeModel(gain=1.0, noise_sd=[(0.0, 0.05)], noise_basis=NoiseBasis.INTERVAL)
+    prof = profile(busy=g, startup_s=0.0)
+    prof.operators["mid"].readings.cpu = cpu
+    b = start(constant(2_000, 20_000), prof=prof, meter_window_s=60.0)
+    early, late, cpu_early, cpu_late = [], [], [], []
+    t = 60.0
+    for k in range(80):
+        assert b.rescale({"src": 1, "mid": 1, "sink": 1 + (k + 1) % 2}, None).ok
+        restarted = b.now()
+        b.advance_to(restarted + 16.0)
+        snap = b.snapshot(5).op("mid")
+        early.append(snap.busy_ms_per_s / 1000.0)
+        cpu_early.append(snap.cpu_load)
+        b.advance_to(restarted + 96.0)
+        snap = b.snapshot(5).op("mid")
+        late.append(snap.busy_ms_per_s / 1000.0)
+        cpu_late.append(snap.cpu_load)
+        t = b.now() + 5.0
+        b.advance_to(t)
+    assert np.std(early) > 1.8 * np.std(late)
+    assert np.std(late) == pytest.approx(0.12 / math.sqrt(12), rel=0.3)
+    assert np.std(cpu_early) == pytest.approx(np.std(cpu_late), rel=0.35)
 
 
 def test_noise_is_seeded_per_subtask_and_deterministic() -> None:

@@ -7,8 +7,10 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   since their task started when that is shorter: a (re)started job's tasks begin new gauges, so right
   after a rescale a reading holds the new deployment alone and a minute later a whole minute of it (the
   truth is averaged over the processing steps in that span); each meter update carries the calibrated bias and noise of
-  the reading against the true load (`harness.calibrated_profile.GaugeModel`), drawn per subtask
-  and update from a seeded table, plus its held error: drawn per subtask once per deployment (a
+  the reading against the true load (`harness.calibrated_profile.GaugeModel`): the noise is drawn per subtask and
+  5-s meter interval from a seeded table and averaged over the same window as the truth, so successive updates
+  share most of it, as the calibration's residuals do (a profile whose noise is per update draws it per update),
+  plus its held error: drawn per subtask once per deployment (a
   restarted job on the local stack reads the same load differently until its next restart). A
   subtask that takes all it can (records wait at its input: the bottleneck) at CPU share 1.0 reads
   busy at the calibrated backlogged level for that part of the gauge's window, where measured: at a low
@@ -88,7 +90,7 @@ from harness.backends.sim.model import (
     OP_COLS,
     SimModel,
 )
-from harness.calibrated_profile import GaugeModel, OperatorReadings
+from harness.calibrated_profile import GaugeModel, NoiseBasis, OperatorReadings
 from harness.metrics.latency import histogram_quantile, histogram_quantiles
 from harness.metrics.snapshot import LazySubtasksOperatorMetrics, MetricsSnapshot, OperatorMetrics, SubtaskMetrics
 from harness.record import empty_timeseries, timeseries_table
@@ -97,6 +99,7 @@ from harness.vocabulary import Metric
 NOISE_UPDATES = 512  # rows of the pre-drawn noise table (meter updates; reused cyclically)
 NOISE_SUBTASKS = 128  # columns: Flink's default max parallelism
 _GAUGES = ("busy", "backpressured", "cpu", "cpu_jvm")
+_WINDOWED = ("busy", "backpressured")  # TimerGauges: their noise, like their truth, is their window's mean
 FULL = 1.0 - 1e-9  # a subtask that took this share of its capacity in a step had records waiting at its input
 
 # Series the harness knows itself (not scraped by Prometheus): kept through a Prometheus outage.
@@ -133,8 +136,8 @@ def slope(y: np.ndarray, dt: float) -> float:
 
 
 class NoiseTable:
-    """Seeded noise per operator, gauge, meter update and subtask, stored as running sums over updates so
-    the average of a window's updates is one subtraction (`window_mean`)."""
+    """Seeded noise per operator, gauge, meter interval and subtask, stored as running sums over intervals so the
+    mean over a reading's window is one subtraction (`window_mean_all`)."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -143,17 +146,27 @@ class NoiseTable:
         self._flags: dict[int, np.ndarray] = {}
         self._held: dict[tuple[int, int], np.ndarray] = {}
 
-    def window_mean_all(self, op: int, first: int, n: int, subtasks: int) -> np.ndarray:
-        """Mean of the standard-normal draws of updates first .. first+n-1 (cyclic) of every gauge, per
-        subtask: (gauges, subtasks)."""
+    def window_mean_all(self, op: int, updates: Sequence[int], intervals: Sequence[int], windowed: np.ndarray,
+                        subtasks: int) -> np.ndarray:
+        """The noise of the mean of several updates, per gauge and subtask: (gauges, subtasks). Update k is the
+        meter interval `updates[k]` (cyclic). A gauge that is `windowed` (a TimerGauge whose noise is one
+        interval's) reads at each update the mean of the draws of its window's `intervals[k]` intervals, up to and
+        including its own, so successive updates share most of it; the others read each update's own draw."""
         cum = self._cum.get(op)
         if cum is None or cum.shape[2] < subtasks:
             cum = self._cum[op] = self._running_sums(op, subtasks)
-        lo = first % NOISE_UPDATES
-        return (cum[lo + n, :, :subtasks] - cum[lo, :, :subtasks]) / n
+        hi = np.asarray(updates, dtype=np.intp) % NOISE_UPDATES + NOISE_UPDATES + 1  # in the table's second copy
+        top = cum[hi, :, :subtasks]
+        own = (top - cum[hi - 1, :, :subtasks]).mean(axis=0)
+        if not windowed.any():
+            return own
+        m = np.asarray(intervals, dtype=np.intp)
+        spans = ((top - cum[hi - m, :, :subtasks]) / m[:, None, None]).mean(axis=0)
+        return np.where(windowed[:, None], spans, own)
 
     def _running_sums(self, op: int, subtasks: int) -> np.ndarray:
-        """The running sums of the first subtasks' columns only (a power of two of them): each column is
+        """The running sums (over the table twice, so that a window reaches back across its start) of the first
+        subtasks' columns only (a power of two of them): each column is
         summed on its own, so they equal the whole table's, at a fraction of the cost for the few subtasks
         a job has. All draws are made, in the same order, whatever the columns summed."""
         z = self._draws.get(op)
@@ -453,6 +466,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     rr = (rows[r_lo:r_hi].sum(axis=0) / ((r_hi - r_lo) * dt)).tolist() if has_rate else None
     noise = _noise(model, seed) if noisy else None
     first_upd = upd_v[0] // meter if n_valid else 0
+    upd_slots = [u // meter for u in upd_v]  # each update's meter interval (its noise draw)
+    # the intervals each update's busy / idle / backpressured window holds (12, or fewer since a restart)
+    upd_intervals = [max(1, int(round((hi - lo) / meter))) for lo, hi, _ in spans]
     ii_up = [r for r, ok in zip(ii_l, up, strict=True) if ok]
     nan = math.nan
     now_l = ii_l[-1] if not noisy else rows[-1].tolist()  # exact: the only scrape is the newest row
@@ -534,7 +550,10 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 g_all = (g_busy, g_bp, g_cpu, g_jvm)
                 means = np.array([[v[0] for v in g] for g in g_all])[:, ko]  # (4 gauges, subtasks)
                 sds = np.array([[v[1] for v in g] for g in g_all])[:, ko]
-                z = noise.window_mean_all(i, first_upd, n_valid, n_sub)  # (4, subtasks)
+                windowed = np.array([gm.noise_basis == NoiseBasis.INTERVAL and g in _WINDOWED
+                                     for g, gm in zip(_GAUGES, (busy_model, r.backpressured, r.cpu, r.cpu_jvm),
+                                                      strict=True)])
+                z = noise.window_mean_all(i, upd_slots, upd_intervals, windowed, n_sub)  # (4, subtasks)
                 read = means + sds * z
                 held_sd = _held_sd(r)
                 # the error this deployment keeps (NaN in the profile: not calibrated); in the first window after a

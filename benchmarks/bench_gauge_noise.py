@@ -1,0 +1,102 @@
+"""How the error of Flink's busy and backpressured readings runs from one meter update to the next.
+
+Each reading of a calibration's plateaus is set against the line its profile fitted, at the truth over the
+reading's own 60-s window (`harness.calibration.build`, `harness.gauge_window`). If each reading were the mean of
+independent per-5-s-interval noise over its window (what the simulator draws: `NoiseBasis.INTERVAL`), the
+residuals of one subtask's updates k intervals apart would correlate by (12 - k) / 12, and one reading's error
+would have the fitted interval sd / sqrt(12). Printed per operator and gauge: the residuals' sd, their correlation
+at lags of 1, 2, 3 and 6 updates (pairs in one deployment of one subtask; their count), the fitted interval sd and
+the sd of one full-window reading it makes:
+
+    .venv/bin/python benchmarks/bench_gauge_noise.py .bench/calibration/s18/full-q0.1-c1/q11 \
+        .bench/calibration/s19/full-q0.1-c1/q1 [--quota 0.1]
+
+Residuals include what the line misses (a capacity off, a load step's truth), so their sd is an upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.calibrated_profile import HostLoad, NoiseBasis, Provenance
+from harness.calibration import truth
+from harness.calibration.build import build_profile
+from harness.calibration.measure import Measurement
+from harness.topology import load_topology
+
+LAGS = (1, 2, 3, 6)
+UPDATE_S = 5.0
+
+
+def traced(directory: Path, quota: float) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[float, float, float]],
+                                                   np.ndarray]:
+    """(the windowed readings with their residuals against the fitted line, per (operator, gauge) the line's
+    (offset, gain, interval sd or NaN), the restarts)."""
+    m = Measurement.load(directory)
+    rows: list[pd.DataFrame] = []
+
+    def keep(op: str, gauge: str, t: np.ndarray, r: np.ndarray, sub: np.ndarray, u: np.ndarray) -> None:
+        rows.append(pd.DataFrame({"operator": op, "gauge": gauge, "t": t, "reading": r, "subtask": sub, "truth": u}))
+
+    prov = Provenance(date="-", command="-", cpu_model="-", host_cpus=1, flink_version="-", kafka_version="-",
+                      taskmanager_cpu_quota=quota, host_load=HostLoad(before_1m=math.nan), duration_s=math.nan)
+    prof = build_profile(m, load_topology(m.query), prov, trace=keep)
+    lines = {}
+    for op, o in prof.operators.items():
+        for gauge in ("busy", "backpressured"):
+            g = getattr(o.readings, gauge)
+            sd = g.noise_sd[0][1] if g.noise_sd and g.noise_basis == NoiseBasis.INTERVAL else math.nan
+            lines[(op, gauge)] = (g.offset, g.gain, sd)
+    df = pd.concat(rows).drop_duplicates(["operator", "gauge", "subtask", "t"]) if rows else pd.DataFrame()
+    return df, lines, truth.restarts(m.samples)
+
+
+def lag_correlation(g: pd.DataFrame, starts: np.ndarray, k: int) -> tuple[float, int]:
+    """Correlation of residuals k updates apart (one subtask, one deployment), and the pairs."""
+    a, b = [], []
+    for _, s in g.groupby("subtask"):
+        t, res = s.t.to_numpy(), s.residual.to_numpy()
+        dep = np.searchsorted(starts, t, side="right")
+        for i in range(len(t)):
+            j = int(np.argmin(np.abs(t - (t[i] + k * UPDATE_S))))
+            if abs(t[j] - t[i] - k * UPDATE_S) <= 1.5 and dep[j] == dep[i]:
+                a.append(res[i])
+                b.append(res[j])
+    if len(a) < 5 or np.std(a) == 0 or np.std(b) == 0:
+        return math.nan, len(a)
+    return float(np.corrcoef(a, b)[0, 1]), len(a)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", type=Path, help="recorded calibration samples, one query each")
+    ap.add_argument("--quota", type=float, default=0.1)
+    args = ap.parse_args()
+    if not args.dirs:  # `make bench` runs every script: without samples there is nothing to read
+        print("no calibration samples given (a `bench calibrate --state-dir` query directory): nothing measured")
+        return
+    print(f"{'query':6} {'operator':15} {'gauge':13} {'n':>4} {'resid sd':>8} "
+          + " ".join(f"{'lag ' + str(k):>11}" for k in LAGS) + f" {'interval sd':>11} {'-> reading':>10}")
+    for d in args.dirs:
+        df, lines, starts = traced(d, args.quota)
+        if df.empty:
+            continue
+        q = Measurement.load(d).query
+        for (op, gauge), g in df.groupby(["operator", "gauge"]):
+            offset, gain, sd = lines[(str(op), str(gauge))]
+            g = g.assign(residual=g.reading - (offset + gain * g.truth)).sort_values("t")
+            lags = [lag_correlation(g, starts, k) for k in LAGS]
+            cells = " ".join(f"{c:>6.2f} ({n:>3})" if math.isfinite(c) else f"{'n/a':>6} ({n:>3})" for c, n in lags)
+            print(f"{q:6} {op:15} {gauge:13} {len(g):4d} {g.residual.std():8.3f} {cells} {sd:11.3f} "
+                  f"{sd / math.sqrt(12):10.3f}")
+    print("if the noise were independent per interval and averaged over 60 s: lag k correlates by (12 - k) / 12 "
+          + ", ".join(f"{k}: {(12 - k) / 12:.2f}" for k in LAGS))
+
+
+if __name__ == "__main__":
+    main()
