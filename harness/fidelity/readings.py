@@ -4,14 +4,12 @@ DS2 takes a subtask's true rate as its records / its busy time, so the busy read
 targets. The sim draws a reading as offset + gain x true utilisation (the line at one subtask, or the
 operator's scaled-out line at two or more where calibrated; a subtask that takes all it can: the
 calibrated backlogged level, where measured), the utilisation averaged over the gauge's window (Flink's
-TimerGauge: the last 60 s, or since the task started), plus the noise of each meter update,
-plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel, recorded in
-every sim run's costs). This checks that model against the local runs of the same cells: per cell and
+TimerGauge: the last 60 s, or since the task started), plus its noise (per 5-s interval, averaged over the
+same window), plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel,
+recorded in every sim run's costs). This checks that model against the local runs of the same cells: per cell and
 operator, the local readings' mean residual against the model and the spread of their per-deployment means
-(each restart of the job begins a deployment; the samples' own noise taken out, as if independent), beside the
-same measure over the sim runs' readings (their noise shares its window's intervals, as Flink's does, so what
-"taken out" misses is in both alike) and what the profile's held error alone makes of such a mean (the local
-series is the mean over the operator's p subtasks: held / sqrt(p)).
+(each restart of the job begins a deployment; the samples' own noise taken out), beside what the profile's
+held error makes of such a mean (the local series is the mean over the operator's p subtasks: held / sqrt(p)).
 It only reports: nothing here feeds the model (model, don't tune).
 """
 
@@ -21,7 +19,6 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,7 +43,6 @@ class ReadingsRow:
     between_sd: float  # sd of the deployments' mean residuals beyond their samples' noise; NaN: under two
     held_sd: float | None  # the profile's held error of one subtask; None: not calibrated
     expected_sd: float | None  # what that makes of a deployment's mean over its subtasks (held / sqrt(p))
-    sim_between_sd: float = math.nan  # `between_sd` over the sim runs' readings of the same cell; NaN: under two
 
 
 def _busy_models(sim: Any) -> dict[str, dict[str, Any]]:
@@ -175,19 +171,6 @@ def _spread(per: pd.DataFrame) -> float:
     return math.sqrt(max(0.0, statistics.variance(per["mean"]) - within))
 
 
-def _by_deployment(parts: Sequence[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(every residual, per deployment of every run with MIN_SAMPLES: mean, var, size, parallelism) of several runs'
-    `residuals`; None where none has any."""
-    # deployments are numbered per run: tell the runs' apart
-    frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]
-    if not frames:
-        return None
-    res = pd.concat(frames)
-    per = res.groupby("deployment").agg(mean=("residual", "mean"), var=("residual", "var"),
-                                        size=("residual", "size"), parallelism=("parallelism", "last"))
-    return res, per[per["size"] >= MIN_SAMPLES]
-
-
 def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[ReadingsRow]:
     """Per cell (its local and sim records) and operator: the local busy readings against the sim's model."""
     out: list[ReadingsRow] = []
@@ -207,14 +190,17 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
             queued_f = float(queued) if isinstance(queued, int | float) and math.isfinite(queued) else None
             wide = g.get("scaled_out")  # absent in records from before it was modelled: the one line throughout
             wide_line = (float(wide["offset"]), float(wide["gain"])) if isinstance(wide, dict) else None
-            against = partial(residuals, operator=name, source=source, capacity=caps[name], offset=float(g["offset"]),
-                              gain=float(g["gain"]), backlogged=queued_f, upstream=ups, scaled_out=wide_line,
-                              window_s=window_s)
-            found = _by_deployment([against(rec, starts=st) for rec, st in zip(local, starts, strict=True)])
-            if found is None:
+            parts = [residuals(rec, name, source, caps[name], float(g["offset"]), float(g["gain"]), st, queued_f, ups,
+                               wide_line, window_s)
+                     for rec, st in zip(local, starts, strict=True)]
+            # deployments are numbered per run: tell the runs' apart
+            frames = [p.assign(deployment=p.deployment.astype(str) + f"/{i}") for i, p in enumerate(parts) if len(p)]
+            if not frames:
                 continue
-            res, per = found
-            in_sim = _by_deployment([against(rec, starts=restarts(rec)) for rec in sims])
+            res = pd.concat(frames)
+            per = res.groupby("deployment").agg(mean=("residual", "mean"), var=("residual", "var"),
+                                                size=("residual", "size"), parallelism=("parallelism", "last"))
+            per = per[per["size"] >= MIN_SAMPLES]
             held = g.get("held_sd")
             held_f = float(held) if isinstance(held, int | float) and math.isfinite(held) else None
             expected = held_f * math.sqrt(float(np.mean(1.0 / per["parallelism"]))) \
@@ -222,7 +208,7 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
             out.append(ReadingsRow(
                 cell=cell_id, operator=name, samples=len(res), deployments=len(per),
                 mean_residual=float(res.residual.mean()), between_sd=_spread(per), held_sd=held_f,
-                expected_sd=expected, sim_between_sd=_spread(in_sim[1]) if in_sim is not None else math.nan,
+                expected_sd=expected,
             ))
     return out
 
@@ -230,7 +216,7 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
 def readings_table(rows: Sequence[ReadingsRow]) -> tuple[list[str], list[list[str]]]:
     """The report's table: header and rows (NaN and not calibrated named, never shown as 0)."""
     head = ["cell", "operator", "readings (deployments)", "local mean residual", "local sd between deployments",
-            "sim runs: sd between deployments", "sim: held sd per subtask", "held alone over p subtasks"]
+            "sim: held sd per subtask", "sim: sd between deployments"]
 
     def f(v: float | None, sign: bool = False) -> str:
         if v is None:
@@ -238,5 +224,5 @@ def readings_table(rows: Sequence[ReadingsRow]) -> tuple[list[str], list[list[st
         return "n/a" if not math.isfinite(v) else (f"{v:+.3f}" if sign else f"{v:.3f}")
 
     body = [[r.cell, r.operator, f"{r.samples} ({r.deployments})", f(r.mean_residual, sign=True), f(r.between_sd),
-             f(r.sim_between_sd), f(r.held_sd), f(r.expected_sd)] for r in rows]
+             f(r.held_sd), f(r.expected_sd)] for r in rows]
     return head, body

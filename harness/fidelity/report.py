@@ -207,11 +207,9 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  "draws them from (offset + gain x true utilisation; where records waited at its input, the "
                  "calibrated backlogged level; recorded in each sim run): the residual's "
                  "mean, and how far the deployments' mean residuals scatter (a deployment runs from a restart of "
-                 "the job to the next; the samples' own noise taken out, as if independent), beside the same "
-                 "measure over the sim runs' readings (whose noise, like Flink's, shares its window's intervals), "
-                 "the error the profile has each subtask hold for a deployment, and what that alone makes of a mean "
-                 "over p subtasks (held / sqrt(p), averaged over the deployments). Readings at another CPU share or "
-                 "within "
+                 "the job to the next; the samples' own noise taken out), beside the error the profile has each "
+                 "subtask hold for a deployment and what that makes of a mean over p subtasks (held / sqrt(p), "
+                 "averaged over the deployments). Readings at another CPU share or within "
                  f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start are left out (warm-up).")
         _table_section(md, h, "Busy readings: local vs the sim's model", intro, inp.readings)
     if inp.cpu and inp.cpu[1]:
