@@ -50,7 +50,8 @@ def traced(directory: Path, quota: float) -> tuple[pd.DataFrame, dict[tuple[str,
     for op, o in prof.operators.items():
         for gauge in ("busy", "backpressured"):
             g = getattr(o.readings, gauge)
-            sd = g.noise_sd[0][1] if g.noise_sd and g.noise_basis == NoiseBasis.INTERVAL else math.nan
+            # the largest over the levels (the noise shrinks where a reading nears 0 or 1: `time_share_shape`)
+            sd = max(x[1] for x in g.noise_sd) if g.noise_sd and g.noise_basis == NoiseBasis.INTERVAL else math.nan
             lines[(op, gauge)] = (g.offset, g.gain, sd)
     df = pd.concat(rows).drop_duplicates(["operator", "gauge", "subtask", "t"]) if rows else pd.DataFrame()
     return df, lines, truth.restarts(m.samples)

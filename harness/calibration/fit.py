@@ -423,6 +423,8 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     if nonnegative_offset and offset < 0.0 and float(lv[known] @ lv[known]) > 0.0:
         offset, gain = 0.0, float(lv[known] @ means[known] / (lv[known] @ lv[known]))  # least squares through 0
     points: dict[float, list[float]] = {}
+    told_levels: list[float] = []  # windowed: each plateau's mean reading and its interval variance
+    told_vars: list[float] = []
     resid: list[float] = []
     for i, (level, r) in enumerate(zip(lv, readings, strict=True)):
         if not math.isfinite(level) or len(r) == 0:
@@ -432,25 +434,15 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
         if len(told) >= min_updates:
             spread, _ = noise_factors(v, len(told))
             if spread > 1e-12:  # updates that share every interval say nothing of the noise
-                points.setdefault(round(float(level), 2), []).append(float(np.var(told, ddof=1)) / spread)
-    # the root mean square: a few successive updates that share their intervals tell the variance with one or two
-    # degrees of freedom each, whose sd alone would come out low; so few resolve no level dependence either, and
-    # one interval's sd is pooled over every plateau (one point, held at every level)
+                var = float(np.var(told, ddof=1)) / spread
+                points.setdefault(round(float(level), 2), []).append(var)
+                told_levels.append(float(np.mean(told)))
+                told_vars.append(var)
     rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
-    if windowed and points:
-        pooled = [v for vs in points.values() for v in vs]
-        # ... and bounded by the readings' scatter around the line: a full window's reading carries 1/12 of one
-        # interval's variance, and no more error than the residuals show (the few updates of a plateau, their
-        # shared noise taken out, also carry what the truth of their windows misses, magnified as much). Most of
-        # a reading's noise is its plateau's (shared), so the residuals' variance is over the plateaus less the
-        # line's two parameters
-        sd = float(np.sqrt(np.mean(pooled)))
-        n_lines = int(np.sum(known & np.array([len(r) > 0 for r in readings])))
-        if math.isfinite(rmse) and n_lines > 2:
-            bound = rmse * math.sqrt(n_lines / (n_lines - 2))
-            sd = min(sd, bound * math.sqrt(gauge_window.GAUGE_WINDOW_S / gauge_window.METER_INTERVAL_S))
-        noise = [(round(float(np.mean([lvl for lvl, vs in points.items() for _ in vs])), 2), sd)]
-    else:
+    if windowed and told_vars:
+        noise = _interval_noise(np.asarray(told_levels), np.asarray(told_vars), offset, gain, rmse,
+                                int(np.sum(known & np.array([len(r) > 0 for r in readings]))))
+    else:  # the root mean square per level (an sd of few updates alone would come out low)
         noise = sorted((lvl, float(np.sqrt(np.mean(vs)))) for lvl, vs in points.items())
     n = int(sum(len(r) for r in readings))
     model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse,
@@ -460,6 +452,35 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     deps = deployments if isinstance(deployments, Reads) else Reads.independent(*deployments)
     held, used = held_error(np.asarray(deps.levels, dtype=float), deps.readings, model, deps.overlaps)
     return model.model_copy(update={"held_sd": held, "held_n": used})
+
+
+def time_share_shape(reading: float | np.ndarray) -> float | np.ndarray:
+    """How a share of time's noise varies with the share read: 4 r (1 - r), 1 at a half, 0 where a subtask is never
+    or always busy (or blocked), whose time cannot scatter. Calibration's plateaus agree: q1's readings at 0.1 CPU
+    near 0 scattered by 0.005-0.05 per interval, those at 0.1-0.8 by 0.1-0.55."""
+    r = np.clip(reading, 0.0, 1.0)
+    return 4.0 * r * (1.0 - r)
+
+
+def _interval_noise(readings: np.ndarray, variances: np.ndarray, offset: float, gain: float, rmse: float,
+                    n_plateaus: int) -> list[tuple[float, float]]:
+    """A windowed gauge's noise per 5-s interval, as (true level, sd) points: s x sqrt(`time_share_shape`) of the
+    line's reading there, s from the plateaus' interval variances at their mean readings (one or two degrees of
+    freedom each: pooled, as a ratio of sums). Bounded by the readings' scatter around the line: a full window's
+    reading carries 1/12 of one interval's variance and no more error than the residuals show (a plateau's few
+    updates, their shared noise taken out, also carry what the truth of their windows misses, magnified as much);
+    most of a reading's noise is its plateau's, so the residuals' variance is over the plateaus less the line's two
+    parameters."""
+    shape = np.asarray(time_share_shape(readings))
+    if shape.sum() <= 0.0:
+        return [(0.0, 0.0)]
+    s2 = float(variances.sum() / shape.sum())
+    if math.isfinite(rmse) and n_plateaus > 2:
+        per_window = gauge_window.GAUGE_WINDOW_S / gauge_window.METER_INTERVAL_S  # intervals a full window holds
+        bound2 = rmse * rmse * n_plateaus / (n_plateaus - 2) * per_window
+        s2 = min(s2, bound2 / max(float(shape.mean()), 1e-9))
+    grid = np.linspace(0.0, 1.0, 11)
+    return [(float(u), math.sqrt(s2 * float(time_share_shape(offset + gain * u)))) for u in grid]
 
 
 def with_backlogged(model: GaugeModel, plateaus: Sequence[Reads | np.ndarray], min_updates: int = 2) -> GaugeModel:

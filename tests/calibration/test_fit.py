@@ -118,7 +118,8 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
     levels: dict[str, list[float]] = {op: [] for op in ops}
     bp_levels: dict[str, list[float]] = {op: [] for op in ops}
     # ... and their noise likewise, per subtask: each second's own draw (sd busy_sd x sqrt(5): a 5-s interval's mean
-    # has sd busy_sd), a reading the mean of its window's
+    # has sd busy_sd where the reading is a half, less towards 0 and 1: fit.time_share_shape), a reading the mean
+    # of its window's
     noise: dict[tuple[str, int], list[float]] = {}
     last_par: dict[str, int] | None = None
     for name, kind, rate, shares, target in plan:
@@ -175,7 +176,7 @@ def synthetic_measurement(seed: int = 3, backlogged_busy: float | None = None, t
                 window = int(GAUGE_WINDOW_S)
                 for sub in range(par[op]):
                     own = noise.setdefault((op, sub), [])
-                    own.append(rng.normal(0, busy_sd * math.sqrt(5)))
+                    own.append(rng.normal(0, busy_sd * math.sqrt(5 * fit.time_share_shape(levels[op][-1]))))
                     if second % 5 == 0:  # the meter updates every 5 s: the mean of its window, noise and all
                         busy_now[(op, sub)] = float(np.clip(np.mean(levels[op][-window:]) + np.mean(own[-window:]),
                                                             0, 1))
@@ -259,8 +260,9 @@ def test_fit_recovers_the_busy_readings_bias_noise_and_meter_interval(fitted: Qu
     busy = fitted.operators["map"].readings.busy
     assert busy.gain == pytest.approx(BUSY_GAIN, abs=0.05)
     assert busy.offset == pytest.approx(BUSY_OFFSET, abs=0.03)
-    sds = [sd for level, sd in busy.noise_sd if level < 0.95]
-    assert np.mean(sds) == pytest.approx(BUSY_SD, rel=0.4)
+    assert busy.noise_basis == NoiseBasis.INTERVAL
+    assert busy.sd(0.5) == pytest.approx(BUSY_SD, rel=0.4)  # the line reads a half there
+    assert busy.sd(0.0) < 0.6 * busy.sd(0.5)  # it reads about 0.05 there: a share of time near 0 scatters less
     assert fitted.meters.interval_s == pytest.approx(5.0, abs=0.5)
     # backpressure of the source while map is throttled to its bottleneck: 1 - utilisation, read exactly
     bp = fitted.operators["bids_source"].readings.backpressured
