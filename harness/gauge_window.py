@@ -65,7 +65,7 @@ def noise_overlap(at: Sequence[float] | np.ndarray, starts: np.ndarray, window_s
     whose reading each is (a subtask's): two gauges share no noise (None: all one gauge's).
 
     Why: successive updates share 11 of their 12 intervals, so their errors move together (the calibration's
-    residuals against the windowed truth: lag-1 correlation 0.8-0.98), and the scatter of a few successive updates
+    residuals against the windowed truth: benchmarks/bench_gauge_noise.py), and the scatter of a few successive updates
     shows a small part of one reading's error. window_s 0: each reading its own interval (the identity)."""
     n = len(at)
     if window_s <= 0.0:

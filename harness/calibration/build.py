@@ -126,7 +126,8 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
                     index = fit.distinct_update_index(gs[col].to_numpy(dtype=float))
                     at = gs.t.to_numpy(dtype=float)[index]
                     if len(index) and index[0] == 0:
-                        at[0] = at[1] - gauge_window.METER_INTERVAL_S if len(at) > 1 else math.nan
+                        # (no later than seen: a repeated value or a missed sample can hide the update between)
+                        at[0] = min(at[0], at[1] - gauge_window.METER_INTERVAL_S) if len(at) > 1 else math.nan
                     parts.append(at)
                     subs.append(np.full(len(at), int(sub)))
                 return (np.concatenate(parts), np.concatenate(subs)) if parts else (np.zeros(0), np.zeros(0))
@@ -252,12 +253,14 @@ def scaled_out_line(reads: fit.Reads) -> GaugeModel | None:
     """The busy line of scaled-out subtasks, or None where too few plateaus (with a known level and a reading) or
     too narrow a range of levels measured it to extrapolate, or its readings fell as the load grew: the line at one
     subtask then reads them."""
-    usable = [(lv, r, v) for lv, r, v in zip(reads.levels, reads.readings, reads.overlaps, strict=True)
-              if math.isfinite(lv) and len(r)]
-    lv = [u for u, _, _ in usable]
-    if len(usable) < MIN_SCALED_OUT or max(lv) - min(lv) < MIN_SCALED_SPAN:
+    n = len(reads.readings)
+    keep = [i for i in range(n) if math.isfinite(reads.levels[i]) and len(reads.readings[i])]
+    lv = [reads.levels[i] for i in keep]
+    if len(keep) < MIN_SCALED_OUT or max(lv) - min(lv) < MIN_SCALED_SPAN:
         return None
-    line = fit.line_of(fit.Reads(lv, [r for _, r, _ in usable], [v for _, _, v in usable]), nonnegative_offset=True)
+    masks, subs = reads.noise_masks or [None] * n, reads.subtasks or [None] * n
+    line = fit.line_of(fit.Reads(lv, [reads.readings[i] for i in keep], [reads.overlaps[i] for i in keep],
+                                 [masks[i] for i in keep], [subs[i] for i in keep]), nonnegative_offset=True)
     # a busy reading that falls as the load grows measured no line (what the readings' windows held varied more
     # than the load did): the line at one subtask reads them
     return line if line.gain > 0.0 else None
@@ -390,9 +393,10 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
     return seconds + 1.0, u, bp, queued  # each second's value, at the end of the second it was binned in
 
 
-# (operator, gauge, update times, readings, their subtasks, the truth each one's window saw): the windowed readings
-# a line is fitted through, as read (benchmarks/bench_gauge_noise.py sets them against the fitted line)
-ReadingTrace = Callable[[str, str, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+# (operator, gauge, its subtasks in the plateau, update times, readings, their subtasks, the truth each one's window
+# saw): the windowed readings a line is fitted through, as read (benchmarks/bench_gauge_noise.py sets them against
+# the fitted line)
+ReadingTrace = Callable[[str, str, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
 
 def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
@@ -504,6 +508,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             per: list[np.ndarray | None] = []
             overlaps: list[np.ndarray | None] = []
             masks: list[np.ndarray | None] = []
+            subs: list[np.ndarray | None] = []
             for pl, lv in zip(plateaus_, plain, strict=True):
                 r, t_known = getattr(pl.p, gauge), getattr(pl, f"{gauge}_t")
                 if len(t_known) != len(r) or not len(r):
@@ -512,26 +517,29 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                     per.append(None)
                     overlaps.append(None)
                     masks.append(None)
+                    subs.append(None)
                     continue
                 t = _line_times(pl, t_known)
                 u = gauge_window.window_means(seconds, level, starts, t, known_share=KNOWN_WINDOW)
                 ok = np.isfinite(u)
                 if free_only:  # a window with any queued second read the backlogged level in part
                     ok &= gauge_window.window_means(seconds, queued_s.astype(float), starts, t) == 0.0
+                sub = getattr(pl, f"{gauge}_sub")
                 if trace is not None:
-                    trace(pl.operator, gauge, t[ok], r[ok], getattr(pl, f"{gauge}_sub")[ok], u[ok])
+                    trace(pl.operator, gauge, _subtasks(pl), t[ok], r[ok], sub[ok], u[ok])
                 levels.append(float(u[ok].mean()) if ok.any() else math.nan)
                 kept.append(r[ok])
                 per.append(u[ok])
-                overlaps.append(gauge_window.noise_overlap(t[ok], starts, gauges=getattr(pl, f"{gauge}_sub")[ok]))
+                overlaps.append(gauge_window.noise_overlap(t[ok], starts, gauges=sub[ok]))
                 masks.append(np.isfinite(t_known[ok]))  # the noise from updates whose times are known
+                subs.append(sub[ok])
             slope = fit.fit_line(np.asarray(levels, dtype=float),
                                  np.array([np.mean(r) if len(r) else math.nan for r in kept])).slope
             if not math.isfinite(slope):  # one level: no gain to move the updates by
-                return fit.Reads(levels, kept, overlaps, masks)
+                return fit.Reads(levels, kept, overlaps, masks, subs)
             gain = fit.gauge_model(levels, kept, nonnegative_offset=gauge == "busy").gain
             return fit.Reads(levels, [r if u is None else r - gain * (u - lv)
-                                      for r, u, lv in zip(kept, per, levels, strict=True)], overlaps, masks)
+                                      for r, u, lv in zip(kept, per, levels, strict=True)], overlaps, masks, subs)
 
         def own_windows(plateaus_: Sequence[OpPlateau], levels: list[float], gauge: str) -> fit.Reads:
             """A windowed gauge's readings against their phases' own truth (phases whose windows hold nothing
@@ -542,7 +550,9 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             return fit.Reads(levels, readings,
                              [gauge_window.noise_overlap(_line_times(pl, t), starts, gauges=getattr(pl, f"{gauge}_sub"))
                               if ok else None for pl, t, ok in zip(plateaus_, times, timed, strict=True)],
-                             [np.isfinite(t) if ok else None for t, ok in zip(times, timed, strict=True)])
+                             [np.isfinite(t) if ok else None for t, ok in zip(times, timed, strict=True)],
+                             [getattr(pl, f"{gauge}_sub") if ok else None
+                              for pl, ok in zip(plateaus_, timed, strict=True)])
 
         def gauges(plateaus_: Sequence[OpPlateau], u_s: np.ndarray = u_s, bp_s: np.ndarray = bp_s,
                    own_phase: bool = False) -> dict[str, fit.Reads]:

@@ -13,7 +13,8 @@ plateaus this module fits:
   overhead, none to the CPU model alone;
 - `gauge_model`: a reading against the true value it stands for (reading = offset + gain x true,
   least squares over plateau means) and the standard deviation of its noise at each level: of one meter update,
-  or, for a reading averaged over a window of 5-s intervals, of one interval (`noise_factors`);
+  or, for a reading averaged over a window of 5-s intervals, of one interval (`noise_factors`, pooled over the
+  plateaus and shaped by the level read, `time_share_shape`);
 - `step_lag`: how long a reading takes to cover 63 % of a step of the true load (meter lag);
 - `flag_model`: how often a subtask nothing holds back is flagged isBackPressured against the utilisation of
   the operator it feeds (binned, isotonic);
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy import stats
 
 from harness import gauge_window
 from harness.calibrated_profile import (
@@ -358,18 +360,30 @@ class Reads:
     readings: list[np.ndarray]
     overlaps: list[np.ndarray | None]
     noise_masks: list[np.ndarray | None] | None = None  # per plateau, the updates that tell its noise (None: all)
+    subtasks: list[np.ndarray | None] | None = None  # per plateau, whose each update is (None: one subtask's)
 
     @staticmethod
     def independent(levels: Sequence[float], readings: Sequence[np.ndarray]) -> Reads:
         return Reads(list(levels), list(readings), [None] * len(readings))
 
-    def noise_part(self, i: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Plateau i's updates that tell its noise, and their overlaps."""
+    def noise_sums(self, i: int) -> tuple[float, float, float, int]:
+        """Plateau i's scatter: (sum of squares about each subtask's own mean, what one unit of noise variance
+        makes of it in expectation, the mean reading, updates) over the updates that tell its noise. Each subtask
+        apart: a subtask's offset from another (its held error, a key's skew) is no noise."""
         r, v = np.asarray(self.readings[i], dtype=float), self.overlaps[i]
         mask = self.noise_masks[i] if self.noise_masks is not None else None
-        if mask is None:
-            return r, v
-        return r[mask], (None if v is None else v[np.ix_(mask, mask)])
+        subs = self.subtasks[i] if self.subtasks is not None else None
+        keep = np.isfinite(r) if mask is None else (np.asarray(mask, dtype=bool) & np.isfinite(r))
+        owner = np.zeros(len(r), dtype=int) if subs is None else np.asarray(subs)
+        squares = expected = 0.0
+        for sub in np.unique(owner[keep]):
+            idx = np.flatnonzero(keep & (owner == sub))
+            if len(idx) < 2:
+                continue
+            e = r[idx] - r[idx].mean()
+            squares += float(e @ e)
+            expected += (len(idx) - 1) * noise_factors(None if v is None else v[np.ix_(idx, idx)], len(idx))[0]
+        return squares, expected, float(r[keep].mean()) if keep.any() else math.nan, int(keep.sum())
 
     def usable(self) -> bool:
         """Whether some plateau has a known level and readings to fit a line through."""
@@ -388,16 +402,19 @@ def noise_factors(overlap: np.ndarray | None, n: int) -> tuple[float, float]:
 def line_of(reads: Reads, deployments: Reads | None = None, nonnegative_offset: bool = False) -> GaugeModel:
     """`gauge_model` over `reads` (and the deployments'), their updates' overlaps saying what the noise is of."""
     return gauge_model(reads.levels, reads.readings, deployments=deployments, nonnegative_offset=nonnegative_offset,
-                       overlaps=reads.overlaps, noise_masks=reads.noise_masks)
+                       overlaps=reads.overlaps, noise_masks=reads.noise_masks, subtasks=reads.subtasks)
 
 
 def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], min_updates: int = 2,
                 deployments: Reads | tuple[Sequence[float], Sequence[np.ndarray]] | None = None,
                 nonnegative_offset: bool = False, overlaps: Sequence[np.ndarray | None] | None = None,
-                noise_masks: Sequence[np.ndarray | None] | None = None) -> GaugeModel:
+                noise_masks: Sequence[np.ndarray | None] | None = None,
+                subtasks: Sequence[np.ndarray | None] | None = None) -> GaugeModel:
     """reading = offset + gain x true over plateau means; noise = sd per level of one meter update, or, where
     `overlaps` say how a plateau's updates share their windows' intervals, of one interval (NoiseBasis.INTERVAL:
-    the scatter of successive updates that share 11 of 12 intervals is a small part of one reading's error).
+    the scatter of successive updates that share 11 of 12 intervals is a small part of one reading's error; one sd
+    pooled over the plateaus, shaped by the level read: `_interval_noise`). Scatter is taken within each subtask
+    (`subtasks`).
     `nonnegative_offset` (busy time, which no subtask reads below 0 at no load): a line whose offset would come
     out below 0 goes through 0 instead.
 
@@ -410,7 +427,8 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     """
     windowed = overlaps is not None and any(v is not None for v in overlaps)
     reads = Reads(list(true_levels), list(readings), list(overlaps) if overlaps is not None else [None] * len(readings),
-                  list(noise_masks) if noise_masks is not None else None)
+                  list(noise_masks) if noise_masks is not None else None,
+                  list(subtasks) if subtasks is not None else None)
     lv = np.asarray(true_levels, dtype=float)
     means = np.array([np.mean(r) if len(r) else math.nan for r in readings])
     line = fit_line(lv, means)
@@ -422,35 +440,34 @@ def gauge_model(true_levels: Sequence[float], readings: Sequence[np.ndarray], mi
     known = np.isfinite(lv) & np.isfinite(means)
     if nonnegative_offset and offset < 0.0 and float(lv[known] @ lv[known]) > 0.0:
         offset, gain = 0.0, float(lv[known] @ means[known] / (lv[known] @ lv[known]))  # least squares through 0
-    points: dict[float, list[float]] = {}
-    told_levels: list[float] = []  # windowed: each plateau's mean reading and its interval variance
-    told_vars: list[float] = []
+    points: dict[float, list[tuple[float, float]]] = {}  # per level: each plateau's (squares, expected)
+    told: list[tuple[float, float, float]] = []  # windowed: each plateau's (squares, expected, mean reading)
     resid: list[float] = []
     for i, (level, r) in enumerate(zip(lv, readings, strict=True)):
         if not math.isfinite(level) or len(r) == 0:
             continue
         resid.extend((np.asarray(r) - (offset + gain * level)).tolist())
-        told, v = reads.noise_part(i)
-        if len(told) >= min_updates:
-            spread, _ = noise_factors(v, len(told))
-            if spread > 1e-12:  # updates that share every interval say nothing of the noise
-                var = float(np.var(told, ddof=1)) / spread
-                points.setdefault(round(float(level), 2), []).append(var)
-                told_levels.append(float(np.mean(told)))
-                told_vars.append(var)
+        if windowed and reads.overlaps[i] is None:  # its updates' noise in another unit: not pooled with these
+            continue
+        squares, expected, mean_read, n_told = reads.noise_sums(i)
+        if n_told >= min_updates and expected > 1e-12:  # updates that share every interval say nothing of it
+            points.setdefault(round(float(level), 2), []).append((squares, expected))
+            told.append((squares, expected, mean_read))
     rmse = float(np.sqrt(np.mean(np.square(resid)))) if resid else math.nan
-    if windowed and told_vars:
-        noise = _interval_noise(np.asarray(told_levels), np.asarray(told_vars), offset, gain, rmse,
-                                int(np.sum(known & np.array([len(r) > 0 for r in readings]))))
-    else:  # the root mean square per level (an sd of few updates alone would come out low)
-        noise = sorted((lvl, float(np.sqrt(np.mean(vs)))) for lvl, vs in points.items())
+    if windowed and told:
+        through_zero = nonnegative_offset and offset == 0.0
+        noise = _interval_noise(np.asarray(told), offset, gain, rmse,
+                                int(np.sum(known & np.array([len(r) > 0 for r in readings]))),
+                                1 if through_zero or not math.isfinite(line.slope) else 2)
+    else:  # pooled per level as a ratio of sums (an sd of few updates alone would come out low)
+        noise = sorted((lvl, math.sqrt(sum(a for a, _ in ab) / sum(b for _, b in ab))) for lvl, ab in points.items())
     n = int(sum(len(r) for r in readings))
     model = GaugeModel(offset=float(offset), gain=float(gain), noise_sd=noise, n=n, rmse=rmse,
                        noise_basis=NoiseBasis.INTERVAL if windowed else NoiseBasis.UPDATE)
     if deployments is None:
         return model
     deps = deployments if isinstance(deployments, Reads) else Reads.independent(*deployments)
-    held, used = held_error(np.asarray(deps.levels, dtype=float), deps.readings, model, deps.overlaps)
+    held, used = held_error(np.asarray(deps.levels, dtype=float), deps.readings, model, deps.overlaps, deps.subtasks)
     return model.model_copy(update={"held_sd": held, "held_n": used})
 
 
@@ -462,22 +479,26 @@ def time_share_shape(reading: float | np.ndarray) -> float | np.ndarray:
     return 4.0 * r * (1.0 - r)
 
 
-def _interval_noise(readings: np.ndarray, variances: np.ndarray, offset: float, gain: float, rmse: float,
-                    n_plateaus: int) -> list[tuple[float, float]]:
+def _interval_noise(plateaus: np.ndarray, offset: float, gain: float, rmse: float, n_plateaus: int,
+                    line_params: int) -> list[tuple[float, float]]:
     """A windowed gauge's noise per 5-s interval, as (true level, sd) points: s x sqrt(`time_share_shape`) of the
-    line's reading there, s from the plateaus' interval variances at their mean readings (one or two degrees of
-    freedom each: pooled, as a ratio of sums). Bounded by the readings' scatter around the line: a full window's
-    reading carries 1/12 of one interval's variance and no more error than the residuals show (a plateau's few
-    updates, their shared noise taken out, also carry what the truth of their windows misses, magnified as much);
-    most of a reading's noise is its plateau's, so the residuals' variance is over the plateaus less the line's two
-    parameters."""
+    line's reading there. s from the plateaus' (squares, expected, mean reading) rows, as a ratio of sums (a
+    plateau of two updates that share 11 of 12 intervals tells little and would multiply its squares by 144 as a
+    ratio of its own). Bounded by the readings' scatter around the line: a full window's reading carries 1/12 of
+    one interval's variance and no more error than the residuals show (a plateau's few updates, their shared noise
+    taken out, also carry what the truth of their windows misses, magnified as much); most of a reading's noise is
+    its plateau's, so the residuals' variance is over the plateaus less the line's parameters, and it bounds only
+    beyond what those few degrees of freedom allow (its one-sided 90 % limit: a hard minimum of two noisy
+    estimates would read low)."""
+    squares, expected, readings = plateaus[:, 0], plateaus[:, 1], plateaus[:, 2]
     shape = np.asarray(time_share_shape(readings))
-    if shape.sum() <= 0.0:
+    if float(expected @ shape) <= 0.0:
         return [(0.0, 0.0)]
-    s2 = float(variances.sum() / shape.sum())
-    if math.isfinite(rmse) and n_plateaus > 2:
+    s2 = float(squares.sum() / (expected @ shape))
+    if math.isfinite(rmse) and n_plateaus > line_params:
         per_window = gauge_window.GAUGE_WINDOW_S / gauge_window.METER_INTERVAL_S  # intervals a full window holds
-        bound2 = rmse * rmse * n_plateaus / (n_plateaus - 2) * per_window
+        dof = n_plateaus - line_params
+        bound2 = rmse * rmse * n_plateaus / dof * per_window * dof / float(stats.chi2.ppf(0.1, dof))
         s2 = min(s2, bound2 / max(float(shape.mean()), 1e-9))
     grid = np.linspace(0.0, 1.0, 11)
     return [(float(u), math.sqrt(s2 * float(time_share_shape(offset + gain * u)))) for u in grid]
@@ -486,51 +507,52 @@ def _interval_noise(readings: np.ndarray, variances: np.ndarray, offset: float, 
 def with_backlogged(model: GaugeModel, plateaus: Sequence[Reads | np.ndarray], min_updates: int = 2) -> GaugeModel:
     """`model` with the reading of a saturated subtask whose input holds records, from the meter updates of such
     plateaus (each its own `Reads`, or its updates alone: each its own noise): the mean of the plateaus' means, and
-    the sd of the noise within a plateau as the line's is (the root mean square over plateaus of one update's, or
-    with overlaps one interval's; the error a deployment keeps is `held_sd`'s, drawn on top). No plateau with
-    `min_updates`: not measured (NaN), never a guess."""
+    the sd of the noise within a plateau as the line's is (pooled as a ratio of sums: one update's, or with
+    overlaps one interval's, in the line's unit, `noise_basis`; the error a deployment keeps is `held_sd`'s, drawn
+    on top). No plateau with `min_updates`: not measured (NaN), never a guess."""
+    interval = model.noise_basis == NoiseBasis.INTERVAL
     means: list[float] = []
-    variances: list[float] = []
+    squares = expected = 0.0
     for x in plateaus:
-        reads = x if isinstance(x, Reads) else Reads.independent([1.0], [np.asarray(x, dtype=float)])
+        reads = x if isinstance(x, Reads) else Reads.independent([math.nan], [np.asarray(x, dtype=float)])
         r = np.asarray(reads.readings[0], dtype=float)
         if np.isfinite(r).sum() < min_updates:
             continue
         means.append(float(np.nanmean(r)))
-        told, v = reads.noise_part(0)
-        ok = np.isfinite(told)
-        if ok.sum() >= 2:
-            spread, _ = noise_factors(None if v is None else v[np.ix_(ok, ok)], int(ok.sum()))
-            if spread > 1e-12:
-                variances.append(float(np.var(told[ok], ddof=1)) / spread)
+        if (reads.overlaps[0] is not None) != interval:  # its noise in another unit than the line's: not pooled
+            continue
+        a, b, _, _ = reads.noise_sums(0)
+        squares, expected = squares + a, expected + b
     if not means:
         return model
     return model.model_copy(update={"backlogged_mean": float(np.mean(means)),
-                                    "backlogged_sd": float(np.sqrt(np.mean(variances))) if variances else math.nan,
+                                    "backlogged_sd": math.sqrt(squares / expected) if expected > 1e-12 else math.nan,
                                     "backlogged_n": len(means)})
 
 
 def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: GaugeModel,
-               overlaps: Sequence[np.ndarray | None] | None = None) -> tuple[float, int]:
+               overlaps: Sequence[np.ndarray | None] | None = None,
+               subtasks: Sequence[np.ndarray | None] | None = None) -> tuple[float, int]:
     """(sd of the error a deployment keeps, deployments used) from one load read in several deployments.
 
     Each deployment's mean residual against the line carries its held error plus the noise of its updates' mean
-    (one update's variance / their number, or, with `overlaps`, what their shared intervals leave of it); the
-    residuals are centred on their own mean first (the line's bias at that load is no deployment's own, and the
-    line sits on the ladder's deployment, one of these). NaN with fewer than MIN_DEPLOYMENTS: not calibrated,
-    never 0."""
+    (one update's variance / their number, or, with `overlaps`, what their shared intervals leave of it; the
+    noise from the scatter of each subtask's own updates); the residuals are centred on their own mean first (the
+    line's bias at that load is no deployment's own, and the line sits on the ladder's deployment, one of these).
+    NaN with fewer than MIN_DEPLOYMENTS: not calibrated, never 0."""
     resid: list[float] = []
     within: list[float] = []
     ov: Sequence[np.ndarray | None] = overlaps if overlaps is not None else [None] * len(readings)
-    for level, r, v in zip(true_levels, readings, ov, strict=True):
+    reads = Reads(list(true_levels), list(readings), list(ov), None,
+                  list(subtasks) if subtasks is not None else None)
+    for i, (level, r, v) in enumerate(zip(true_levels, readings, ov, strict=True)):
         if not math.isfinite(level) or len(r) == 0:
             continue
         resid.append(float(np.mean(r)) - float(model.mean(level)))
-        spread, of_mean = noise_factors(v, len(r))
-        if len(r) >= 2 and spread > 1e-12:
-            var = float(np.var(r, ddof=1)) / spread
-        else:  # the line's noise (one update's, or with `overlaps` one interval's, as the line was fitted)
-            var = float(model.sd(level)) ** 2
+        _, of_mean = noise_factors(v, len(r))
+        squares, expected, _, _ = reads.noise_sums(i)
+        # its own scatter, or the line's noise (one update's, or with `overlaps` one interval's, as it was fitted)
+        var = squares / expected if expected > 1e-12 else float(model.sd(level)) ** 2
         within.append(var * of_mean)
     if len(resid) < MIN_DEPLOYMENTS:
         return math.nan, len(resid)

@@ -375,13 +375,15 @@ def test_a_saturated_operator_is_backlogged_only_when_it_holds_its_upstream_back
 
 
 def test_the_backlogged_level_is_the_mean_of_plateau_means_and_one_updates_sd_within_a_plateau() -> None:
+    """The sd pooled over the plateaus as a ratio of sums: squares about each plateau's mean over its degrees of
+    freedom (2 + 4 here), so a plateau of few updates weighs as little as it tells."""
     from harness.calibrated_profile import GaugeModel
 
     level = fit.with_backlogged(GaugeModel(), [np.array([0.80, 0.82, 0.84]), np.array([0.90, 0.92, 0.94, 0.96, 0.98]),
                                                np.array([0.5])])  # one update: no plateau of its own
     assert level.backlogged_mean == pytest.approx((0.82 + 0.94) / 2)
-    assert level.backlogged_sd == pytest.approx(math.sqrt((0.02**2 + np.var([0.9, 0.92, 0.94, 0.96, 0.98], ddof=1))
-                                                          / 2))
+    squares = 2 * 0.02**2 + 4 * np.var([0.9, 0.92, 0.94, 0.96, 0.98], ddof=1)
+    assert level.backlogged_sd == pytest.approx(math.sqrt(squares / (2 + 4)))
     assert level.backlogged_n == 2
     none = fit.with_backlogged(GaugeModel(), [np.array([0.5]), np.array([math.nan, 0.7])])
     assert math.isnan(none.backlogged_mean) and math.isnan(none.backlogged_sd) and none.backlogged_n == 0

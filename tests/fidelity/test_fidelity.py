@@ -436,6 +436,9 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     costs = meta["backend"]["costs"]
     for op in ("bids_source", "map"):
         costs["busy_reading"][op]["held_sd"] = 0.12  # as a profile with deployment phases would have it
+        # the line everywhere (this run has no backpressure series to tell a queued input by): the backlogged level
+        # is set where it is under test, below
+        costs["busy_reading"][op]["backlogged_mean"] = None
     # a local run of q1 at half of each operator's capacity per subtask: map goes from 1 subtask to 2 at
     # t = 200 s, which restarts the whole job. The readings sit 0.1 (the source: 0.05) above the model
     # before the restart and as far below after it; they read 1.0 while warming up after either start

@@ -268,8 +268,8 @@ def test_a_windowed_readings_noise_is_its_intervals_mean_so_successive_updates_s
 
 
 def test_right_after_a_restart_a_windowed_reading_averages_few_intervals_and_is_noisier() -> None:
-    """A restarted task's gauge holds only the intervals since it started: 10 s after a restart its noise is the
-    mean of two intervals', a minute on of twelve. The CPU signal's noise stays one interval's throughout."""
+    """A restarted task's gauge holds only the intervals since it started: 16 s after a restart its noise is the
+    mean of about three intervals', a minute on of twelve. The CPU signal's noise stays one interval's throughout."""
     g = GaugeModel(noise_sd=[(0.0, 0.12)], noise_basis=NoiseBasis.INTERVAL)
     cpu = GaugeModel(gain=1.0, noise_sd=[(0.0, 0.05)], noise_basis=NoiseBasis.INTERVAL)
     prof = profile(busy=g, startup_s=0.0)

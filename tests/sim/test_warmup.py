@@ -147,13 +147,13 @@ def test_forward_pairs_and_a_sources_partitions_run_at_their_subtasks_mean_a_key
 
 
 def test_warm_subtasks_beside_a_fresh_one_read_idle_time_not_busy() -> None:
-    """Source 1 -> 2 and map 1 -> 3 under a backlog: two fresh map subtasks cap the round-robin-fed map, so the
+    """Source 1 -> 4 and map 1 -> 3 under a backlog: two fresh map subtasks cap the round-robin-fed map, so the
     warm one takes a third of the records at its full speed and waits for input the rest of each second, as a
     Flink subtask whose senders block on another channel does. The map's mean busy reading is (2 + f) / 3 of
     the second (f: the fresh ones' fraction of the warm speed), and its CPU under the saturated level; once all
     are warm it reads its true load again."""
     b, m, i, warm = warm_map(100_000)
-    assert b.rescale({"bids_source": 2, "map": 3}, None).ok
+    assert b.rescale({"bids_source": 4, "map": 3}, None).ok  # four sources: the map, not they, caps the job
     b.advance_to(620.0)
     f = m.subtask_capacity(i) / warm
     assert 0.2 < f < 0.6  # still warming

@@ -96,7 +96,7 @@ from harness.metrics.snapshot import LazySubtasksOperatorMetrics, MetricsSnapsho
 from harness.record import empty_timeseries, timeseries_table
 from harness.vocabulary import Metric
 
-NOISE_UPDATES = 512  # rows of the pre-drawn noise table (meter updates; reused cyclically)
+NOISE_UPDATES = 512  # rows of the pre-drawn noise table (meter intervals; reused cyclically)
 NOISE_SUBTASKS = 128  # columns: Flink's default max parallelism
 _GAUGES = ("busy", "backpressured", "cpu", "cpu_jvm")
 _WINDOWED = ("busy", "backpressured")  # TimerGauges: their noise, like their truth, is their window's mean
@@ -160,7 +160,7 @@ class NoiseTable:
         own = (top - cum[hi - 1, :, :subtasks]).mean(axis=0)
         if not windowed.any():
             return own
-        m = np.asarray(intervals, dtype=np.intp)
+        m = np.minimum(np.asarray(intervals, dtype=np.intp), NOISE_UPDATES)  # a window within the table's copy
         spans = ((top - cum[hi - m, :, :subtasks]) / m[:, None, None]).mean(axis=0)
         return np.where(windowed[:, None], spans, own)
 
