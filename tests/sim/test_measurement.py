@@ -376,6 +376,34 @@ def test_a_restarted_tasks_gauges_average_only_since_it_started() -> None:
     assert quiet.snapshot(15).op("mid").busy_ms_per_s > restarted + 80.0
 
 
+def test_a_restarted_tasks_gauges_read_busy_1000_until_their_first_update() -> None:
+    """Flink's fresh TimerGauges read 0 until their first update, so idle and backpressured time read 0 and busy,
+    what they leave, 1000: the local runs read 1000 at the first scrape after a restart (q1 DS2, HPA-CPU and q11
+    DS2 cells of session 20, every operator). The sim reads the same at a scrape whose tasks began after its latest
+    update; a monitor window holding one such scrape among regular ones mixes them; a minute on, the true load."""
+    # a scrape finds the meters' latest update 2 s old (updates at 303, 308, ...); the job, down 4.5 s from 300,
+    # runs again half way into the step before the scrape at 305
+    prof = profile(startup_s=0.0, downtime=4.5)
+    prof = prof.model_copy(update={"meters": Meters(interval_s=5.0, busy_lag_s=2.0)})
+    b = start(constant(2_000, 20_000), prof=prof, meter_window_s=60.0)
+    b.advance_to(300)
+    assert b.snapshot(5).op("mid").busy_ms_per_s == pytest.approx(500.0, rel=0.02)
+    assert b.rescale({"sink": 2}, None).ok  # the whole job restarts, down until 304.5
+    b.advance_to(305.0)
+    first = b.snapshot(5)  # the scrape at 305: the job answers, its gauges' latest update (303) came before it
+    mid = first.op("mid")
+    assert (mid.busy_ms_per_s, mid.idle_ms_per_s, mid.backpressured_ms_per_s) == (1000.0, 0.0, 0.0)
+    assert math.isnan(mid.cpu_load) and "cpu" in first.why_missing  # nor has the CPU a reading yet
+    b.advance_to(b.now() + 5.0)  # the next scrape sees an update of the new tasks: what they did
+    assert b.snapshot(5).op("mid").busy_ms_per_s < 1000.0
+    b.advance_to(b.now() + 5.0)
+    mixed = b.snapshot(15).op("mid").busy_ms_per_s  # one fresh scrape among three
+    regular = b.snapshot(10).op("mid").busy_ms_per_s
+    assert mixed == pytest.approx((1000.0 + 2 * regular) / 3, rel=0.02)
+    b.advance_to(b.now() + 80.0)
+    assert b.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(500.0, rel=0.02)
+
+
 def test_is_backpressured_is_a_sampled_flag_and_the_upstream_of_a_bottleneck_is_blocked() -> None:
     b = start(constant(6_000, 900), prof=profile())  # mid (4k/s) is the bottleneck, src (8k/s) is blocked
     flags = []

@@ -219,6 +219,19 @@ def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int
     return restart + int(running[0]) if len(running) else None
 
 
+def _began(model: SimModel, rows: np.ndarray, base: int, s: int) -> int:
+    """The step at which the tasks a scrape at step `s` reads began: the first step processed in since the job's
+    latest restart before `s` (before the rows kept: that restart). Gauges whose tasks began at or after the
+    scrape's latest meter update have had no update: Flink's TimerGauges read 0 until then, so idle and
+    backpressured time read 0 and busy, what they leave, 1000 (the local runs read 1000 at the first scrape after
+    a restart)."""
+    restart = _restart_before(model, s)
+    if restart < base:
+        return restart
+    running = np.flatnonzero(rows[restart - base:s - base, J_PROCESSING] > 0.0)
+    return restart + int(running[0]) if len(running) else s
+
+
 def _restart_before(model: SimModel, u: int) -> int:
     """The step at which the deployment that ran step u - 1 began (the job's latest restart before update u)."""
     return model.restart_steps[bisect_right(model.restart_steps, u - 1) - 1]
@@ -437,9 +450,12 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     # one `meter_delay_s` before a scrape: the calibrated lag), which averaged the busy/idle/backpressured truth
     # over its window (`_gauge_start` .. u-1) and the CPU over rows u-meter .. u-1
     phase = (meter - int(round(costs.meter_delay_s / dt))) % meter if noisy else 0
+    n_fresh = 0  # answered scrapes whose tasks began after their latest update: Flink's fresh gauges (`_began`)
     if noisy:
-        upd_v = [((s - phase) // meter) * meter + phase for s, ok in zip(inst, up, strict=True) if ok]
-        upd_v = [u for u in upd_v if u >= meter and u - meter >= base]
+        scraped = [(s, ((s - phase) // meter) * meter + phase) for s, ok in zip(inst, up, strict=True) if ok]
+        fresh = [_began(model, rows, base, s) >= u for s, u in scraped]
+        n_fresh = sum(fresh)
+        upd_v = [u for (_, u), new in zip(scraped, fresh, strict=True) if not new and u >= meter and u - meter >= base]
     else:
         upd_v = [k]
     # each update's rows: the busy/idle/backpressured gauges' window, and the CPU's last meter interval (the CPU
@@ -581,6 +597,10 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 flagged = noise.uniform(i, first_upd) < 1.0 - p_none
         else:  # no meter update the job answered with: nothing measured
             busy_l = bp_l = cpu_l = jvm_l = [nan] * n_sub
+        if n_fresh:  # Flink's fresh idle and backpressure gauges read 0 until their first update: busy 1000
+            w = n_fresh / (n_fresh + n_valid)
+            busy_l = [1000.0 if b != b else (1.0 - w) * b + w * 1000.0 for b in busy_l]
+            bp_l = [0.0 if p != p else (1.0 - w) * p for p in bp_l]
         idle_l = [max(0.0, 1000.0 - b - p) for b, p in zip(busy_l, bp_l, strict=True)]
         if rr is not None:
             x_rate = kinds.split(rr, o, O_IN, O_IN_LANE0)
@@ -648,9 +668,9 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     elif not has_rate:
         why = {str(m): "fewer than two scrapes in the window" for m in (
             Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.THROUGHPUT, Metric.INPUT_RATE)}
-    if unread_gauges and "*" not in why:
-        for m in (Metric.BUSY, Metric.BACKPRESSURED, Metric.CPU, Metric.CPU_JVM):
-            why[str(m)] = "nothing processed since the job's restart: no gauge update to read yet"
+    if (unread_gauges or (n_fresh and not n_valid)) and "*" not in why:
+        for m in (Metric.CPU, Metric.CPU_JVM):
+            why[str(m)] = "no meter update since the job's restart: no CPU reading yet"
     known = [v for v in src_lags if v == v]
     if len(known) < len(src_lags):
         why[str(Metric.LATENCY_KAFKA)] = "a source has not emitted since its restart"
