@@ -117,8 +117,8 @@ def plateaus(m: Measurement) -> list[OpPlateau]:
             def update_times(col: str, rows: pd.DataFrame = rows) -> tuple[np.ndarray, np.ndarray]:
                 """When each of `updates(col)` was made, in the same order, and by which subtask: when it was first
                 seen, but a value already showing at the plateau's first sample was made before, at the meter's
-                update before the next one seen (the gauge updates every interval); NaN if none was seen after it
-                (`_line_times`)."""
+                update before the next one seen (the gauge updates every interval), or when first seen if that is
+                earlier; NaN if none was seen after it (`_line_times`)."""
                 if col not in rows:
                     return np.zeros(0), np.zeros(0)
                 parts, subs = [], []
@@ -393,10 +393,10 @@ def _levels_per_second(m: Measurement, spec: OperatorSpec, pls: Sequence[OpPlate
     return seconds + 1.0, u, bp, queued  # each second's value, at the end of the second it was binned in
 
 
-# (operator, gauge, its subtasks in the plateau, update times, readings, their subtasks, the truth each one's window
-# saw): the windowed readings a line is fitted through, as read (benchmarks/bench_gauge_noise.py sets them against
-# the fitted line)
-ReadingTrace = Callable[[str, str, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+# (operator, gauge, phase, its subtasks in the plateau, update times, readings, their subtasks, the truth each one's
+# window saw): the windowed readings a line is fitted through, as read (benchmarks/bench_gauge_noise.py sets them
+# against the fitted line)
+ReadingTrace = Callable[[str, str, str, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
 
 def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
@@ -526,7 +526,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                     ok &= gauge_window.window_means(seconds, queued_s.astype(float), starts, t) == 0.0
                 sub = getattr(pl, f"{gauge}_sub")
                 if trace is not None:
-                    trace(pl.operator, gauge, _subtasks(pl), t[ok], r[ok], sub[ok], u[ok])
+                    trace(pl.operator, gauge, pl.phase.name, _subtasks(pl), t[ok], r[ok], sub[ok], u[ok])
                 levels.append(float(u[ok].mean()) if ok.any() else math.nan)
                 kept.append(r[ok])
                 per.append(u[ok])

@@ -492,16 +492,20 @@ def _interval_noise(plateaus: np.ndarray, offset: float, gain: float, rmse: floa
     estimates would read low)."""
     squares, expected, readings = plateaus[:, 0], plateaus[:, 1], plateaus[:, 2]
     shape = np.asarray(time_share_shape(readings))
-    if float(expected @ shape) <= 0.0:
-        return [(0.0, 0.0)]
+    if float(expected @ shape) <= 0.0:  # every reading at 0 or 1: the shape leaves nothing to measure
+        return []
     s2 = float(squares.sum() / (expected @ shape))
     if math.isfinite(rmse) and n_plateaus > line_params:
         per_window = gauge_window.GAUGE_WINDOW_S / gauge_window.METER_INTERVAL_S  # intervals a full window holds
         dof = n_plateaus - line_params
-        bound2 = rmse * rmse * n_plateaus / dof * per_window * dof / float(stats.chi2.ppf(0.1, dof))
+        bound2 = rmse * rmse * n_plateaus * per_window / float(stats.chi2.ppf(0.1, dof))
         s2 = min(s2, bound2 / max(float(shape.mean()), 1e-9))
-    grid = np.linspace(0.0, 1.0, 11)
+    # dense near the ends, where the shape bends: interpolated between points it stays within a few per cent
+    grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 21), [0.01, 0.02, 0.03, 0.97, 0.98, 0.99]]))
     return [(float(u), math.sqrt(s2 * float(time_share_shape(offset + gain * u)))) for u in grid]
+
+
+MIN_BACKLOGGED_PLATEAUS = 2  # plateaus whose scatter measures the backlogged reading's noise (fewer: the line's)
 
 
 def with_backlogged(model: GaugeModel, plateaus: Sequence[Reads | np.ndarray], min_updates: int = 2) -> GaugeModel:
@@ -509,9 +513,11 @@ def with_backlogged(model: GaugeModel, plateaus: Sequence[Reads | np.ndarray], m
     plateaus (each its own `Reads`, or its updates alone: each its own noise): the mean of the plateaus' means, and
     the sd of the noise within a plateau as the line's is (pooled as a ratio of sums: one update's, or with
     overlaps one interval's, in the line's unit, `noise_basis`; the error a deployment keeps is `held_sd`'s, drawn
-    on top). No plateau with `min_updates`: not measured (NaN), never a guess."""
+    on top), from MIN_BACKLOGGED_PLATEAUS of them or NaN (the sim draws the line's). No plateau with `min_updates`:
+    not measured (NaN), never a guess."""
     interval = model.noise_basis == NoiseBasis.INTERVAL
     means: list[float] = []
+    told = 0  # plateaus whose scatter went into the sd
     squares = expected = 0.0
     for x in plateaus:
         reads = x if isinstance(x, Reads) else Reads.independent([math.nan], [np.asarray(x, dtype=float)])
@@ -523,10 +529,12 @@ def with_backlogged(model: GaugeModel, plateaus: Sequence[Reads | np.ndarray], m
             continue
         a, b, _, _ = reads.noise_sums(0)
         squares, expected = squares + a, expected + b
+        told += b > 1e-12
     if not means:
         return model
-    return model.model_copy(update={"backlogged_mean": float(np.mean(means)),
-                                    "backlogged_sd": math.sqrt(squares / expected) if expected > 1e-12 else math.nan,
+    # one plateau's few successive updates tell their noise with a degree of freedom or two: the line's then
+    sd = math.sqrt(squares / expected) if told >= MIN_BACKLOGGED_PLATEAUS else math.nan
+    return model.model_copy(update={"backlogged_mean": float(np.mean(means)), "backlogged_sd": sd,
                                     "backlogged_n": len(means)})
 
 
@@ -541,22 +549,26 @@ def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: G
     line's bias at that load is no deployment's own, and the line sits on the ladder's deployment, one of these).
     NaN with fewer than MIN_DEPLOYMENTS: not calibrated, never 0."""
     resid: list[float] = []
-    within: list[float] = []
+    of_means: list[float] = []
+    line_vars: list[float] = []
     ov: Sequence[np.ndarray | None] = overlaps if overlaps is not None else [None] * len(readings)
     reads = Reads(list(true_levels), list(readings), list(ov), None,
                   list(subtasks) if subtasks is not None else None)
+    squares = expected = 0.0
     for i, (level, r, v) in enumerate(zip(true_levels, readings, ov, strict=True)):
         if not math.isfinite(level) or len(r) == 0:
             continue
         resid.append(float(np.mean(r)) - float(model.mean(level)))
-        _, of_mean = noise_factors(v, len(r))
-        squares, expected, _, _ = reads.noise_sums(i)
-        # its own scatter, or the line's noise (one update's, or with `overlaps` one interval's, as it was fitted)
-        var = squares / expected if expected > 1e-12 else float(model.sd(level)) ** 2
-        within.append(var * of_mean)
+        of_means.append(noise_factors(v, len(r))[1])
+        line_vars.append(float(model.sd(level)) ** 2)
+        a, b, _, _ = reads.noise_sums(i)
+        squares, expected = squares + a, expected + b
     if len(resid) < MIN_DEPLOYMENTS:
         return math.nan, len(resid)
-    var = float(np.var(resid, ddof=1)) - float(np.mean(within))
+    # the deployments' noise pooled as a ratio of sums (each tells it with a degree of freedom or two), or the
+    # line's (one update's, or with `overlaps` one interval's, as it was fitted)
+    unit = [squares / expected] * len(resid) if expected > 1e-12 else line_vars
+    var = float(np.var(resid, ddof=1)) - float(np.mean([u * k for u, k in zip(unit, of_means, strict=True)]))
     return math.sqrt(max(0.0, var)), len(resid)
 
 

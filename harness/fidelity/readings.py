@@ -8,9 +8,10 @@ TimerGauge: the last 60 s, or since the task started), plus its noise (per 5-s i
 same window), plus an error each subtask holds for a whole deployment (harness.calibrated_profile.GaugeModel,
 recorded in every sim run's costs). This checks that model against the local runs of the same cells: per cell and
 operator, the local readings' mean residual against the model and the spread of their per-deployment means
-(each restart of the job begins a deployment; the samples' own noise taken out), beside what the profile's
-held error makes of such a mean (the local series is the mean over the operator's p subtasks: held / sqrt(p)).
-It only reports: nothing here feeds the model (model, don't tune).
+(each restart of the job begins a deployment; the samples' own noise taken out as if each were independent:
+successive readings share most of their window's noise, so this leaves some of it in the spread), beside what the
+profile's held error alone makes of such a mean (the local series is the mean over the operator's p subtasks:
+held / sqrt(p)). It only reports: nothing here feeds the model (model, don't tune).
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def residuals(local: Any, operator: str, source: bool, capacity: float, offset: 
 
 
 def _spread(per: pd.DataFrame) -> float:
-    """sd of the deployments' mean residuals less the part their own samples' noise explains."""
+    """sd of the deployments' mean residuals less the part their own samples' noise explains, taken as independent
+    (successive readings share their window's noise: what is left of it in a mean is more than var / size)."""
     if len(per) < 2:
         return math.nan
     within = float(np.mean(per["var"].fillna(0.0) / per["size"]))
@@ -216,7 +218,7 @@ def readings_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> l
 def readings_table(rows: Sequence[ReadingsRow]) -> tuple[list[str], list[list[str]]]:
     """The report's table: header and rows (NaN and not calibrated named, never shown as 0)."""
     head = ["cell", "operator", "readings (deployments)", "local mean residual", "local sd between deployments",
-            "sim: held sd per subtask", "sim: sd between deployments"]
+            "sim: held sd per subtask", "held alone over p subtasks"]
 
     def f(v: float | None, sign: bool = False) -> str:
         if v is None:

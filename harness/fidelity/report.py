@@ -207,8 +207,9 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  "draws them from (offset + gain x true utilisation; where records waited at its input, the "
                  "calibrated backlogged level; recorded in each sim run): the residual's "
                  "mean, and how far the deployments' mean residuals scatter (a deployment runs from a restart of "
-                 "the job to the next; the samples' own noise taken out), beside the error the profile has each "
-                 "subtask hold for a deployment and what that makes of a mean over p subtasks (held / sqrt(p), "
+                 "the job to the next; the samples' own noise taken out as if independent, though successive "
+                 "readings share most of their window's noise), beside the error the profile has each "
+                 "subtask hold for a deployment and what that alone makes of a mean over p subtasks (held / sqrt(p), "
                  "averaged over the deployments). Readings at another CPU share or within "
                  f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start are left out (warm-up).")
         _table_section(md, h, "Busy readings: local vs the sim's model", intro, inp.readings)

@@ -472,7 +472,7 @@ def test_the_report_checks_the_local_busy_readings_against_the_model_the_sim_dra
     costs["busy_reading"]["map"]["held_sd"] = None
     head, body = readings_table(readings_rows({"ds2": ([local], [sim_rec])}))
     (row,) = [b for b in body if b[1] == "map"]
-    assert row[head.index("sim: held sd per subtask")] == row[head.index("sim: sd between deployments")] \
+    assert row[head.index("sim: held sd per subtask")] == row[head.index("held alone over p subtasks")] \
         == "not calibrated"
     # a map holding its source back (the source 70 % backpressured, the map itself not) has records waiting at its
     # input: it is compared with the calibrated backlogged level (0.9 here), not with the line, even where its

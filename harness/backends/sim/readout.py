@@ -22,6 +22,9 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   reading's error instead of its own gauge's (locally, such a source read idle 0.03-0.04). The true
   busy fraction of a subtask is records / its capacity, the true backpressured fraction the records
   it could not hand downstream / its capacity.
+- A scrape whose tasks began at or after the meters' latest update reads busy 1000, idle and backpressured 0
+  (`_began`): Flink's fresh TimerGauges read 0 until their first update, and busy is what they leave. The CPU
+  signals keep their own rule (the last meter interval since the restart: none before its first update).
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
   loop's metrics window (`avg_over_time`), takes rates from counters over the window (`rate`: from
   the first to the last scrape inside it) and the lag's slope with `deriv` over the same samples.
@@ -450,7 +453,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     # one `meter_delay_s` before a scrape: the calibrated lag), which averaged the busy/idle/backpressured truth
     # over its window (`_gauge_start` .. u-1) and the CPU over rows u-meter .. u-1
     phase = (meter - int(round(costs.meter_delay_s / dt))) % meter if noisy else 0
-    n_fresh = 0  # answered scrapes whose tasks began after their latest update: Flink's fresh gauges (`_began`)
+    n_fresh = 0  # answered scrapes whose tasks began at or after their latest update: Flink's fresh gauges
     if noisy:
         scraped = [(s, ((s - phase) // meter) * meter + phase) for s, ok in zip(inst, up, strict=True) if ok]
         fresh = [_began(model, rows, base, s) >= u for s, u in scraped]
@@ -459,8 +462,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     else:
         upd_v = [k]
     # each update's rows: the busy/idle/backpressured gauges' window, and the CPU's last meter interval (the CPU
-    # signals are no TimerGauges); an update with nothing run since the job's restart has no reading
-    unread_gauges = False  # the job answered, but nothing ran since its restart: no gauge has a reading yet
+    # signals are no TimerGauges)
     if not noisy:
         spans = [(len(rows) - meter, len(rows), len(rows) - meter)]  # (window from, to, CPU from) as row indexes
     else:
@@ -468,7 +470,6 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         # the CPU over the last meter interval, but not from before the latest restart (another layout's rows)
         spans = [(lo - base, u - base, max(u - meter, _restart_before(model, u)) - base) for u, lo in starts
                  if lo is not None]
-        unread_gauges = len(upd_v) > 0 and all(lo is None for _, lo in starts)
         upd_v = [u for u, lo in starts if lo is not None]
     n_valid = len(upd_v)
     # the rows all of them cover, read once per operator (windows of neighbouring updates overlap)
@@ -668,9 +669,11 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     elif not has_rate:
         why = {str(m): "fewer than two scrapes in the window" for m in (
             Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.THROUGHPUT, Metric.INPUT_RATE)}
-    if (unread_gauges or (n_fresh and not n_valid)) and "*" not in why:
-        for m in (Metric.CPU, Metric.CPU_JVM):
-            why[str(m)] = "no meter update since the job's restart: no CPU reading yet"
+    if not n_valid and "*" not in why:  # the job answered, but no meter update of its tasks is in the window yet
+        gone = (Metric.CPU, Metric.CPU_JVM) if n_fresh else (Metric.BUSY, Metric.BACKPRESSURED, Metric.CPU,
+                                                             Metric.CPU_JVM)
+        for m in gone:
+            why[str(m)] = "no meter update of the running tasks in the window yet"
     known = [v for v in src_lags if v == v]
     if len(known) < len(src_lags):
         why[str(Metric.LATENCY_KAFKA)] = "a source has not emitted since its restart"
