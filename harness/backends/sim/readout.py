@@ -22,9 +22,11 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   reading's error instead of its own gauge's (locally, such a source read idle 0.03-0.04). The true
   busy fraction of a subtask is records / its capacity, the true backpressured fraction the records
   it could not hand downstream / its capacity.
-- A scrape whose tasks began at or after the meters' latest update reads busy 1000, idle and backpressured 0
-  (`_began`): Flink's fresh TimerGauges read 0 until their first update, and busy is what they leave. The CPU
-  signals keep their own rule (the last meter interval since the restart: none before its first update).
+- A scrape whose latest meter update is the restarted tasks' first (its interval holds their start) or earlier
+  reads busy 1000, idle and backpressured 0 (`_began`): Flink's fresh idle and backpressure TimerGauges read 0
+  through their first update, and busy is what they leave; the local runs read 1000 for one scrape, sometimes
+  two, after each restart and at the cold start. The CPU signals keep their own rule (the last meter interval
+  since the restart: none before its first update).
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
   loop's metrics window (`avg_over_time`), takes rates from counters over the window (`rate`: from
   the first to the last scrape inside it) and the lag's slope with `deriv` over the same samples.
@@ -224,10 +226,9 @@ def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int
 
 def _began(model: SimModel, rows: np.ndarray, base: int, s: int) -> int:
     """The step at which the tasks a scrape at step `s` reads began: the first step processed in since the job's
-    latest restart before `s` (before the rows kept: that restart). Gauges whose tasks began at or after the
-    scrape's latest meter update have had no update: Flink's TimerGauges read 0 until then, so idle and
-    backpressured time read 0 and busy, what they leave, 1000 (the local runs read 1000 at the first scrape after
-    a restart)."""
+    latest restart before `s` (before the rows kept: that restart). A scrape whose latest meter update came less
+    than an interval after that reads Flink's fresh gauges: idle and backpressured time 0 and busy, what they
+    leave, 1000 (the local runs read 1000 for a scrape or two after each restart)."""
     restart = _restart_before(model, s)
     if restart < base:
         return restart
@@ -453,10 +454,10 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     # one `meter_delay_s` before a scrape: the calibrated lag), which averaged the busy/idle/backpressured truth
     # over its window (`_gauge_start` .. u-1) and the CPU over rows u-meter .. u-1
     phase = (meter - int(round(costs.meter_delay_s / dt))) % meter if noisy else 0
-    n_fresh = 0  # answered scrapes whose tasks began at or after their latest update: Flink's fresh gauges
+    n_fresh = 0  # answered scrapes whose latest update is the tasks' first or none yet: Flink's fresh gauges
     if noisy:
         scraped = [(s, ((s - phase) // meter) * meter + phase) for s, ok in zip(inst, up, strict=True) if ok]
-        fresh = [_began(model, rows, base, s) >= u for s, u in scraped]
+        fresh = [_began(model, rows, base, s) + meter > u for s, u in scraped]
         n_fresh = sum(fresh)
         upd_v = [u for (_, u), new in zip(scraped, fresh, strict=True) if not new and u >= meter and u - meter >= base]
     else:
