@@ -141,8 +141,9 @@ class GaugeModel(_Model):
         "busy only: the reading of a saturated subtask with records waiting at its input (a run's bottleneck); "
         "NaN: not measured, the line then reads it as everywhere else"))
     backlogged_sd: float = Field(math.nan, description="sd of that reading's noise (as `noise_basis` says) "
-                                                       "(NaN: no plateau had two updates; the line's sd at full "
-                                                       "load is drawn)")
+                                                       "(NaN: fewer plateaus than calibration.fit."
+                                                       "MIN_BACKLOGGED_PLATEAUS told their scatter; the line's sd "
+                                                       "at full load is drawn)")
     backlogged_n: int = Field(0, description="plateaus (phases) it was measured in")
     n: int = 0
     rmse: float = math.nan

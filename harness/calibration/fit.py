@@ -555,8 +555,9 @@ def held_error(true_levels: np.ndarray, readings: Sequence[np.ndarray], model: G
     reads = Reads(list(true_levels), list(readings), list(ov), None,
                   list(subtasks) if subtasks is not None else None)
     squares = expected = 0.0
+    interval = model.noise_basis == NoiseBasis.INTERVAL
     for i, (level, r, v) in enumerate(zip(true_levels, readings, ov, strict=True)):
-        if not math.isfinite(level) or len(r) == 0:
+        if not math.isfinite(level) or len(r) == 0 or (v is not None) != interval:  # its noise in another unit
             continue
         resid.append(float(np.mean(r)) - float(model.mean(level)))
         of_means.append(noise_factors(v, len(r))[1])

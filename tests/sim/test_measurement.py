@@ -110,14 +110,16 @@ def test_a_held_error_stays_for_a_deployment_and_is_drawn_again_at_each_restart(
     within, between = [], []
     t = 60
     for k in range(60):
-        b.advance_to(t)
+        # both readings a minute and more after the restart and the backlog it left worked off (a scale-up waits
+        # 20 s for its task manager): their windows hold the deployment's steady load alone
+        b.advance_to(t + 40)
         first = b.snapshot(15).op("mid").busy_ms_per_s / 1000.0
-        b.advance_to(t + 60)
+        b.advance_to(t + 100)
         second = b.snapshot(15).op("mid").busy_ms_per_s / 1000.0
         within.append(second - first)
         between.append(second)
         b.rescale({"src": 1, "mid": 1, "sink": 1 + (k + 1) % 2}, None)
-        t += 150
+        t += 180
     assert np.std(within) < 0.02  # one deployment keeps its error
     assert np.std(between) == pytest.approx(0.1, rel=0.3)  # a restart draws it again
     assert np.mean(between) == pytest.approx(0.5, abs=0.05)
@@ -376,13 +378,13 @@ def test_a_restarted_tasks_gauges_average_only_since_it_started() -> None:
     assert quiet.snapshot(15).op("mid").busy_ms_per_s > restarted + 80.0
 
 
-def test_a_restarted_tasks_gauges_read_busy_1000_until_their_first_update() -> None:
+def test_a_restarted_tasks_gauges_read_busy_1000_through_their_first_update() -> None:
     """Flink's fresh idle and backpressure TimerGauges read 0 through their first update, so busy, what they leave,
     reads 1000: the local runs read 1000 for a scrape or two after each restart (q1 DS2, HPA-CPU and q11 DS2 cells
     of session 20, every operator). The sim reads the same at a scrape whose latest update is the tasks' first (or
     none yet); a monitor window holding such scrapes among regular ones mixes them; a minute on, the true load."""
-    # a scrape finds the meters' latest update 2 s old (updates at 303, 308, ...); the job, down 4.5 s from 300,
-    # runs again half way into the step before the scrape at 305
+    # a scrape finds the meters' latest update 2 s old (a delay of 2.5 s rounds to 2 steps: updates at 303, 308,
+    # ...); the job, down 4.5 s from 300, runs again half way into the step before the scrape at 305
     prof = profile(startup_s=0.0, downtime=4.5)
     prof = prof.model_copy(update={"meters": Meters(interval_s=5.0, busy_lag_s=2.0)})
     b = start(constant(2_000, 20_000), prof=prof, meter_window_s=60.0)
@@ -404,6 +406,23 @@ def test_a_restarted_tasks_gauges_read_busy_1000_until_their_first_update() -> N
     assert mixed == pytest.approx((2000.0 + regular) / 3, rel=0.02)
     b.advance_to(b.now() + 80.0)
     assert b.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(500.0, rel=0.02)
+    # back 3.5 s after 300 (the first step run: 303), the update at 308 averages 303-307: still the first
+    early = start(constant(2_000, 20_000), prof=prof.model_copy(update={"rescale_downtime": {
+        "in_place": DowntimeModel(base_s=3.5)}}), meter_window_s=60.0)
+    early.advance_to(300)
+    assert early.rescale({"sink": 2}, None).ok
+    early.advance_to(310.0)
+    assert early.snapshot(5).op("mid").busy_ms_per_s == 1000.0
+    # down two minutes (longer than the gauge's window): the first scrapes after it read the fresh gauges, and the
+    # next ones the tasks' own time since they began, not the downtime as idle time
+    long = start(constant(2_000, 20_000), prof=prof.model_copy(update={"rescale_downtime": {
+        "in_place": DowntimeModel(base_s=120.0)}}), meter_window_s=60.0)
+    long.advance_to(300)
+    assert long.rescale({"sink": 2}, None).ok
+    long.advance_to(425.0)
+    assert long.snapshot(5).op("mid").busy_ms_per_s == 1000.0
+    long.advance_to(440.0)  # working off two minutes of records: busy, not idle
+    assert long.snapshot(5).op("mid").busy_ms_per_s > 900.0
 
 
 def test_is_backpressured_is_a_sampled_flag_and_the_upstream_of_a_bottleneck_is_blocked() -> None:

@@ -25,8 +25,8 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
 - A scrape whose latest meter update is the restarted tasks' first (its interval holds their start) or earlier
   reads busy 1000, idle and backpressured 0 (`_began`): Flink's fresh idle and backpressure TimerGauges read 0
   through their first update, and busy is what they leave; the local runs read 1000 for one scrape, sometimes
-  two, after each restart and at the cold start. The CPU signals keep their own rule (the last meter interval
-  since the restart: none before its first update).
+  two, after restarts and at the cold start. Such scrapes give no CPU reading and no isBackPressured flag either
+  (a simplification: a window of them only says why they are missing).
 - Prometheus scrapes every `scrape_interval_s`; the monitor averages the scraped gauges over the
   loop's metrics window (`avg_over_time`), takes rates from counters over the window (`rate`: from
   the first to the last scrape inside it) and the lag's slope with `deriv` over the same samples.
@@ -214,26 +214,29 @@ _new = object.__new__
 def _gauge_start(model: SimModel, rows: np.ndarray, base: int, u: int, span: int) -> int | None:
     """The first step a gauge's update at step `u` averages over: `span` steps back (Flink's TimerGauge keeps
     the last 60 s of 5-s updates), or the first step its task processed in after the job's latest (re)start, if
-    that is later (a restarted task's gauge starts afresh: its first updates average over what it ran so far);
-    None where nothing ran since that restart (no reading yet)."""
+    that is later (a restarted task's gauge starts afresh: its first updates average over what it ran so far, not
+    over a downtime longer than the window); None where nothing ran since that restart (no reading yet)."""
     lo = max(base, u - span)
     restart = _restart_before(model, u)
-    if restart <= lo:
+    if restart <= lo and rows[lo - base, J_PROCESSING] > 0.0:  # running since before the window: all of it
         return lo
-    running = np.flatnonzero(rows[restart - base:u - base, J_PROCESSING] > 0.0)
-    return restart + int(running[0]) if len(running) else None
+    began = _first_running(rows, base, max(restart, base), u)
+    return max(lo, began) if began is not None else None
+
+
+def _first_running(rows: np.ndarray, base: int, start: int, end: int) -> int | None:
+    """The first step in [start, end) the job processed in (steps absolute, `rows` from `base`); None if none."""
+    running = np.flatnonzero(rows[start - base:end - base, J_PROCESSING] > 0.0)
+    return start + int(running[0]) if len(running) else None
 
 
 def _began(model: SimModel, rows: np.ndarray, base: int, s: int) -> int:
     """The step at which the tasks a scrape at step `s` reads began: the first step processed in since the job's
-    latest restart before `s` (before the rows kept: that restart). A scrape whose latest meter update came less
-    than an interval after that reads Flink's fresh gauges: idle and backpressured time 0 and busy, what they
-    leave, 1000 (the local runs read 1000 for a scrape or two after each restart)."""
-    restart = _restart_before(model, s)
-    if restart < base:
-        return restart
-    running = np.flatnonzero(rows[restart - base:s - base, J_PROCESSING] > 0.0)
-    return restart + int(running[0]) if len(running) else s
+    latest restart before `s` (within the rows kept). A scrape whose latest meter update came at most an interval
+    after that reads Flink's fresh gauges: idle and backpressured time 0 and busy, what they leave, 1000 (the
+    local runs read 1000 for a scrape or two after each restart)."""
+    began = _first_running(rows, base, max(_restart_before(model, s), base), s)
+    return began if began is not None else s
 
 
 def _restart_before(model: SimModel, u: int) -> int:
@@ -457,7 +460,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
     n_fresh = 0  # answered scrapes whose latest update is the tasks' first or none yet: Flink's fresh gauges
     if noisy:
         scraped = [(s, ((s - phase) // meter) * meter + phase) for s, ok in zip(inst, up, strict=True) if ok]
-        fresh = [_began(model, rows, base, s) + meter > u for s, u in scraped]
+        fresh = [_began(model, rows, base, s) + meter >= u for s, u in scraped]  # rows < u hold its start
         n_fresh = sum(fresh)
         upd_v = [u for (_, u), new in zip(scraped, fresh, strict=True) if not new and u >= meter and u - meter >= base]
     else:
@@ -599,7 +602,7 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
                 flagged = noise.uniform(i, first_upd) < 1.0 - p_none
         else:  # no meter update the job answered with: nothing measured
             busy_l = bp_l = cpu_l = jvm_l = [nan] * n_sub
-        if n_fresh:  # Flink's fresh idle and backpressure gauges read 0 until their first update: busy 1000
+        if n_fresh:  # Flink's fresh idle and backpressure gauges read 0 through their first update: busy 1000
             w = n_fresh / (n_fresh + n_valid)
             busy_l = [1000.0 if b != b else (1.0 - w) * b + w * 1000.0 for b in busy_l]
             bp_l = [0.0 if p != p else (1.0 - w) * p for p in bp_l]
@@ -671,10 +674,10 @@ def snapshot(model: SimModel, window_s: float, interarrival: np.ndarray | None =
         why = {str(m): "fewer than two scrapes in the window" for m in (
             Metric.RECORDS_IN, Metric.RECORDS_OUT, Metric.THROUGHPUT, Metric.INPUT_RATE)}
     if not n_valid and "*" not in why:  # the job answered, but no meter update of its tasks is in the window yet
-        gone = (Metric.CPU, Metric.CPU_JVM) if n_fresh else (Metric.BUSY, Metric.BACKPRESSURED, Metric.CPU,
-                                                             Metric.CPU_JVM)
+        gone = (Metric.CPU, Metric.CPU_JVM, Metric.IS_BACKPRESSURED) if n_fresh else (
+            Metric.BUSY, Metric.BACKPRESSURED, Metric.CPU, Metric.CPU_JVM, Metric.IS_BACKPRESSURED)
         for m in gone:
-            why[str(m)] = "no meter update of the running tasks in the window yet"
+            why[str(m)] = "no meter update of the running tasks past their first in the window yet"
     known = [v for v in src_lags if v == v]
     if len(known) < len(src_lags):
         why[str(Metric.LATENCY_KAFKA)] = "a source has not emitted since its restart"
