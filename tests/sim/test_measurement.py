@@ -406,19 +406,21 @@ def test_a_restarted_tasks_gauges_read_busy_1000_through_their_first_update() ->
     assert mixed == pytest.approx((2000.0 + regular) / 3, rel=0.02)
     b.advance_to(b.now() + 80.0)
     assert b.snapshot(15).op("mid").busy_ms_per_s == pytest.approx(500.0, rel=0.02)
+
+    def restarted_at_300(down_s: float) -> SimBackend:
+        run = start(constant(2_000, 20_000), prof=prof.model_copy(update={"rescale_downtime": {
+            "in_place": DowntimeModel(base_s=down_s)}}), meter_window_s=60.0)
+        run.advance_to(300)
+        assert run.rescale({"sink": 2}, None).ok
+        return run
+
     # back 3.5 s after 300 (the first step run: 303), the update at 308 averages 303-307: still the first
-    early = start(constant(2_000, 20_000), prof=prof.model_copy(update={"rescale_downtime": {
-        "in_place": DowntimeModel(base_s=3.5)}}), meter_window_s=60.0)
-    early.advance_to(300)
-    assert early.rescale({"sink": 2}, None).ok
+    early = restarted_at_300(3.5)
     early.advance_to(310.0)
     assert early.snapshot(5).op("mid").busy_ms_per_s == 1000.0
     # down two minutes (longer than the gauge's window): the first scrapes after it read the fresh gauges, and the
     # next ones the tasks' own time since they began, not the downtime as idle time
-    long = start(constant(2_000, 20_000), prof=prof.model_copy(update={"rescale_downtime": {
-        "in_place": DowntimeModel(base_s=120.0)}}), meter_window_s=60.0)
-    long.advance_to(300)
-    assert long.rescale({"sink": 2}, None).ok
+    long = restarted_at_300(120.0)
     long.advance_to(425.0)
     assert long.snapshot(5).op("mid").busy_ms_per_s == 1000.0
     long.advance_to(440.0)  # working off two minutes of records: busy, not idle
