@@ -9,7 +9,7 @@ Readings are produced the way the local stack produces them (METRICS.md, harness
   truth is averaged over the processing steps in that span); each meter update carries the calibrated bias and noise of
   the reading against the true load (`harness.calibrated_profile.GaugeModel`): the noise is drawn per subtask and
   5-s meter interval from a seeded table and averaged over the same window as the truth, so successive updates
-  share most of it, as the calibration's residuals do (a profile whose noise is per update draws it per update),
+  share most of it, as a 60-s mean must (a profile whose noise is per update draws it per update),
   plus its held error: drawn per subtask once per deployment (a
   restarted job on the local stack reads the same load differently until its next restart). A
   subtask that takes all it can (records wait at its input: the bottleneck) at CPU share 1.0 reads
