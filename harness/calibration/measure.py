@@ -183,8 +183,29 @@ def estimated_rate_capacity(topology: Topology, capacity: dict[str, float], sele
     return min(capacity[n] / f for n, f in frac.items() if f > 0)
 
 
+RELAYOUT_METHODS = ("in_place", "savepoint")  # the methods that can set any layout (reactive sets slots, not one)
+
+
+def fastest_relayout(phases: list[PhaseRecord]) -> str:
+    """The method that changes the layout fastest for this query, by the wall time of its measured rescales (up and
+    down, the first pair: each call includes the task managers' start or stop), for the phases that measure a layout
+    rather than a rescale (spread, bottleneck, parallelism). A heap-state query's in-place restart restores its
+    state from the last checkpoint and took several times a savepoint restart's at 0.25 CPU (q8 at 130 MB: 121 s
+    against 15 s, session 11); a stateless query's is the faster. In place where neither was measured."""
+    took: dict[str, list[float]] = {m: [] for m in RELAYOUT_METHODS}
+    for p in phases:
+        e = p.extra
+        if (p.kind == "rescale" and e.get("method") in took and e.get("ok") and not p.name.endswith("-grown")
+                and isinstance(e.get("call_s"), int | float) and math.isfinite(e["call_s"])):
+            took[e["method"]].append(float(e["call_s"]))
+    mean = {m: sum(v) / len(v) for m, v in took.items() if v}
+    return min(mean, key=lambda m: mean[m]) if mean else "in_place"
+
+
 class QueryCalibration:
     """Drives the phases of one query on a running stack; `run()` returns the Measurement."""
+
+    relayout_method = "in_place"  # until the rescale phases have measured each method (`fastest_relayout`)
 
     def __init__(self, stack: Any, topology: Topology, plan: QueryPlan, quota: float, estimate: dict[str, float],
                  selectivity: dict[str, float], seed: int = 1, say: Say | None = None, tick: Tick | None = None,
@@ -284,15 +305,22 @@ class QueryCalibration:
             if not math.isfinite(c):
                 c = est
             self.say(f"{self.topology.query}: saturated at {c:,.0f} records/s; the ladder follows it")
-            # drain the probe's backlog, then the ladder at fractions of the measured rate, then overload
+            # drain the probe's backlog
             lag = self._lag()
             drain = int(min(150.0, max(2.0, lag / max(c, 1.0) * 1.3 + 2.0))) if math.isfinite(lag) else 5
-            ladder = [f * c for f in plan.ladder]
-            sched = [0.0] * drain
-            for r in ladder:
-                sched += [r] * int(round(d.level_s))
-            self._generate(sched)
+            self._generate([0.0] * (drain + 3600))
             self._phase("drain", "drain", drain, 0.0, rate=0.0)
+            # the rescales first, while the state is smallest: a heap-state restore runs at about 1 MB/s at 0.25
+            # CPU (q3's join, session 24: in place 72 s up and 135 s down at ~100 MB after the ladder and the
+            # spread phase, reactive 226 s at 140 MB), and every phase after them adds state
+            warm_tms = set(self.stack.taskmanager_ids())
+            self._rescales()
+            self.relayout_method = fastest_relayout(self.phases)
+            if set(self.stack.taskmanager_ids()) - warm_tms:  # a task manager started by a rescale stayed: the
+                self._rewarm(d.warmup_s)  # ladder's CPU per record wants its JIT as warm as the first ones'
+            # the ladder at fractions of the measured rate, the spread phase, then overload
+            ladder = [f * c for f in plan.ladder]
+            self._generate([r for r in ladder for _ in range(int(round(d.level_s)))] + [ladder[-1]] * 3600)
             for i, r in enumerate(ladder):
                 self._phase(f"ladder-{i}", "ladder", d.level_s, d.settle_s, rate=r)
             self._spread(c)
@@ -302,13 +330,7 @@ class QueryCalibration:
             c = max([c] + [float(v) for v in seen if v is not None and math.isfinite(float(v))])
             over = self._overload(OVERLOAD * c, "overload", restart_now=True)
             warm_rate = max(c, over) if math.isfinite(over) else c
-            # rescales while the state is still small (the stateful queries' restarts take minutes with what
-            # the later phases add); then overloaded again on warm task managers for the shares
-            warm_tms = set(self.stack.taskmanager_ids())
-            self._rescales()
-            self._generate([self.offered] * int(plan.measure_s + 120))
-            if set(self.stack.taskmanager_ids()) - warm_tms:  # a task manager started by a rescale stayed
-                self._rewarm(d.settle_s)
+            # then overloaded on, for the shares
             for op in plan.operators:
                 for sh in plan.shares:
                     self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})
@@ -324,7 +346,8 @@ class QueryCalibration:
             self.recorder.stop()
             self._teardown()
         facts = {"job_startup_s": startup_s, "wall_s": time.monotonic() - t_start,
-                 "rate_capacity_estimate": est, "offered_overload": self.offered}
+                 "rate_capacity_estimate": est, "offered_overload": self.offered,
+                 "relayout_method": self.relayout_method}
         return Measurement(self.topology.query, self.quota, self.phases, self.recorder.frame(),
                            self.recorder.host_frame(), facts)
 
@@ -439,7 +462,7 @@ class QueryCalibration:
                 self.say(f"{self.topology.query}: bottleneck {op}: {', '.join(sorted(capped))} capped at "
                          f"{BOTTLENECK_SCALED_MAX} subtasks: {op} may not be the one that limits")
             warm = set(self.stack.taskmanager_ids())
-            res = self._in_place(layout)
+            res = self._relayout(layout)
             if not res.ok:  # recorded without a plateau (no end time): the fits skip it, the record says why
                 self.say(f"{self.topology.query}: bottleneck {op}: rescale to {layout} failed ({res.error}); skipped")
                 self.phases.append(PhaseRecord(name=f"bottleneck-{op}", kind="bottleneck", t0=self.recorder.now(),
@@ -481,7 +504,7 @@ class QueryCalibration:
         self.say(f"{self.topology.query}: spread to {layout}, up to {top:,.0f} records/s")
         self._generate([0.0] * 3600)  # the ladder's last level would queue up during the restart
         warm = set(self.stack.taskmanager_ids())
-        res = self._in_place(layout)
+        res = self._relayout(layout)
         if not res.ok:
             self._skipped_spread(layout, str(res.error))
             self._back_to(base)
@@ -507,21 +530,23 @@ class QueryCalibration:
         extra: dict[str, Any] = {"layout": layout, "error": error} if layout else {"error": error}
         self.phases.append(PhaseRecord(name="spread", kind="spread", t0=self.recorder.now(), extra=extra))
 
-    def _in_place(self, layout: dict[str, int]) -> Any:
-        """Rescale the job to `layout` in place and keep recording it; the backend's RescaleResult."""
+    def _relayout(self, layout: dict[str, int]) -> Any:
+        """Rescale the job to `layout` for a phase that measures the new layout, not the rescale, by the method
+        the rescale phases measured fastest for this query (`relayout_method`; in place before them), and keep
+        recording it; the backend's RescaleResult."""
         b = self.backend
-        b.method = "in_place"
+        b.method = self.relayout_method  # type: ignore[assignment]
         res = b.rescale(layout, None)
-        self.recorder.job_id = b.state.job_id
+        self.recorder.job_id = b.state.job_id  # a savepoint rescale resubmits the job under a new id
         return res
 
     def _back_to(self, layout: dict[str, int]) -> None:
-        """The job at `layout` again (in place, one retry); the phases after it assume it, so failing is an error."""
+        """The job at `layout` again (one retry); the phases after it assume it, so failing is an error."""
         b = self.backend
         for _ in range(2):
             if b.state.parallelism == layout:
                 return
-            res = self._in_place(layout)
+            res = self._relayout(layout)
             if res.ok and b.state.parallelism == layout:
                 return
             self.say(f"{self.topology.query}: back to {layout} failed ({res.error})")
@@ -537,11 +562,10 @@ class QueryCalibration:
         op = self._bottleneck()
         base = dict(self.backend.state.parallelism)
         for p in extra:
-            self.backend.method = "in_place"
-            self.backend.rescale({**base, op: p}, None)
+            self._relayout({**base, op: p})
             self._phase(f"parallelism-{op}-{p}", "parallelism", d.parallelism_s, d.settle_s, rate=self.offered,
                         operator=op)
-        self.backend.rescale(base, None)
+        self._back_to(base)
 
     def _bottleneck(self) -> str:
         over = [p for p in self.phases if p.kind == "overload"][-1]

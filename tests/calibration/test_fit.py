@@ -1243,6 +1243,51 @@ def test_the_job_goes_back_to_its_base_layout_after_the_bottleneck_phases_or_the
                 cal._back_to(base)
 
 
+def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> None:
+    """The spread, bottleneck and parallelism phases measure a layout, not its rescale: the job gets there by the
+    method whose measured rescales (up and down, the first pair; failed ones and the grown-state repeats left out)
+    took the least wall time, in place until any was measured. A heap-state query restores its state faster from a
+    savepoint (q8 at 130 MB, session 11: in place 121 s, savepoint 15 s)."""
+    from types import SimpleNamespace
+
+    from harness.backends.base import RescaleResult
+    from harness.calibration.measure import PhaseRecord, QueryCalibration, fastest_relayout
+
+    def rescale(method: str, direction: str, call_s: float, ok: bool = True, suffix: str = "") -> PhaseRecord:
+        return PhaseRecord(name=f"rescale-{method}-{direction}{suffix}", kind="rescale", t0=0.0, t1=5.0,
+                           extra={"method": method, "direction": direction, "ok": ok, "call_s": call_s})
+
+    assert fastest_relayout([]) == "in_place"
+    stateless = [rescale("in_place", "up", 2.1), rescale("in_place", "down", 1.2), rescale("savepoint", "up", 3.4),
+                 rescale("savepoint", "down", 3.9), rescale("reactive", "up", 0.5), rescale("reactive", "down", 0.5)]
+    assert fastest_relayout(stateless) == "in_place"  # reactive cannot set a layout of its own
+    heap_state = [rescale("in_place", "up", 95.0), rescale("in_place", "down", 140.0),
+                  rescale("savepoint", "up", 30.0), rescale("savepoint", "down", 41.0),
+                  rescale("savepoint", "up", 400.0, suffix="-grown"), rescale("in_place", "up", 1.0, ok=False)]
+    assert fastest_relayout(heap_state) == "savepoint"
+    assert fastest_relayout([rescale("in_place", "up", float("nan")), rescale("savepoint", "up", 9.0)]) == "savepoint"
+
+    calls: list[str] = []
+
+    class Backend:
+        method = ""
+        state = SimpleNamespace(parallelism={"bids_source": 1, "map": 1, "sink": 1}, job_id="j")
+
+        def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
+            calls.append(self.method)
+            self.state.parallelism, self.state.job_id = dict(target), f"j{len(calls)}"
+            return RescaleResult(parallelism=dict(target))
+
+    cal = QueryCalibration.__new__(QueryCalibration)
+    cal.backend, cal.topology = Backend(), load_topology("q1")
+    cal.recorder, cal.say = SimpleNamespace(job_id="j"), lambda _: None
+    cal._relayout({"bids_source": 2, "map": 2, "sink": 2})
+    cal.relayout_method = fastest_relayout(heap_state)
+    cal._back_to({"bids_source": 1, "map": 1, "sink": 1})
+    assert calls == ["in_place", "savepoint"]
+    assert cal.recorder.job_id == "j2"  # the resubmitted job is the one recorded
+
+
 def test_the_spread_layout_brings_every_operator_high_without_saturating_any() -> None:
     """The top rate is the highest at which every operator fits in 3 subtasks at 0.8 of its capacity (capped
     where the fastest reaches 0.8 at 2), each operator gets the fewest subtasks (at least 2) that keep it at or
