@@ -532,11 +532,19 @@ class QueryCalibration:
 
     def _relayout(self, layout: dict[str, int]) -> Any:
         """Rescale the job to `layout` for a phase that measures the new layout, not the rescale, by the method
-        the rescale phases measured fastest for this query (`relayout_method`; in place before them), and keep
-        recording it; the backend's RescaleResult."""
+        the rescale phases measured fastest for this query (`relayout_method`; in place before them, and after
+        that method failed), and keep recording it; the backend's RescaleResult."""
         b = self.backend
         b.method = self.relayout_method  # type: ignore[assignment]
         res = b.rescale(layout, None)
+        if not res.ok and self.relayout_method != "in_place":
+            # a savepoint cannot be taken while the job restarts (q3 at 0.25 CPU, session 24: the join's task
+            # manager froze past its heartbeat in a full GC, and the spread phase's stop-with-savepoint came
+            # during the restart that followed); in place sets the layout whatever the job's state
+            self.say(f"{self.topology.query}: {self.relayout_method} rescale to {layout} failed ({res.error}); "
+                     "in place instead")
+            b.method = "in_place"
+            res = b.rescale(layout, None)
         self.recorder.job_id = b.state.job_id  # a savepoint rescale resubmits the job under a new id
         return res
 

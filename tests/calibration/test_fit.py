@@ -1268,6 +1268,7 @@ def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> No
     assert fastest_relayout([rescale("in_place", "up", float("nan")), rescale("savepoint", "up", 9.0)]) == "savepoint"
 
     calls: list[str] = []
+    restarting = False  # the job restarting: no savepoint can be taken
 
     class Backend:
         method = ""
@@ -1275,6 +1276,8 @@ def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> No
 
         def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
             calls.append(self.method)
+            if restarting and self.method == "savepoint":
+                return RescaleResult(parallelism=dict(self.state.parallelism), ok=False, error="not running")
             self.state.parallelism, self.state.job_id = dict(target), f"j{len(calls)}"
             return RescaleResult(parallelism=dict(target))
 
@@ -1286,6 +1289,10 @@ def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> No
     cal._back_to({"bids_source": 1, "map": 1, "sink": 1})
     assert calls == ["in_place", "savepoint"]
     assert cal.recorder.job_id == "j2"  # the resubmitted job is the one recorded
+    restarting = True  # a savepoint that cannot be taken: the layout in place instead
+    cal._back_to({"bids_source": 2, "map": 1, "sink": 1})
+    assert calls[2:] == ["savepoint", "in_place"] and cal.backend.state.parallelism["bids_source"] == 2
+    assert cal.relayout_method == "savepoint"  # the next layout is tried by the fastest method again
 
 
 def test_the_spread_layout_brings_every_operator_high_without_saturating_any() -> None:
