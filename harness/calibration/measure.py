@@ -189,9 +189,10 @@ RELAYOUT_METHODS = ("in_place", "savepoint")  # the methods that can set any lay
 def fastest_relayout(phases: list[PhaseRecord]) -> str:
     """The method that changes the layout fastest for this query, by the wall time of its measured rescales (up and
     down, the first pair: each call includes the task managers' start or stop), for the phases that measure a layout
-    rather than a rescale (spread, bottleneck, parallelism). A heap-state query's in-place restart restores its
-    state from the last checkpoint and took several times a savepoint restart's at 0.25 CPU (q8 at 130 MB: 121 s
-    against 15 s, session 11); a stateless query's is the faster. In place where neither was measured."""
+    rather than a rescale (bottleneck, parallelism). A heap-state query's in-place restart restores its state from
+    the last checkpoint, and took about twice a savepoint restart's at 0.25 CPU (q3's join at 44-50 MB, session
+    24: 35 s and 68 s against 18 s and 35 s; q8's window at 130 MB, session 11: 121 s against 15 s); a stateless
+    query's is the faster. In place where neither was measured."""
     took: dict[str, list[float]] = {m: [] for m in RELAYOUT_METHODS}
     for p in phases:
         e = p.extra
@@ -305,22 +306,15 @@ class QueryCalibration:
             if not math.isfinite(c):
                 c = est
             self.say(f"{self.topology.query}: saturated at {c:,.0f} records/s; the ladder follows it")
-            # drain the probe's backlog
+            # drain the probe's backlog, then the ladder at fractions of the measured rate, then overload
             lag = self._lag()
             drain = int(min(150.0, max(2.0, lag / max(c, 1.0) * 1.3 + 2.0))) if math.isfinite(lag) else 5
-            self._generate([0.0] * (drain + 3600))
-            self._phase("drain", "drain", drain, 0.0, rate=0.0)
-            # the rescales first, while the state is smallest: a heap-state restore runs at about 1 MB/s at 0.25
-            # CPU (q3's join, session 24: in place 72 s up and 135 s down at ~100 MB after the ladder and the
-            # spread phase, reactive 226 s at 140 MB), and every phase after them adds state
-            warm_tms = set(self.stack.taskmanager_ids())
-            self._rescales()
-            self.relayout_method = fastest_relayout(self.phases)
-            if set(self.stack.taskmanager_ids()) - warm_tms:  # a task manager started by a rescale stayed: the
-                self._rewarm(d.warmup_s)  # ladder's CPU per record wants its JIT as warm as the first ones'
-            # the ladder at fractions of the measured rate, the spread phase, then overload
             ladder = [f * c for f in plan.ladder]
-            self._generate([r for r in ladder for _ in range(int(round(d.level_s)))] + [ladder[-1]] * 3600)
+            sched = [0.0] * drain
+            for r in ladder:
+                sched += [r] * int(round(d.level_s))
+            self._generate(sched)
+            self._phase("drain", "drain", drain, 0.0, rate=0.0)
             for i, r in enumerate(ladder):
                 self._phase(f"ladder-{i}", "ladder", d.level_s, d.settle_s, rate=r)
             self._spread(c)
@@ -330,7 +324,14 @@ class QueryCalibration:
             c = max([c] + [float(v) for v in seen if v is not None and math.isfinite(float(v))])
             over = self._overload(OVERLOAD * c, "overload", restart_now=True)
             warm_rate = max(c, over) if math.isfinite(over) else c
-            # then overloaded on, for the shares
+            # rescales while the state is still small (the stateful queries' restarts take minutes with what
+            # the later phases add); then overloaded again on warm task managers for the shares
+            warm_tms = set(self.stack.taskmanager_ids())
+            self._rescales()
+            self.relayout_method = fastest_relayout(self.phases)
+            self._generate([self.offered] * int(plan.measure_s + 120))
+            if set(self.stack.taskmanager_ids()) - warm_tms:  # a task manager started by a rescale stayed
+                self._rewarm(d.settle_s)
             for op in plan.operators:
                 for sh in plan.shares:
                     self.backend.rescale(dict(self.backend.state.parallelism), {op: sh})

@@ -7,27 +7,26 @@ in every run), fed by the load generator from a fresh consumer group:
    minutes and every rate measured meanwhile is the compiler's), then `probe`: the generator offers
    more than the estimate, the sources' saturated rate is measured (raised and repeated if the
    backlog did not grow), and its backlog is drained.
-1. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
+1. `ladder`: the generator steps through fractions of the measured saturated rate; every
+   operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
+   meter lag at each step). Then (not with --quick) `spread`: every operator scaled out to 2-3 subtasks
+   (`spread_layout`; in place; fresh task managers get their JIT at a full CPU first), the generator stepping
+   through fractions of a top rate at which each operator's subtasks run at up to `SPREAD_TOP` of their
+   capacity, nothing saturated or held back: the readings of scaled-out subtasks against their truth (q1's
+   source at 0.1 CPU reads 0.55-0.64 busy at one subtask whatever its load, its task manager at its full quota;
+   0.08-0.14 at two, at 14-41 % of its capacity), then back to parallelism 1.
+2. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
+   share 1.0 (its capacity) and everything upstream of it is backpressured.
+3. `rescale`: at a moderate rate, the query's stateful (else middle) operator goes 1 -> 2 -> 1
    with each method; task-manager start-up is timed before each scale-up, stop after each
    scale-down, and the checkpointed state size recorded with every downtime (a resubmitted job's
    first checkpoint is awaited). Before the first rescale and after each scale-down (the job back
    at parallelism 1, restarted on warm task managers) a `deployment` phase holds the moderate rate:
    one load read by several deployments, whose readings' means differ by the error each keeps.
-   First, while the state is smallest: a heap-state restore runs at about 1 MB/s at 0.25 CPU, and every
-   phase adds state (q3's join, session 24, after the ladder and the spread phase: in place 72 s up and
-   135 s down at ~100 MB, reactive 226 s at 140 MB). A task manager started here that stays gets a
-   warm-up's time at a full CPU before the ladder.
-2. `ladder`: the generator steps through fractions of the measured saturated rate; every
-   operator runs unsaturated at several utilisations (CPU per record, readings against the truth,
-   meter lag at each step). Then (not with --quick) `spread`: every operator scaled out to 2-3 subtasks
-   (`spread_layout`; fresh task managers get their JIT at a full CPU first), the generator stepping
-   through fractions of a top rate at which each operator's subtasks run at up to `SPREAD_TOP` of their
-   capacity, nothing saturated or held back: the readings of scaled-out subtasks against their truth (q1's
-   source at 0.1 CPU reads 0.55-0.64 busy at one subtask whatever its load, its task manager at its full quota;
-   0.08-0.14 at two, at 14-41 % of its capacity), then back to parallelism 1.
-3. `overload`: the generator offers more than the job can take, so the bottleneck saturates at
-   share 1.0 (its capacity) and everything upstream of it is backpressured.
-4. `share`: overloaded on, each operator in turn runs at lower CPU shares of its task manager's quota
+   Early, while the state is small: with what the later phases add, q3's in-place restarts took
+   107-201 s each at 0.25 CPU (125 MB of state).
+4. `share`: overloaded again (every task manager briefly at a full CPU first: a rescale may have
+   started one), each operator in turn runs at lower CPU shares of its task manager's quota
    (cgroup, no restart), which makes it the bottleneck: its capacity there.
 5. `bottleneck` (not with --quick): each operator made the job's only bottleneck at share 1.0 the way
    a run makes it: everything upstream of it scaled out to 2-3 subtasks and the generator offering more
@@ -40,9 +39,9 @@ in every run), fed by the load generator from a fresh consumer group:
    estimated capacity at 3.
 6. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
    how capacity scales with subtasks (Kafka partitions, key groups).
-   The layouts of the spread phase and of phases 5 and 6 are set by the method phase 1 measured fastest for the
-   query (`fastest_relayout`: q3's join restored ~100-130 MB from a savepoint in 20 s up and 44 s down, against
-   72 s and 135 s in place, session 24).
+   The layouts of phases 5 and 6 are set by the method phase 3 measured fastest for the query
+   (`fastest_relayout`: q3's join at 0.25 CPU restored 44-50 MB from a savepoint in 18 s up and 35 s down, against
+   35 s and 68 s in place, session 24); the spread phase's, before phase 3, in place.
 7. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
    savepoint scale-up with the larger state, a second point of each method's downtime against
    state size within the query.

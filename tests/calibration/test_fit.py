@@ -1244,10 +1244,11 @@ def test_the_job_goes_back_to_its_base_layout_after_the_bottleneck_phases_or_the
 
 
 def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> None:
-    """The spread, bottleneck and parallelism phases measure a layout, not its rescale: the job gets there by the
-    method whose measured rescales (up and down, the first pair; failed ones and the grown-state repeats left out)
-    took the least wall time, in place until any was measured. A heap-state query restores its state faster from a
-    savepoint (q8 at 130 MB, session 11: in place 121 s, savepoint 15 s)."""
+    """The bottleneck and parallelism phases measure a layout, not its rescale: the job gets there by the method
+    whose measured rescales (up and down, the first pair; failed ones and the grown-state repeats left out) took the
+    least wall time, in place until any was measured (the spread phase, before them) and where that method fails.
+    A heap-state query restores its state faster from a savepoint (q3 at 44-50 MB, session 24: in place 35 s and
+    68 s, savepoint 18 s and 35 s)."""
     from types import SimpleNamespace
 
     from harness.backends.base import RescaleResult
