@@ -187,20 +187,29 @@ RELAYOUT_METHODS = ("in_place", "savepoint")  # the methods that can set any lay
 
 
 def fastest_relayout(phases: list[PhaseRecord]) -> str:
-    """The method that changes the layout fastest for this query, by the wall time of its measured rescales (up and
-    down, the first pair: each call includes the task managers' start or stop), for the phases that measure a layout
-    rather than a rescale (bottleneck, parallelism). A heap-state query's in-place restart restores its state from
-    the last checkpoint, and took about twice a savepoint restart's at 0.25 CPU (q3's join at 44-50 MB, session
-    24: 35 s and 68 s against 18 s and 35 s; q8's window at 130 MB, session 11: 121 s against 15 s); a stateless
-    query's is the faster. In place where neither was measured."""
-    took: dict[str, list[float]] = {m: [] for m in RELAYOUT_METHODS}
+    """The method that changes the layout fastest for this query, for the phases that measure a layout rather than
+    a rescale (bottleneck, parallelism): by the wall time of the rescale phases' calls (the first pair, up and down;
+    a scale-down's includes stopping the task managers, a scale-up's start them before the call), compared over the
+    directions every method completed (a scale-down takes about twice a scale-up's time). A heap-state query's
+    in-place restart restores its state from the last checkpoint, and restored about half as fast as a savepoint
+    restart at 0.25 CPU (q3's join, session 24, its task manager's log: 35 s up and 68 s down at 44 MB in place,
+    18 s and 35 s at about 50 MB by savepoint); a stateless query's in-place restart is the faster. Session 11's
+    q8 pair (24.5 s and 51.7 s in place, 20.8 s and 59.7 s by savepoint) was a near tie. In place where no
+    direction was completed by both."""
+    took: dict[str, dict[str, list[float]]] = {m: {} for m in RELAYOUT_METHODS}
     for p in phases:
         e = p.extra
         if (p.kind == "rescale" and e.get("method") in took and e.get("ok") and not p.name.endswith("-grown")
                 and isinstance(e.get("call_s"), int | float) and math.isfinite(e["call_s"])):
-            took[e["method"]].append(float(e["call_s"]))
-    mean = {m: sum(v) / len(v) for m, v in took.items() if v}
-    return min(mean, key=lambda m: mean[m]) if mean else "in_place"
+            took[e["method"]].setdefault(str(e.get("direction")), []).append(float(e["call_s"]))
+    measured = {m: d for m, d in took.items() if d}
+    if not measured:
+        return "in_place"
+    both = set.intersection(*(set(d) for d in measured.values()))
+    if not both:
+        return "in_place"
+    mean = {m: sum(sum(d[k]) / len(d[k]) for k in both) for m, d in measured.items()}
+    return min(mean, key=lambda m: mean[m])
 
 
 class QueryCalibration:
@@ -470,6 +479,7 @@ class QueryCalibration:
                                                operator=op, rate=rate, extra={**extra, "error": str(res.error)}))
                 self._back_to(base)
                 continue
+            extra["relayout_method"] = res.method  # the method that set it (the fastest, or in place after it failed)
             self._generate([rate] * int(d.bottleneck_s + d.settle_s + 120))
             if set(self.stack.taskmanager_ids()) - warm:  # fresh task managers: their JIT at a full CPU first
                 self._rewarm(d.settle_s)
@@ -537,11 +547,13 @@ class QueryCalibration:
         that method failed), and keep recording it; the backend's RescaleResult."""
         b = self.backend
         b.method = self.relayout_method  # type: ignore[assignment]
+        job = b.state.job_id
         res = b.rescale(layout, None)
-        if not res.ok and self.relayout_method != "in_place":
+        if not res.ok and self.relayout_method != "in_place" and job in b.rest.active_job_ids():
             # a savepoint cannot be taken while the job restarts (q3 at 0.25 CPU, session 24: the join's task
-            # manager froze past its heartbeat in a full GC, and the spread phase's stop-with-savepoint came
-            # during the restart that followed); in place sets the layout whatever the job's state
+            # manager froze past its heartbeat in a full GC, and a stop-with-savepoint came during the restart
+            # that followed); in place sets the layout of the job still there, whatever its state (a job the
+            # savepoint stopped is not: that failure stands)
             self.say(f"{self.topology.query}: {self.relayout_method} rescale to {layout} failed ({res.error}); "
                      "in place instead")
             b.method = "in_place"
@@ -571,10 +583,10 @@ class QueryCalibration:
         op = self._bottleneck()
         base = dict(self.backend.state.parallelism)
         for p in extra:
-            self._relayout({**base, op: p})
+            res = self._relayout({**base, op: p})
             self._phase(f"parallelism-{op}-{p}", "parallelism", d.parallelism_s, d.settle_s, rate=self.offered,
-                        operator=op)
-        self._back_to(base)
+                        operator=op, extra={"relayout_method": res.method, "ok": res.ok})
+        self._relayout(base)  # what follows starts from any layout (the grown-state rescales) or a new job
 
     def _bottleneck(self) -> str:
         over = [p for p in self.phases if p.kind == "overload"][-1]

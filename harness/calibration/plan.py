@@ -40,8 +40,9 @@ in every run), fed by the load generator from a fresh consumer group:
 6. `parallelism` (--parallelisms beyond 1): the bottleneck at higher parallelism, overloaded:
    how capacity scales with subtasks (Kafka partitions, key groups).
    The layouts of phases 5 and 6 are set by the method phase 3 measured fastest for the query
-   (`fastest_relayout`: q3's join at 0.25 CPU restored 44-50 MB from a savepoint in 18 s up and 35 s down, against
-   35 s and 68 s in place, session 24); the spread phase's, before phase 3, in place.
+   (`fastest_relayout`; q3's join at 0.25 CPU, session 24, by its task manager's log: restores of 35 s up and
+   68 s down at 44 MB in place, 18 s and 35 s at about 50 MB by savepoint); the spread phase's, before phase 3,
+   in place, and any whose method failed on a job still running.
 7. `rescale` again where the state has grown (at least doubled, to 20 MB or more): an in-place and a
    savepoint scale-up with the larger state, a second point of each method's downtime against
    state size within the query.

@@ -1245,10 +1245,10 @@ def test_the_job_goes_back_to_its_base_layout_after_the_bottleneck_phases_or_the
 
 def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> None:
     """The bottleneck and parallelism phases measure a layout, not its rescale: the job gets there by the method
-    whose measured rescales (up and down, the first pair; failed ones and the grown-state repeats left out) took the
-    least wall time, in place until any was measured (the spread phase, before them) and where that method fails.
-    A heap-state query restores its state faster from a savepoint (q3 at 44-50 MB, session 24: in place 35 s and
-    68 s, savepoint 18 s and 35 s)."""
+    whose measured rescales (the first pair; failed ones and the grown-state repeats left out) took the least wall
+    time over the directions both completed, in place until any was measured (the spread phase, before them) and
+    where that method fails on a job still running. A heap-state query restores its state faster from a savepoint
+    (q3 at 0.25 CPU, session 24: in place 35 s up and 68 s down, savepoint 18 s and 35 s)."""
     from types import SimpleNamespace
 
     from harness.backends.base import RescaleResult
@@ -1262,25 +1262,36 @@ def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> No
     stateless = [rescale("in_place", "up", 2.1), rescale("in_place", "down", 1.2), rescale("savepoint", "up", 3.4),
                  rescale("savepoint", "down", 3.9), rescale("reactive", "up", 0.5), rescale("reactive", "down", 0.5)]
     assert fastest_relayout(stateless) == "in_place"  # reactive cannot set a layout of its own
-    heap_state = [rescale("in_place", "up", 95.0), rescale("in_place", "down", 140.0),
-                  rescale("savepoint", "up", 30.0), rescale("savepoint", "down", 41.0),
-                  rescale("savepoint", "up", 400.0, suffix="-grown"), rescale("in_place", "up", 1.0, ok=False)]
-    assert fastest_relayout(heap_state) == "savepoint"
+    heap_state = [rescale("in_place", "up", 35.0), rescale("in_place", "down", 68.0),
+                  rescale("savepoint", "up", 18.0), rescale("savepoint", "down", 35.0),
+                  rescale("savepoint", "up", 400.0, suffix="-grown"), rescale("savepoint", "down", 1e4, ok=False)]
+    assert fastest_relayout(heap_state) == "savepoint"  # the grown-state repeat and the failed call left out
+    # a method whose scale-down failed is compared on the scale-ups alone, as the other is
+    half = [rescale("in_place", "up", 35.0), rescale("in_place", "down", 68.0), rescale("savepoint", "up", 40.0),
+            rescale("savepoint", "down", 1.0, ok=False)]
+    assert fastest_relayout(half) == "in_place"
     assert fastest_relayout([rescale("in_place", "up", float("nan")), rescale("savepoint", "up", 9.0)]) == "savepoint"
+    assert fastest_relayout([rescale("in_place", "down", 5.0), rescale("savepoint", "up", 1.0)]) == "in_place"
 
     calls: list[str] = []
     restarting = False  # the job restarting: no savepoint can be taken
+    stopped = False  # the savepoint stopped the job and its resubmission failed
 
     class Backend:
         method = ""
         state = SimpleNamespace(parallelism={"bids_source": 1, "map": 1, "sink": 1}, job_id="j")
+        rest = SimpleNamespace(active_job_ids=lambda: [] if stopped else [Backend.state.job_id])
 
         def rescale(self, target: dict[str, int], shares: object) -> RescaleResult:
             calls.append(self.method)
-            if restarting and self.method == "savepoint":
-                return RescaleResult(parallelism=dict(self.state.parallelism), ok=False, error="not running")
+            if (restarting or stopped) and self.method == "savepoint":
+                return RescaleResult(parallelism=dict(self.state.parallelism), ok=False, error="not running",
+                                     method=self.method)
+            if stopped:
+                return RescaleResult(parallelism=dict(self.state.parallelism), ok=False, error="no job",
+                                     method=self.method)
             self.state.parallelism, self.state.job_id = dict(target), f"j{len(calls)}"
-            return RescaleResult(parallelism=dict(target))
+            return RescaleResult(parallelism=dict(target), method=self.method)
 
     cal = QueryCalibration.__new__(QueryCalibration)
     cal.backend, cal.topology = Backend(), load_topology("q1")
@@ -1291,9 +1302,14 @@ def test_layouts_are_changed_by_the_method_the_rescales_measured_fastest() -> No
     assert calls == ["in_place", "savepoint"]
     assert cal.recorder.job_id == "j2"  # the resubmitted job is the one recorded
     restarting = True  # a savepoint that cannot be taken: the layout in place instead
-    cal._back_to({"bids_source": 2, "map": 1, "sink": 1})
-    assert calls[2:] == ["savepoint", "in_place"] and cal.backend.state.parallelism["bids_source"] == 2
+    res = cal._relayout({"bids_source": 2, "map": 1, "sink": 1})
+    assert calls[2:] == ["savepoint", "in_place"] and res.ok and res.method == "in_place"
+    assert cal.backend.state.parallelism["bids_source"] == 2 and cal.recorder.job_id == "j4"
     assert cal.relayout_method == "savepoint"  # the next layout is tried by the fastest method again
+    stopped = True  # no job left to set in place: the failure stands, and going back is an error
+    with pytest.raises(RuntimeError, match="back to"):
+        cal._back_to({"bids_source": 1, "map": 1, "sink": 1})
+    assert calls[4:] == ["savepoint", "savepoint"]
 
 
 def test_the_spread_layout_brings_every_operator_high_without_saturating_any() -> None:
