@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.calibrated_profile import RescaleMethod
 from harness.calibration import fit
 from harness.calibration.plan import (
     BOTTLENECK_HEADROOM,
@@ -183,10 +184,11 @@ def estimated_rate_capacity(topology: Topology, capacity: dict[str, float], sele
     return min(capacity[n] / f for n, f in frac.items() if f > 0)
 
 
-RELAYOUT_METHODS = ("in_place", "savepoint")  # the methods that can set any layout (reactive sets slots, not one)
+RELAYOUT_METHODS: tuple[RescaleMethod, ...] = ("in_place", "savepoint")  # the methods that set any layout
+# (reactive sets the slots, not a layout)
 
 
-def fastest_relayout(phases: list[PhaseRecord]) -> str:
+def fastest_relayout(phases: list[PhaseRecord]) -> RescaleMethod:
     """The method that changes the layout fastest for this query, for the phases that measure a layout rather than
     a rescale (bottleneck, parallelism): by the wall time of the rescale phases' calls (the first pair, up and down;
     a scale-down's includes stopping the task managers, a scale-up's start them before the call), compared over the
@@ -196,16 +198,14 @@ def fastest_relayout(phases: list[PhaseRecord]) -> str:
     18 s and 35 s at about 50 MB by savepoint); a stateless query's in-place restart is the faster. Session 11's
     q8 pair (24.5 s and 51.7 s in place, 20.8 s and 59.7 s by savepoint) was a near tie. In place where no
     direction was completed by both."""
-    took: dict[str, dict[str, list[float]]] = {m: {} for m in RELAYOUT_METHODS}
+    took: dict[RescaleMethod, dict[str, list[float]]] = {m: {} for m in RELAYOUT_METHODS}
     for p in phases:
         e = p.extra
         if (p.kind == "rescale" and e.get("method") in took and e.get("ok") and not p.name.endswith("-grown")
                 and isinstance(e.get("call_s"), int | float) and math.isfinite(e["call_s"])):
             took[e["method"]].setdefault(str(e.get("direction")), []).append(float(e["call_s"]))
     measured = {m: d for m, d in took.items() if d}
-    if not measured:
-        return "in_place"
-    both = set.intersection(*(set(d) for d in measured.values()))
+    both = set.intersection(*(set(d) for d in measured.values())) if measured else set()
     if not both:
         return "in_place"
     mean = {m: sum(sum(d[k]) / len(d[k]) for k in both) for m, d in measured.items()}
@@ -215,7 +215,7 @@ def fastest_relayout(phases: list[PhaseRecord]) -> str:
 class QueryCalibration:
     """Drives the phases of one query on a running stack; `run()` returns the Measurement."""
 
-    relayout_method = "in_place"  # until the rescale phases have measured each method (`fastest_relayout`)
+    relayout_method: RescaleMethod = "in_place"  # until the rescale phases measured each method (`fastest_relayout`)
 
     def __init__(self, stack: Any, topology: Topology, plan: QueryPlan, quota: float, estimate: dict[str, float],
                  selectivity: dict[str, float], seed: int = 1, say: Say | None = None, tick: Tick | None = None,
@@ -546,7 +546,7 @@ class QueryCalibration:
         the rescale phases measured fastest for this query (`relayout_method`; in place before them, and after
         that method failed), and keep recording it; the backend's RescaleResult."""
         b = self.backend
-        b.method = self.relayout_method  # type: ignore[assignment]
+        b.method = self.relayout_method
         job = b.state.job_id
         res = b.rescale(layout, None)
         if not res.ok and self.relayout_method != "in_place" and job in b.rest.active_job_ids():
@@ -612,10 +612,8 @@ class QueryCalibration:
             for direction, target in (("up", {**base, op: base[op] + 1}), ("down", dict(base))):
                 if not self._rescale_once(method, direction, target, op, rate):
                     break
-            if b.state.parallelism != base:  # a failed or reactive step left another layout: go back
-                b.method = "in_place"
-                b.rescale(base, None)
-                self.recorder.job_id = b.state.job_id
+            if b.state.parallelism != base:  # a failed or reactive step left another layout: go back (in place:
+                self._relayout(base)  # no method is chosen before the rescales end)
 
     def _grown_state_rescales(self) -> None:
         """In-place and savepoint scale-ups again, with the state the job has grown since the first rescales: a
