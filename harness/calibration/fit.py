@@ -270,7 +270,7 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
         k, overhead = float(np.median([x[0] for x in ks])), float(np.median([x[1] for x in ks]))
         result = CapacityFit(cores_per_record=k, overhead_cores=overhead, points=len(used),
                              method=f"saturation at {len(used)} share(s), overhead from the CPU model")
-    if result is None and math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0:
+    if result is None and _cpu_model_extrapolates(cpu, points, quota):
         result = CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=idle, points=0,
                              method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
     seen = [p for p in points if not p.saturated and math.isfinite(p.capacity) and p.capacity > 0]
@@ -281,6 +281,18 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     if result is None:
         raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
     return lower_bounds(result, points, cpu, quota, anchors=sat)
+
+
+def _cpu_model_extrapolates(cpu: CpuModel, points: Sequence[SharePoint], quota: float) -> bool:
+    """Whether an operator that never saturated may take its capacity from its CPU line: only a line that leaves
+    capacity at every share it was read at (the guard a line through saturations has too). Else its capacity is
+    unknown beyond the fastest rate seen, and that lower bound is what the profile keeps. Measured: q8's person
+    source at 0.25 CPU (2026-11-29) ran at most 12.6k records/s with its CPU flat at 0.05-0.13 cores; its line's
+    0.069 cores of idle CPU left share 0.25 (0.0625 cores) no capacity at all, an invented zero."""
+    if not (math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0):
+        return False
+    idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0
+    return idle < _lowest_cores((), points, cpu, quota)
 
 
 def _cores_used(p: SharePoint, quota: float) -> float:
