@@ -24,6 +24,11 @@ def register(app: typer.Typer) -> None:
         reps: Annotated[int, typer.Option(help="sim repetitions per cell (noise seeds 1..N)")] = 3,
         local_reps: Annotated[int, typer.Option(help="local repetitions per cell")] = 1,
         results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
+        local_results: Annotated[Path | None, typer.Option(
+            help="where the local records are read and written (default: --results); an --archive directory "
+                 "rebuilds its report on any machine with --sim-only")] = None,
+        archive: Annotated[Path | None, typer.Option(
+            help="copy the complete local records here, compact and without machine paths (for git)")] = None,
         out: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/fidelity"),
         name: Annotated[str | None, typer.Option(
             help="the report's name (its files' stem); required with several files, default the matrix's")] = None,
@@ -54,7 +59,7 @@ def register(app: typer.Typer) -> None:
             for file in files:
                 matrix: Matrix = validate_model(Matrix, read_yaml(file), str(file))
                 matrices.append(matrix)
-                runs += fidelity_runs(matrix, str(file), results, reps, local_reps)
+                runs += fidelity_runs(matrix, str(file), results, reps, local_reps, local_results)
         except ConfigError as exc:
             err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(2) from None
@@ -94,6 +99,11 @@ def register(app: typer.Typer) -> None:
                                     total=total, visible=True)
 
                 run_all(todo, lock, on_done, on_progress)
+        if archive is not None:
+            from harness.fidelity.archive import archive_local
+
+            kept = archive_local(runs, archive)
+            console.print(f"archived {len(kept)} local record(s) under {archive}")
         md, html_path = build(matrices, " ".join(str(f) for f in files), runs, out, name or matrices[0].name)
         console.print(f"report: {md} and {html_path}")
         if failed:

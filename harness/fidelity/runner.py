@@ -48,16 +48,20 @@ def stale_runs(runs: list[FidelityRun]) -> list[CellPlan]:
     return [p for p in (r.plan() for r in runs) if p.state == CellState.STALE]
 
 
-def fidelity_runs(matrix: Matrix, source: str, results: Path, reps: int, local_reps: int) -> list[FidelityRun]:
+def fidelity_runs(matrix: Matrix, source: str, results: Path, reps: int, local_reps: int,
+                  local_results: Path | None = None) -> list[FidelityRun]:
+    """The runs of `matrix`; local records under `local_results` (an archive, `harness.fidelity.archive`) if
+    given, else beside the sim's under `results`."""
     single = matrix.model_copy(update={"repetitions": 1, "seeds": None})
     cells: list[Cell] = matrix_cells(single, source)
     out: list[FidelityRun] = []
     root = results / matrix.name
+    local_root = (local_results or results) / matrix.name
     for cell in cells:
         base = cell.experiment
         for r in range(local_reps):
             exp = base.model_copy(update={"backend": "local"})
-            out.append(FidelityRun(cell.cell_id, "local", r, exp, root / "local" / f"{cell.cell_id}-r{r}"))
+            out.append(FidelityRun(cell.cell_id, "local", r, exp, local_root / "local" / f"{cell.cell_id}-r{r}"))
         for r in range(reps):
             sim_cfg = base.sim.model_copy(update={"noise_seed": r + 1})
             exp = base.model_copy(update={"backend": "sim", "sim": sim_cfg})

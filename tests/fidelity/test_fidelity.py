@@ -745,3 +745,52 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     old_sim = dataclasses.replace(record("sim-old", as_sim=True), meta=old_meta)
     layouts = {r.layout for r in saturation_rows({"a": ([full], [old_sim])}) if r.operator == "map"}
     assert layouts == {InputLayout.ONE_CHANNEL, InputLayout.UNKNOWN}  # 1 behind 1: one channel; 2 behind 2: unknown
+
+
+def test_an_archive_of_the_local_records_rebuilds_the_same_report_on_another_machine(tmp_path: Path) -> None:
+    """results/ is per machine: the archive keeps the local records' data (not the TSDB snapshot, not the
+    machine's paths) so a fresh clone's `--sim-only --local-results ARCHIVE` compares the same runs."""
+    import yaml
+
+    from harness.fidelity.archive import KEPT_FILES, WORKDIR_MARK
+
+    _, src = matrix(tmp_path)
+    results, archive = tmp_path / "results", tmp_path / "archive"
+    runner = CliRunner()
+    args = ["--reps", "2", "--results", str(results)]
+    assert runner.invoke(app, ["fidelity", str(src), "--sim-only", *args, "--out", str(tmp_path / "a")]).exit_code == 0
+    workdir = str(tmp_path / "machine-only" / ".bench")
+    for cell in ("ds2", "hpa-varga"):  # stand-ins for local records, with what a real one holds besides its data
+        local = results / "fid-tiny" / "local" / f"{cell}-r0"
+        shutil.copytree(results / "fid-tiny" / "sim" / f"{cell}-r0", local)
+        meta = yaml.safe_load((local / "run.yaml").read_text())
+        meta["backend"]["workdir"] = workdir
+        meta["backend"]["flink_conf"] = {"io.tmp.dirs": f"{workdir}/flink/tmp"}
+        (local / "run.yaml").write_text(yaml.safe_dump(meta))
+        (local / "prometheus-snapshot" / "01ABC").mkdir(parents=True)
+        (local / "prometheus-snapshot" / "01ABC" / "chunks").write_bytes(b"\0" * 1000)
+        (local / "bench.log").write_text("log\n")
+    relabel_as_local(results, src)
+    r = runner.invoke(app, ["fidelity", str(src), "--report-only", *args, "--out", str(tmp_path / "a"),
+                            "--archive", str(archive)])
+    assert r.exit_code == 0, r.output
+    assert "archived 2 local record(s)" in r.output
+    kept = archive / "fid-tiny" / "local" / "ds2-r0"
+    assert sorted(p.name for p in kept.iterdir()) == sorted(f for f in KEPT_FILES if (kept / f).exists())
+    assert not (kept / "prometheus-snapshot").exists() and not (kept / "bench.log").exists()
+    text = (kept / "run.yaml").read_text()
+    assert workdir not in text and f"{WORKDIR_MARK}/flink/tmp" in text
+    assert not (archive / "fid-tiny" / "sim").exists()  # the sim side is rebuilt, never archived
+    # another machine: no results at all, the archive as the local side
+    fresh = tmp_path / "fresh"
+    r = runner.invoke(app, ["fidelity", str(src), "--sim-only", "--reps", "2", "--results", str(fresh),
+                            "--local-results", str(archive), "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    assert not (fresh / "fid-tiny" / "local").exists()  # nothing ran locally, nothing read from --results
+
+    def targets(md: Path) -> str:
+        text = md.read_text()
+        return text[text.index("## Targets per cell"):text.index("## Ranking agreement")]
+
+    assert "| ds2 |" in targets(tmp_path / "b" / "fid-tiny.md")
+    assert targets(tmp_path / "b" / "fid-tiny.md") == targets(tmp_path / "a" / "fid-tiny.md")
