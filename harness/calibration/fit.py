@@ -234,8 +234,9 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     The x axis is the CPU the task manager really used at saturation (a host too busy to grant the
     quota shows as fewer cores, not as a cheaper record); two or more points fit both parameters,
     one point takes the CPU model's idle CPU as the overhead (none if that would leave no capacity),
-    none takes the CPU model's slope. Finally the line is lifted where the operator was seen to run
-    faster unsaturated at some share than the line says it could (`lower_bounds`).
+    none takes the CPU model's line where it leaves every share read a capacity, else the fastest rate seen
+    (a lower bound). Finally the line is lifted where the operator was seen to run faster unsaturated at some
+    share than the line says it could (`lower_bounds`).
     """
     sat = envelope(points, quota)
     used = [(_cores_used(p, quota), p.capacity) for p in sat]
@@ -274,12 +275,13 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
         result = CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=idle, points=0,
                              method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
     seen = [p for p in points if not p.saturated and math.isfinite(p.capacity) and p.capacity > 0]
-    if result is None and seen:  # every saturation was contradicted by a faster rate: only a lower bound is known
+    if result is None and seen:  # no saturation kept and no CPU line to extend: only a lower bound is known
         best = max(seen, key=lambda p: p.capacity / p.share)
         result = CapacityFit(cores_per_record=best.share * quota / best.capacity, overhead_cores=0.0, points=0,
                              method="no saturation kept: the fastest rate seen (a lower bound)")
     if result is None:
-        raise ValueError("neither a saturated share point nor a CPU model: the operator cannot be calibrated")
+        raise ValueError("no saturated share point, no CPU line that leaves every share read a capacity, and no "
+                         "rate seen: the operator cannot be calibrated")
     return lower_bounds(result, points, cpu, quota, anchors=sat)
 
 
@@ -288,7 +290,9 @@ def _cpu_model_extrapolates(cpu: CpuModel, points: Sequence[SharePoint], quota: 
     capacity at every share it was read at (the guard a line through saturations has too). Else its capacity is
     unknown beyond the fastest rate seen, and that lower bound is what the profile keeps. Measured: q8's person
     source at 0.25 CPU (2026-11-29) ran at most 12.6k records/s with its CPU flat at 0.05-0.13 cores; its line's
-    0.069 cores of idle CPU left share 0.25 (0.0625 cores) no capacity at all, an invented zero."""
+    0.069 cores of idle CPU left share 0.25 (0.0625 cores) no capacity at all, an invented zero. No stricter test
+    (a minimum r2) is made: a lightly loaded operator's fastest rate can be far below what it could take (q5's
+    sink saw 1.3k records/s), and a line that says more is the better guess there."""
     if not (math.isfinite(cpu.cores_per_record) and cpu.cores_per_record > 0):
         return False
     idle = cpu.idle_cores if math.isfinite(cpu.idle_cores) else 0.0

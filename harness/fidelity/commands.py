@@ -25,8 +25,8 @@ def register(app: typer.Typer) -> None:
         local_reps: Annotated[int, typer.Option(help="local repetitions per cell")] = 1,
         results: Annotated[Path, typer.Option(help="results directory")] = Path("results"),
         local_results: Annotated[Path | None, typer.Option(
-            help="where the local records are read and written (default: --results); an --archive directory "
-                 "rebuilds its report on any machine with --sim-only")] = None,
+            help="read the local records from here (an --archive directory) instead of --results: with "
+                 "--sim-only or --report-only, so the report rebuilds on any machine")] = None,
         archive: Annotated[Path | None, typer.Option(
             help="copy the complete local records here, compact and without machine paths (for git)")] = None,
         out: Annotated[Path, typer.Option(help="where the report goes")] = Path("results/fidelity"),
@@ -49,6 +49,13 @@ def register(app: typer.Typer) -> None:
 
         if reps < 1 or local_reps < 1:
             err.print("[bold red]error:[/] --reps and --local-reps must be >= 1")
+            raise typer.Exit(2)
+        if local_results is not None and not (sim_only or report_only):
+            err.print("[bold red]error:[/] --local-results is read, never written: add --sim-only or --report-only "
+                      "(local cells write under --results; --archive copies them)")
+            raise typer.Exit(2)
+        if local_results is not None and not local_results.is_dir():
+            err.print(f"[bold red]error:[/] --local-results {local_results}: no such directory")
             raise typer.Exit(2)
         if len(files) > 1 and not name:
             err.print("[bold red]error:[/] several files make one report: name it with --name")
@@ -74,7 +81,8 @@ def register(app: typer.Typer) -> None:
             todo = [r for r in runs if not (sim_only and r.backend == "local")]
             stale = stale_runs(todo)
             if stale and not rerun_stale:
-                err.print(f"{len(stale)} run(s) under {results} were made with another configuration "
+                where = f"{results} and {local_results}" if local_results is not None else f"{results}"
+                err.print(f"{len(stale)} run(s) under {where} were made with another configuration "
                           "(fields: old -> new):", markup=False, highlight=False)
                 for line in describe_stale(stale):
                     err.print(line, markup=False, highlight=False)
@@ -100,9 +108,13 @@ def register(app: typer.Typer) -> None:
 
                 run_all(todo, lock, on_done, on_progress)
         if archive is not None:
-            from harness.fidelity.archive import archive_local
+            from harness.fidelity.archive import ArchiveError, archive_local
 
-            kept = archive_local(runs, archive)
+            try:
+                kept = archive_local(runs, archive)
+            except ArchiveError as exc:
+                err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+                raise typer.Exit(2) from None
             console.print(f"archived {len(kept)} local record(s) under {archive}")
         md, html_path = build(matrices, " ".join(str(f) for f in files), runs, out, name or matrices[0].name)
         console.print(f"report: {md} and {html_path}")

@@ -633,7 +633,6 @@ def test_capacity_fit_uses_the_cores_really_used() -> None:
     assert none.capacity(0.25) == pytest.approx(23_000) and "CPU model" in none.method
 
 
-
 def test_an_operator_never_saturated_keeps_its_cpu_line_only_if_that_leaves_every_share_read_a_capacity() -> None:
     """q8's person source at 0.25 CPU (2026-11-29): never the bottleneck, its CPU flat, so its line's idle CPU
     (0.069 cores) was above share 0.25's 0.0625: the line gave that share no capacity although the source was
@@ -646,11 +645,12 @@ def test_an_operator_never_saturated_keeps_its_cpu_line_only_if_that_leaves_ever
     assert "lower bound" in f.method
     for p in seen:  # every share the source was read at has at least the rate it was seen doing there
         assert f.capacity(p.share * QUOTA) >= p.capacity * (1 - 1e-9)
-    # the same rates with a CPU line that leaves every share capacity: the line is kept (and lifted to the rates)
+    # the same rates with a CPU line that leaves every share capacity: the line is kept (it already allows them)
     sloped = CpuModel(idle_cores=0.02, cores_per_record=4e-6, r2=0.8)
     g = fit.capacity_fit(seen, sloped, QUOTA)
     assert "CPU model" in g.method
     assert g.capacity(QUOTA) == pytest.approx((QUOTA - 0.02) / 4e-6, rel=0.01)
+
 
 def test_gauge_model_noise_and_step_lag() -> None:
     rng = np.random.default_rng(1)

@@ -765,7 +765,7 @@ def test_an_archive_of_the_local_records_rebuilds_the_same_report_on_another_mac
         shutil.copytree(results / "fid-tiny" / "sim" / f"{cell}-r0", local)
         meta = yaml.safe_load((local / "run.yaml").read_text())
         meta["backend"]["workdir"] = workdir
-        meta["backend"]["flink_conf"] = {"io.tmp.dirs": f"{workdir}/flink/tmp"}
+        meta["backend"]["flink_conf"] = {"io.tmp.dirs": f"{workdir}/flink/tmp", "sibling": f"{workdir}-other/x"}
         (local / "run.yaml").write_text(yaml.safe_dump(meta))
         (local / "prometheus-snapshot" / "01ABC").mkdir(parents=True)
         (local / "prometheus-snapshot" / "01ABC" / "chunks").write_bytes(b"\0" * 1000)
@@ -779,7 +779,9 @@ def test_an_archive_of_the_local_records_rebuilds_the_same_report_on_another_mac
     assert sorted(p.name for p in kept.iterdir()) == sorted(f for f in KEPT_FILES if (kept / f).exists())
     assert not (kept / "prometheus-snapshot").exists() and not (kept / "bench.log").exists()
     text = (kept / "run.yaml").read_text()
-    assert workdir not in text and f"{WORKDIR_MARK}/flink/tmp" in text
+    assert f"{workdir}/" not in text and f"{WORKDIR_MARK}/flink/tmp" in text
+    assert f"{workdir}-other/x" in text  # whole path segments only: a sibling directory is another path
+    assert not [p for p in kept.parent.iterdir() if p.name.startswith(".")]  # no temp or old record left
     assert not (archive / "fid-tiny" / "sim").exists()  # the sim side is rebuilt, never archived
     # another machine: no results at all, the archive as the local side
     fresh = tmp_path / "fresh"
@@ -787,6 +789,16 @@ def test_an_archive_of_the_local_records_rebuilds_the_same_report_on_another_mac
                             "--local-results", str(archive), "--out", str(tmp_path / "b")])
     assert r.exit_code == 0, r.output
     assert not (fresh / "fid-tiny" / "local").exists()  # nothing ran locally, nothing read from --results
+    # the archive is read, never written by a run: local cells need --results, a missing archive is named
+    r = runner.invoke(app, ["fidelity", str(src), "--reps", "2", "--results", str(fresh), "--local-results",
+                            str(archive), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "--sim-only or --report-only" in r.output
+    r = runner.invoke(app, ["fidelity", str(src), "--sim-only", "--results", str(fresh), "--local-results",
+                            str(tmp_path / "no-such-archive"), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "no such directory" in r.output
+    r = runner.invoke(app, ["fidelity", str(src), "--report-only", "--reps", "2", "--results", str(fresh),
+                            "--local-results", str(archive), "--archive", str(archive), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "archive's own" in r.output
 
     def targets(md: Path) -> str:
         text = md.read_text()
