@@ -194,6 +194,16 @@ def is_complete(run_dir: Path) -> bool:
 RUN_LOG = "bench.log"  # the run's log lines: the harness's, librdkafka's (never on the console)
 
 
+def install_dir(tmp: Path, dest: Path) -> None:
+    """Rename the finished directory `tmp` to `dest`. A directory already there is moved aside first and removed
+    after: a kill between the two renames leaves no record (the run is redone), never a mix of two."""
+    old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_run_record(
     run_dir: Path,
     run_yaml: dict[str, Any],
@@ -225,13 +235,7 @@ def write_run_record(
         if log_file is not None and Path(log_file).exists():
             shutil.copyfile(log_file, tmp / RUN_LOG)
         (tmp / "status").write_text(status + "\n")
-        # a record being replaced is moved aside first: a kill between the two renames leaves no
-        # record (the run is redone), never a mix of two
-        old = run_dir.parent / f".{run_dir.name}.old-{os.getpid()}"
-        if run_dir.exists():
-            os.replace(run_dir, old)
-        os.replace(tmp, run_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        install_dir(tmp, run_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -21,6 +21,7 @@ from typing import Any
 from harness import yamlio
 from harness.fidelity.runner import FidelityRun
 from harness.matrix import CellState
+from harness.record import install_dir
 
 KEPT_FILES = ("run.yaml", "status", "timeseries.parquet", "events.parquet", "prometheus-series.parquet")
 WORKDIR_MARK = "<workdir>"  # stands for the machine's stack directory in an archived run.yaml
@@ -49,7 +50,6 @@ def archive_local(runs: Sequence[FidelityRun], archive: Path) -> list[Path]:
             raise ArchiveError(f"{dest}: the record is the archive's own; --archive must name another directory")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
-        old = dest.parent / f".{dest.name}.old-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
@@ -58,10 +58,7 @@ def archive_local(runs: Sequence[FidelityRun], archive: Path) -> list[Path]:
                 if src.exists():
                     shutil.copy2(src, tmp / name)
             scrub_workdir(tmp / "run.yaml")
-            if dest.exists():
-                os.replace(dest, old)
-            os.replace(tmp, dest)
-            shutil.rmtree(old, ignore_errors=True)
+            install_dir(tmp, dest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
