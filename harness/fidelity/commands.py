@@ -81,8 +81,7 @@ def register(app: typer.Typer) -> None:
             todo = [r for r in runs if not (sim_only and r.backend == "local")]
             stale = stale_runs(todo)
             if stale and not rerun_stale:
-                where = f"{results} and {local_results}" if local_results is not None else f"{results}"
-                err.print(f"{len(stale)} run(s) under {where} were made with another configuration "
+                err.print(f"{len(stale)} run(s) under {results} were made with another configuration "
                           "(fields: old -> new):", markup=False, highlight=False)
                 for line in describe_stale(stale):
                     err.print(line, markup=False, highlight=False)
