@@ -168,7 +168,8 @@ def _run(queries: list[str], pars: tuple[int, ...], quick: bool, quota: float, j
         from harness.host_speed import sha256_mb_per_cpu_s
 
         local = LocalConfig(workdir=workdir, port_offset=port_offset, taskmanager_cpu_quota=quota,
-                            taskmanager_jit=jit, **({"taskmanager_memory": memory} if memory else {}))
+                            taskmanager_jit=jit, probe_reporter=True,
+                            **({"taskmanager_memory": memory} if memory else {}))
         stack = LocalStack(local)
         total = 60.0 + sum(p.estimate_s for p in plans.values())
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),

@@ -166,6 +166,27 @@ def test_flink_config_has_one_slot_adaptive_scheduler_reporter_and_local_state(t
     assert s["web.refresh-interval"].endswith("ms") and int(s["web.refresh-interval"][:-2]) < POLL_S * 1000
 
 
+def test_the_probe_reporter_is_a_filtered_second_reporter_beside_each_full_one(tmp_path: Path) -> None:
+    from harness.backends.local.flink import PROBE_METRICS
+
+    plain = FlinkCluster(LocalConfig(workdir=tmp_path, port_offset=7), Supervisor(tmp_path))
+    assert not any(k.startswith("metrics.reporter.probe") for k in plain.settings())
+    assert plain._reporter_properties(9257) == ["-D", "metrics.reporter.prom.port=9257"]
+    flink = FlinkCluster(LocalConfig(workdir=tmp_path, port_offset=7, probe_reporter=True), Supervisor(tmp_path))
+    s = flink.settings()
+    assert s["metrics.reporter.probe.factory.class"] == s["metrics.reporter.prom.factory.class"]
+    assert s["metrics.reporter.probe.filter.includes"] == list(PROBE_METRICS)
+    # the full reporter keeps every metric: Prometheus scrapes it as in any run
+    assert "metrics.reporter.prom.filter.includes" not in s
+    # each process' probe sits at the same place of the next range, clear of the full reporters' ports
+    assert flink._reporter_properties(9258) == ["-D", "metrics.reporter.prom.port=9258",
+                                                "-D", "metrics.reporter.probe.port=9308"]
+    assert flink.ports.probe_port(flink.ports.reporter_last) == flink.ports.reporter_last + 50
+    flink._remember_reporter("tm-3", 9260)
+    assert flink.probe_port_of("tm-3") == 9310 and plain.probe_port_of("tm-3") is None
+    assert flink.probe_port_of("tm-4") is None  # no such process
+
+
 def test_prometheus_config_scrapes_every_5s_and_targets_follow_task_managers(tmp_path: Path) -> None:
     cfg = LocalConfig(workdir=tmp_path)
     p = PrometheusService(cfg, Supervisor(tmp_path))

@@ -33,6 +33,10 @@ class Ports:
     def reporter_range(self) -> str:
         return f"{self.reporter_first}-{self.reporter_last}"
 
+    def probe_port(self, reporter_port: int) -> int:
+        """The probe reporter's port beside a process' main reporter port: the same place in the next range."""
+        return reporter_port + self.reporter_last - self.reporter_first + 1
+
     def fixed(self) -> dict[str, int]:
         """The ports a service binds exactly (the reporter range is probed, not bound up front)."""
         return {
@@ -121,6 +125,12 @@ class LocalConfig(BaseModel):
 
     # supervision
     scrape_interval_s: float = Field(5.0, gt=0, description="Prometheus scrape interval")
+    probe_reporter: bool = Field(
+        False, description="a second Prometheus reporter on every Flink process, filtered to the few metrics "
+                           "`bench calibrate` reads each second (`harness.backends.local.flink.PROBE_METRICS`): "
+                           "a scrape of the full reporter costs a 0.1-CPU task manager 5-8 % of its records "
+                           "at one per second (measured), so the calibration reads this one and the task "
+                           "managers bear what Prometheus' own scrapes cost them in any run")
     startup_timeout_s: float = Field(120.0, gt=0, description="how long `up` waits for a service to be healthy")
 
     def ports(self) -> Ports:

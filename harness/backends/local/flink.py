@@ -13,6 +13,7 @@ Config choices and why:
 - checkpoints and savepoints on local disk, hashmap (or RocksDB) state backend: stop-with-savepoint
   and restore work without any external storage;
 - every task manager gets an explicit Prometheus reporter port, so the file_sd target list names it;
+  with `probe_reporter` (`bench calibrate`) a second, filtered one beside it (`PROBE_METRICS`);
 - every process gets its own scratch directory, `tmp/<name>` (`io.tmp.dirs`, `java.io.tmpdir`: its
   working directory, blob cache, spill files, the extracted RPC jar), removed when the process stops,
   so a stack does not keep one directory per task manager ever started (22 of them, up to 71 MB each).
@@ -37,6 +38,16 @@ from harness.backends.local.supervisor import Supervisor, port_in_use
 
 JOBMANAGER = "jobmanager"
 TM_PREFIX = "tm-"
+PROMETHEUS_REPORTER = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+# The probe reporter's filter (`metrics.reporter.<name>.filter.includes`, "<scope>:<names>"): only what the
+# calibration's recorder reads (`harness.calibration.recorder`), about 30 series of a task manager's ~110. A scrape
+# of the full reporter once a second took a 0.1-CPU map 5-8 % of its records (session 26); the runs pay one
+# full scrape per Prometheus interval, and so does a calibration, whose recorder reads this one.
+PROBE_METRICS = (
+    "*:busyTimeMsPerSecond,idleTimeMsPerSecond,backPressuredTimeMsPerSecond,isBackPressured,numRecordsIn,"
+    "numRecordsOut,pendingRecords,recordLag,inPoolUsage",
+    "*.Status.JVM.CPU:Load,Time",
+)
 
 
 def _seconds(s: float) -> str:
@@ -90,8 +101,7 @@ class FlinkCluster:
                 _seconds(c.adaptive_submission_stabilization_s),
             "jobmanager.adaptive-scheduler.submission.resource-wait-timeout":
                 _seconds(c.adaptive_submission_wait_s),
-            "metrics.reporter.prom.factory.class":
-                "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+            "metrics.reporter.prom.factory.class": PROMETHEUS_REPORTER,
             "metrics.reporter.prom.port": p.reporter_range,
             "state.backend.type": c.state_backend,
             "execution.checkpointing.interval": _seconds(c.checkpoint_interval_s),
@@ -112,6 +122,9 @@ class FlinkCluster:
             "web.submit.enable": True,
             "web.cancel.enable": True,
         }
+        if c.probe_reporter:
+            s["metrics.reporter.probe.factory.class"] = PROMETHEUS_REPORTER
+            s["metrics.reporter.probe.filter.includes"] = list(PROBE_METRICS)
         java_opts = self._distribution_java_opts(inst) if inst else ""
         if java_opts:
             s["env.java.opts.all"] = java_opts
@@ -243,13 +256,22 @@ class FlinkCluster:
         }
 
     def reporter_port(self, index: int) -> int:
-        """Job manager: first port of the range; task manager k: first + k (free ones only)."""
+        """Job manager: first port of the range; task manager k: first + k (free ones only, and with the probe
+        reporter, its port beside it free too)."""
         first, last = self.ports.reporter_first, self.ports.reporter_last
         taken = self.reporter_ports_in_use()
         for port in range(first + index, last + 1):
-            if port not in taken and not port_in_use(port):
+            if port not in taken and not port_in_use(port) and not (
+                    self.cfg.probe_reporter and port_in_use(self.ports.probe_port(port))):
                 return port
         raise StackError(f"ports {self.ports.reporter_range}", "no free Flink metrics reporter port left")
+
+    def _reporter_properties(self, port: int) -> list[str]:
+        """The dynamic properties that put a process' reporters on their ports."""
+        props = ["-D", f"metrics.reporter.prom.port={port}"]
+        if self.cfg.probe_reporter:
+            props += ["-D", f"metrics.reporter.probe.port={self.ports.probe_port(port)}"]
+        return props
 
     def reporter_ports_in_use(self) -> set[int]:
         ports = set()
@@ -262,6 +284,11 @@ class FlinkCluster:
     def reporter_port_of(self, name: str) -> int | None:
         f = self.dir / "run" / f"{name}.reporter"
         return int(f.read_text()) if f.exists() else None
+
+    def probe_port_of(self, name: str) -> int | None:
+        """The probe reporter's port of a process; None without `probe_reporter` or the process."""
+        port = self.reporter_port_of(name)
+        return self.ports.probe_port(port) if port is not None and self.cfg.probe_reporter else None
 
     def _remember_reporter(self, name: str, port: int) -> None:
         f = self.dir / "run" / f"{name}.reporter"
@@ -277,7 +304,7 @@ class FlinkCluster:
         log_dir = self.dir / "log" / JOBMANAGER
         self.remove_scratch(JOBMANAGER)  # a job manager that died left its scratch behind
         cmd, plan = self.java_command(inst, "jobmanager", log_dir / "jobmanager.log",
-                                      ["-D", f"metrics.reporter.prom.port={port}"], self.scratch_dir(JOBMANAGER))
+                                      self._reporter_properties(port), self.scratch_dir(JOBMANAGER))
         info = self.sup.start(JOBMANAGER, cmd, log_dir / "stdout.log", env=self._env(inst, log_dir))
         self.cds.attach(plan, info.pid)
 
@@ -295,8 +322,8 @@ class FlinkCluster:
         self._remember_reporter(tm_id, port)
         log_dir = self.dir / "log" / tm_id
         cmd, plan = self.java_command(inst, "taskmanager", log_dir / "taskmanager.log",
-                                      ["-D", f"taskmanager.resource-id={tm_id}",
-                                       "-D", f"metrics.reporter.prom.port={port}"], self.scratch_dir(tm_id))
+                                      ["-D", f"taskmanager.resource-id={tm_id}", *self._reporter_properties(port)],
+                                      self.scratch_dir(tm_id))
         info = self.sup.start(tm_id, cmd, log_dir / "stdout.log", env=self._env(inst, log_dir),
                               cgroup_procs=cgroup_procs)
         self.cds.attach(plan, info.pid)
