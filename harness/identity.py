@@ -28,18 +28,28 @@ EXCLUDED = ("seed", "repetitions")  # what differs between the repetitions of on
 UNREAD_SETTINGS = {"sim": ("local", "k8s"), "local": ("sim",), "k8s": ("sim",)}
 
 
+# settings added after records existed, at the value those records ran with: left out of the view while they hold
+# it, so adding a knob does not make every earlier record stale (as an empty `faults` list, below)
+LATER_SETTINGS: dict[tuple[str, str], Any] = {("local", "probe_reporter"): False}
+
+
 MODEL_KEY = "model"  # where the model files' digests sit in the hashed view and in run.yaml's `identity:`
 
 
 def identity_view(config: dict[str, Any], model: dict[str, str] | None = None) -> dict[str, Any]:
     """The part of a resolved config (an `Experiment.model_dump(mode="json")`) the hash covers.
 
-    An empty `faults` list is left out: it is what every record written before faults existed meant.
+    An empty `faults` list is left out: it is what every record written before faults existed meant; so is
+    a setting of `LATER_SETTINGS` at the value the records before it ran with.
     So are the settings blocks of the backends the run does not use (a sim run never reads `k8s:`).
     `model` (from `model_inputs`) joins the view under `model` when the run reads any model file."""
     unread = UNREAD_SETTINGS.get(str(config.get("backend")), ())
     view = {k: v for k, v in config.items()
             if k not in EXCLUDED and k not in unread and not (k == "faults" and not v)}
+    for (block, key), before in LATER_SETTINGS.items():
+        settings = view.get(block)
+        if isinstance(settings, dict) and key in settings and settings[key] == before:
+            view[block] = {k: v for k, v in settings.items() if k != key}
     if model:
         view[MODEL_KEY] = dict(model)
     return view

@@ -52,6 +52,17 @@ def test_records_without_a_hash_get_it_from_their_config() -> None:
     assert recorded_hash({"config": sim.model_dump(mode="json")}) != experiment_hash(sim)
 
 
+def test_a_setting_added_later_keeps_the_identity_of_records_made_before_it_at_its_old_value() -> None:
+    """`local.probe_reporter` came after local records existed: at False (how they ran) their hash stands, and
+    a run with the probe on is another configuration."""
+    e = exp(backend="local")
+    dump = e.model_dump(mode="json")
+    assert dump["local"]["probe_reporter"] is False
+    del dump["local"]["probe_reporter"]  # a record written before the setting existed
+    assert config_hash(dump) == experiment_hash(e)
+    assert experiment_hash(exp(backend="local", local={"probe_reporter": True})) != experiment_hash(e)
+
+
 def test_differing_fields_name_dotted_paths() -> None:
     old = exp().model_dump(mode="json")
     new = exp(loop={"cooldown_s": 30}, seed=5).model_dump(mode="json")
