@@ -77,6 +77,11 @@ class Provenance(_Model):
     host_speed_sha256_mb: float | None = Field(
         None, description="the measuring host's speed (harness.host_speed: MB of SHA-256 per CPU-second), taken "
                           "when the query was measured; None: not measured (profiles from before it was recorded)")
+    probe_share: float | None = Field(
+        None, description="the fraction of the recorder's task-manager scrapes read from the filtered probe reporter "
+                          "(local.probe_reporter) rather than the full one, whose scrape each second cost a 0.1-CPU "
+                          "task manager 7-9 % of its records; None: not recorded (profiles from before the probe: "
+                          "all full)")
     duration_s: float = Field(description="wall time of this query's measurement")
     quick: bool = False
     notes: list[str] = Field(default_factory=list)

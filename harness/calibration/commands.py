@@ -261,6 +261,7 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
             host_load=HostLoad(before_1m=math.nan),
             # taken when the samples were (a refit on another machine must not stamp its own); absent: not measured
             host_speed_sha256_mb=m.facts.get("host_speed_sha256_mb"),
+            probe_share=_finite_or_none(m.facts.get("probe_share")),
             duration_s=float(m.facts.get("query_wall_s", math.nan)),
             quick=bool(m.facts.get("plan", {}).get("quick", quick)),
             notes=[f"{p.name}: not saturated after raising the rate" for p in m.phases
@@ -274,6 +275,11 @@ def _fit_all(queries: list[str], root: Path, quota: float, quick: bool, out: Pat
         prof.save(out or CALIBRATED_DIR)
         profiles.append(prof)
     return profiles
+
+
+def _finite_or_none(x: Any) -> float | None:
+    """A recorded fact as a float, None where it was not recorded or not measured (NaN)."""
+    return float(x) if x is not None and math.isfinite(float(x)) else None
 
 
 def _keep_host_share(prof: Any, directory: Path) -> Any:

@@ -357,7 +357,7 @@ class QueryCalibration:
             self._teardown()
         facts = {"job_startup_s": startup_s, "wall_s": time.monotonic() - t_start,
                  "rate_capacity_estimate": est, "offered_overload": self.offered,
-                 "relayout_method": self.relayout_method}
+                 "relayout_method": self.relayout_method, "probe_share": self.recorder.probe_share}
         return Measurement(self.topology.query, self.quota, self.phases, self.recorder.frame(),
                            self.recorder.host_frame(), facts)
 

@@ -17,6 +17,7 @@ operator and subtask directly. Rows are plain dicts; `frame()` turns them into a
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -131,6 +132,7 @@ class Recorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._session = requests.Session()
+        self.reads = {"probe": 0, "full": 0}  # task-manager scrapes by the reporter that answered
 
     def now(self) -> float:
         return self.clock() - self.t0
@@ -194,15 +196,24 @@ class Recorder:
         not answer (a task manager started without it), from the full one; None when neither answers."""
         flink = self.stack.flink
         probe = flink.probe_port_of(tm)
-        for port in (probe, flink.reporter_port_of(tm)):
+        for kind, port in (("probe", probe), ("full", flink.reporter_port_of(tm))):
             if port is None:
                 continue
             try:
-                return str(self._session.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
+                text = str(self._session.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
             except requests.RequestException:
-                if port == probe:
+                if kind == "probe":
                     log.warning("%s: no probe reporter on port %d; reading its full reporter", tm, port)
+                continue
+            self.reads[kind] += 1
+            return text
         return None
+
+    @property
+    def probe_share(self) -> float:
+        """The fraction of the task-manager scrapes the probe reporter answered (NaN before any)."""
+        n = self.reads["probe"] + self.reads["full"]
+        return self.reads["probe"] / n if n else math.nan
 
     def frame(self) -> pd.DataFrame:
         # a copy first: the sampling thread appends while pandas reads the list (a row appended midway
