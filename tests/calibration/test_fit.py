@@ -828,6 +828,7 @@ def test_recorder_reads_the_probe_reporter_and_falls_back_to_the_full_one(caplog
                             taskmanager_cpu=lambda tm: 0.1, cgroups=SimpleNamespace(base=None))
     rec = Recorder(stack)
     rec.job_id = "j1"
+    assert math.isnan(rec.probe_share)  # nothing read yet: unknown, not 0
     try:
         rec.sample()
         assert hits == {"full": 0, "probe": 1} and rec.rows[-1]["busy_ms"] == 222.0
@@ -837,6 +838,7 @@ def test_recorder_reads_the_probe_reporter_and_falls_back_to_the_full_one(caplog
             rec.sample()
         assert hits["full"] == 1 and rec.rows[-1]["busy_ms"] == 111.0
         assert "no probe reporter" in caplog.text
+        assert rec.reads == {"probe": 1, "full": 1} and rec.probe_share == 0.5  # the profile's provenance says so
     finally:
         full.shutdown()
         full.server_close()
