@@ -192,7 +192,7 @@ class Recorder:
 
     def _scrape(self, tm: str) -> str | None:
         """A task manager's metrics: from its probe reporter where the stack runs one (a scrape of the full
-        reporter each second costs a 0.1-CPU task manager 5-8 % of its records), else, or where the probe does
+        reporter each second costs a 0.1-CPU task manager 7-8 % of its records), else, or where the probe does
         not answer (a task manager started without it), from the full one; None when neither answers."""
         flink = self.stack.flink
         probe = flink.probe_port_of(tm)

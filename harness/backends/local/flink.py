@@ -40,9 +40,10 @@ JOBMANAGER = "jobmanager"
 TM_PREFIX = "tm-"
 PROMETHEUS_REPORTER = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 # The probe reporter's filter (`metrics.reporter.<name>.filter.includes`, "<scope>:<names>"): only what the
-# calibration's recorder reads (`harness.calibration.recorder`), about 30 series of a task manager's ~110. A scrape
-# of the full reporter once a second took a 0.1-CPU map 5-8 % of its records (session 26); the runs pay one
-# full scrape per Prometheus interval, and so does a calibration, whose recorder reads this one.
+# calibration's recorder reads (`harness.calibration.recorder`): 11-16 series of a task manager's ~110, 5-8 kB a
+# scrape against 49 kB. A scrape of the full reporter once a second took a 0.1-CPU map 7-8 % of its records, one
+# of this one 1 % (-5 to +3 %: benchmarks/bench_scrape_cost.py, session 26); the runs pay one full scrape per
+# Prometheus interval, and so does a calibration, whose recorder reads this one.
 PROBE_METRICS = (
     "*:busyTimeMsPerSecond,idleTimeMsPerSecond,backPressuredTimeMsPerSecond,isBackPressured,numRecordsIn,"
     "numRecordsOut,pendingRecords,recordLag,inPoolUsage",
