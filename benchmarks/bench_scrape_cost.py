@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,7 @@ QUIET = ((20.0, 60.0), (120.0, 180.0), (240.0, 300.0))
 OPERATOR = "map"
 
 
-def experiment(quota: float, probe: bool, duration_s: int) -> dict:
+def experiment(quota: float, probe: bool, duration_s: int) -> dict[str, Any]:
     return {
         "name": f"scrape-cost-{'probe' if probe else 'full'}", "backend": "local", "query": "q1",
         "pattern": {"name": "constant", "scale": 1.0, "time_scale": 1,
@@ -62,8 +63,8 @@ def wait_running(rest: str, stop: threading.Event) -> float | None:
 
 
 def operator_port(cfg: LocalConfig, operator: str, probe: bool) -> int | None:
-    """The reporter port of the task manager running `operator` (its full reporter names its task)."""
-    ports = cfg.ports()
+    """The reporter port of the task manager running `operator` (its full reporter names its task); with `probe`,
+    its probe reporter's, as the stack recorded it when it started the task manager (None: it has none)."""
     for f in sorted((cfg.root / "flink" / "run").glob("tm-*.reporter")):
         port = int(f.read_text())
         try:
@@ -71,7 +72,10 @@ def operator_port(cfg: LocalConfig, operator: str, probe: bool) -> int | None:
         except requests.RequestException:
             continue
         if f'task_name="{operator}"' in text:
-            return ports.probe_port(port) if probe else port
+            if not probe:
+                return port
+            probe_file = f.with_suffix(".probe")
+            return int(probe_file.read_text()) if probe_file.exists() else None
     return None
 
 
@@ -155,6 +159,11 @@ def main() -> int:
     runs = sorted(results.glob("**/timeseries.parquet"))
     if rc != 0 or not runs:
         print(f"the run failed (exit {rc}); its record, if any, is under {results}", file=sys.stderr)
+        return 1
+    empty = [f"{a:.0f}-{b:.0f} s" for a, b in SCRAPED if not any(a <= t < b for t, _, _ in log)]
+    if empty:
+        print(f"no scrape of the {args.reporter} reporter landed in {', '.join(empty)} (no such reporter on the "
+              f"map's task manager?): no A/B to report; the record is under {results}", file=sys.stderr)
         return 1
     print(f"{args.reporter} reporter scraped once a second: {len(log)} scrapes, "
           f"{np.mean([s for _, s, _ in log]) if log else float('nan'):.3f} s and "

@@ -133,6 +133,7 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._session = requests.Session()
         self.reads = {"probe": 0, "full": 0}  # task-manager scrapes by the reporter that answered
+        self._warned: set[str] = set()  # task managers whose probe did not answer (warned once each)
 
     def now(self) -> float:
         return self.clock() - self.t0
@@ -191,22 +192,26 @@ class Recorder:
             self.rows.append(row)
 
     def _scrape(self, tm: str) -> str | None:
-        """A task manager's metrics: from its probe reporter where the stack runs one (a scrape of the full
+        """A task manager's metrics: from its probe reporter where it was started with one (a scrape of the full
         reporter each second costs a 0.1-CPU task manager 7-8 % of its records), else, or where the probe does
-        not answer (a task manager started without it), from the full one; None when neither answers."""
+        not answer with Flink's metrics, from the full one (warned once per task manager); None when neither
+        does."""
         flink = self.stack.flink
         probe = flink.probe_port_of(tm)
         for kind, port in (("probe", probe), ("full", flink.reporter_port_of(tm))):
             if port is None:
                 continue
             try:
-                text = str(self._session.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
+                resp = self._session.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+                resp.raise_for_status()
             except requests.RequestException:
-                if kind == "probe":
-                    log.warning("%s: no probe reporter on port %d; reading its full reporter", tm, port)
-                continue
-            self.reads[kind] += 1
-            return text
+                resp = None
+            if resp is not None and "flink_taskmanager_" in resp.text:
+                self.reads[kind] += 1
+                return resp.text
+            if kind == "probe" and tm not in self._warned:
+                self._warned.add(tm)
+                log.warning("%s: no probe reporter answered on port %d; reading its full reporter", tm, port)
         return None
 
     @property

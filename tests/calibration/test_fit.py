@@ -836,12 +836,23 @@ def test_recorder_reads_the_probe_reporter_and_falls_back_to_the_full_one(caplog
         probe.server_close()
         with caplog.at_level("WARNING", logger="harness.calibration.recorder"):
             rec.sample()
-        assert hits["full"] == 1 and rec.rows[-1]["busy_ms"] == 111.0
-        assert "no probe reporter" in caplog.text
-        assert rec.reads == {"probe": 1, "full": 1} and rec.probe_share == 0.5  # the profile's provenance says so
+            rec.sample()
+        assert hits["full"] == 2 and rec.rows[-1]["busy_ms"] == 111.0
+        assert caplog.text.count("no probe reporter") == 1  # once per task manager, not once a second
+        assert rec.reads == {"probe": 1, "full": 2} and rec.probe_share == pytest.approx(1 / 3)  # into provenance
     finally:
         full.shutdown()
         full.server_close()
+
+
+def test_the_probe_reporter_carries_every_metric_the_recorder_reads() -> None:
+    """A gauge added to the recorder must be in the probe's filter, else the probe silently leaves it out."""
+    from harness.backends.local.flink import PROBE_METRICS
+    from harness.calibration.recorder import TASK_GAUGES, TM_GAUGES
+
+    names = {n for f in PROBE_METRICS for n in f.split(":")[1].split(",")}
+    for metric in [*TASK_GAUGES, *TM_GAUGES]:
+        assert metric.rsplit("_", 1)[-1] in names, metric
 
 
 def test_recorder_frame_is_consistent_while_the_sampling_thread_appends() -> None:

@@ -169,22 +169,56 @@ def test_flink_config_has_one_slot_adaptive_scheduler_reporter_and_local_state(t
 def test_the_probe_reporter_is_a_filtered_second_reporter_beside_each_full_one(tmp_path: Path) -> None:
     from harness.backends.local.flink import PROBE_METRICS
 
-    plain = FlinkCluster(LocalConfig(workdir=tmp_path, port_offset=7), Supervisor(tmp_path))
+    plain = FlinkCluster(LocalConfig(workdir=tmp_path / "a", port_offset=7), Supervisor(tmp_path / "a"))
     assert not any(k.startswith("metrics.reporter.probe") for k in plain.settings())
     assert plain._reporter_properties(9257) == ["-D", "metrics.reporter.prom.port=9257"]
-    flink = FlinkCluster(LocalConfig(workdir=tmp_path, port_offset=7, probe_reporter=True), Supervisor(tmp_path))
+    flink = FlinkCluster(LocalConfig(workdir=tmp_path / "b", port_offset=7, probe_reporter=True),
+                         Supervisor(tmp_path / "b"))
     s = flink.settings()
     assert s["metrics.reporter.probe.factory.class"] == s["metrics.reporter.prom.factory.class"]
     assert s["metrics.reporter.probe.filter.includes"] == list(PROBE_METRICS)
+    assert s["metrics.reporter.probe.port"] == "9707-9756"  # a process without its own port stays in the range
     # the full reporter keeps every metric: Prometheus scrapes it as in any run
     assert "metrics.reporter.prom.filter.includes" not in s
-    # each process' probe sits at the same place of the next range, clear of the full reporters' ports
     assert flink._reporter_properties(9258) == ["-D", "metrics.reporter.prom.port=9258",
-                                                "-D", "metrics.reporter.probe.port=9308"]
-    assert flink.ports.probe_port(flink.ports.reporter_last) == flink.ports.reporter_last + 50
+                                                "-D", "metrics.reporter.probe.port=9708"]
+    # a process started from a config that names the probe has one; from an older config (a job manager left
+    # running from before the setting), none, and the recorder reads its full reporter
+    flink.conf_dir.mkdir(parents=True)
+    (flink.conf_dir / "config.yaml").write_text(yaml.safe_dump(plain.settings()))
     flink._remember_reporter("tm-3", 9260)
-    assert flink.probe_port_of("tm-3") == 9310 and plain.probe_port_of("tm-3") is None
-    assert flink.probe_port_of("tm-4") is None  # no such process
+    assert flink.probe_port_of("tm-3") is None
+    (flink.conf_dir / "config.yaml").write_text(yaml.safe_dump(s))
+    flink._remember_reporter("tm-3", 9260)
+    assert flink.probe_port_of("tm-3") == 9710 and flink.probe_port_of("tm-4") is None
+    flink.stop_taskmanager("tm-3")
+    assert flink.probe_port_of("tm-3") is None
+
+
+def test_a_reporter_port_whose_probe_port_is_taken_is_skipped(tmp_path: Path) -> None:
+    flink = FlinkCluster(LocalConfig(workdir=tmp_path, port_offset=12345, probe_reporter=True), Supervisor(tmp_path))
+    first = flink.ports.reporter_first
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", flink.ports.probe_port(first + 1)))
+        busy.listen()
+        assert flink.reporter_port(1) == first + 2
+    assert flink.reporter_port(1) == first + 1
+
+
+def test_the_probe_range_is_clear_of_every_port_of_the_stacks_beside_it() -> None:
+    """The calibration's stack (7000), its test's (7100) and the default one (0) run side by side."""
+    def taken(o: int) -> set[int]:
+        p = LocalConfig(port_offset=o).ports()
+        return set(p.fixed().values()) | set(range(p.reporter_first, p.reporter_last + 1))
+
+    for a in (0, 7000, 7100):
+        probe = LocalConfig(port_offset=a).ports()
+        probes = set(range(probe.probe_first, probe.probe_last + 1))
+        assert len(probes) == probe.reporter_last - probe.reporter_first + 1
+        for b in (0, 7000, 7100):
+            assert not probes & taken(b), (a, b)
+            other = LocalConfig(port_offset=b).ports()
+            assert a == b or not probes & set(range(other.probe_first, other.probe_last + 1))
 
 
 def test_prometheus_config_scrapes_every_5s_and_targets_follow_task_managers(tmp_path: Path) -> None:

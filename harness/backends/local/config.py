@@ -26,6 +26,8 @@ class Ports:
     prometheus: int
     reporter_first: int
     reporter_last: int
+    probe_first: int  # the probe reporters' range (`LocalConfig.probe_reporter`), one port per process as above
+    probe_last: int
     kafka_jmx: int
     generator_metrics: int
 
@@ -33,9 +35,13 @@ class Ports:
     def reporter_range(self) -> str:
         return f"{self.reporter_first}-{self.reporter_last}"
 
+    @property
+    def probe_range(self) -> str:
+        return f"{self.probe_first}-{self.probe_last}"
+
     def probe_port(self, reporter_port: int) -> int:
-        """The probe reporter's port beside a process' main reporter port: the same place in the next range."""
-        return reporter_port + self.reporter_last - self.reporter_first + 1
+        """The probe reporter's port beside a process' main reporter port: the same place in the probe range."""
+        return self.probe_first + reporter_port - self.reporter_first
 
     def fixed(self) -> dict[str, int]:
         """The ports a service binds exactly (the reporter range is probed, not bound up front)."""
@@ -143,6 +149,9 @@ class LocalConfig(BaseModel):
             prometheus=9090 + o,
             reporter_first=9250 + o,
             reporter_last=9299 + o,
+            # clear of every port of a stack 100 apart (the calibration's 7000 and its test's 7100)
+            probe_first=9700 + o,
+            probe_last=9749 + o,
             kafka_jmx=9404 + o,
             generator_metrics=9405 + o,
         )

@@ -41,9 +41,9 @@ TM_PREFIX = "tm-"
 PROMETHEUS_REPORTER = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 # The probe reporter's filter (`metrics.reporter.<name>.filter.includes`, "<scope>:<names>"): only what the
 # calibration's recorder reads (`harness.calibration.recorder`): 11-16 series of a task manager's ~110, 5-8 kB a
-# scrape against 49 kB. A scrape of the full reporter once a second took a 0.1-CPU map 7-8 % of its records, one
-# of this one 1 % (-5 to +3 %: benchmarks/bench_scrape_cost.py, session 26); the runs pay one full scrape per
-# Prometheus interval, and so does a calibration, whose recorder reads this one.
+# scrape against 49 kB. Scraping the full reporter once a second took a 0.1-CPU map 7-8 % of its records (-6.7 %,
+# -8.4 %), this one no more than the run-to-run noise (+3.0 %, -5.1 %: benchmarks/bench_scrape_cost.py, session
+# 26); the runs pay one full scrape per Prometheus interval, and so does a calibration, whose recorder reads this.
 PROBE_METRICS = (
     "*:busyTimeMsPerSecond,idleTimeMsPerSecond,backPressuredTimeMsPerSecond,isBackPressured,numRecordsIn,"
     "numRecordsOut,pendingRecords,recordLag,inPoolUsage",
@@ -123,8 +123,9 @@ class FlinkCluster:
             "web.submit.enable": True,
             "web.cancel.enable": True,
         }
-        if c.probe_reporter:
+        if c.probe_reporter:  # each process gets its own port below; the range keeps one without it off 9249
             s["metrics.reporter.probe.factory.class"] = PROMETHEUS_REPORTER
+            s["metrics.reporter.probe.port"] = p.probe_range
             s["metrics.reporter.probe.filter.includes"] = list(PROBE_METRICS)
         java_opts = self._distribution_java_opts(inst) if inst else ""
         if java_opts:
@@ -268,7 +269,8 @@ class FlinkCluster:
         raise StackError(f"ports {self.ports.reporter_range}", "no free Flink metrics reporter port left")
 
     def _reporter_properties(self, port: int) -> list[str]:
-        """The dynamic properties that put a process' reporters on their ports."""
+        """The dynamic properties that put a process' reporters on their ports (the job manager's probe is
+        never read: it is there because the config names the probe for every process)."""
         props = ["-D", f"metrics.reporter.prom.port={port}"]
         if self.cfg.probe_reporter:
             props += ["-D", f"metrics.reporter.probe.port={self.ports.probe_port(port)}"]
@@ -287,14 +289,29 @@ class FlinkCluster:
         return int(f.read_text()) if f.exists() else None
 
     def probe_port_of(self, name: str) -> int | None:
-        """The probe reporter's port of a process; None without `probe_reporter` or the process."""
-        port = self.reporter_port_of(name)
-        return self.ports.probe_port(port) if port is not None and self.cfg.probe_reporter else None
+        """The probe reporter's port of a process, as it was started (None: started without one, or no such
+        process): a stack already running when `probe_reporter` was set has none."""
+        f = self.dir / "run" / f"{name}.probe"
+        return int(f.read_text()) if f.exists() else None
 
     def _remember_reporter(self, name: str, port: int) -> None:
         f = self.dir / "run" / f"{name}.reporter"
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(str(port))
+        probe = self.dir / "run" / f"{name}.probe"
+        if self.cfg.probe_reporter and self._config_has_probe():
+            probe.write_text(str(self.ports.probe_port(port)))
+        else:
+            probe.unlink(missing_ok=True)
+
+    def _config_has_probe(self) -> bool:
+        """Whether the config the processes read names the probe reporter (a job manager left running from before
+        the setting keeps the config it was started with, and a task manager reads the same file)."""
+        conf = self.conf_dir / "config.yaml"
+        try:
+            return "metrics.reporter.probe.factory.class" in (yaml.safe_load(conf.read_text()) or {})
+        except (OSError, yaml.YAMLError):
+            return False
 
     def start_jobmanager(self, inst: Installation) -> None:
         if self.sup.alive(JOBMANAGER):
@@ -332,11 +349,13 @@ class FlinkCluster:
     def stop_taskmanager(self, tm_id: str) -> None:
         self.sup.stop(tm_id)
         (self.dir / "run" / f"{tm_id}.reporter").unlink(missing_ok=True)
+        (self.dir / "run" / f"{tm_id}.probe").unlink(missing_ok=True)
         self.remove_scratch(tm_id)
 
     def stop_jobmanager(self) -> None:
         self.sup.stop(JOBMANAGER)
         (self.dir / "run" / f"{JOBMANAGER}.reporter").unlink(missing_ok=True)
+        (self.dir / "run" / f"{JOBMANAGER}.probe").unlink(missing_ok=True)
         self.remove_scratch(JOBMANAGER)
 
     def prune(self, keep_logs: int) -> None:
@@ -366,7 +385,7 @@ class FlinkCluster:
             shutil.rmtree(d, ignore_errors=True)
 
     def forget_reporters(self) -> None:
-        for f in (self.dir / "run").glob("*.reporter"):
+        for f in [*(self.dir / "run").glob("*.reporter"), *(self.dir / "run").glob("*.probe")]:
             f.unlink(missing_ok=True)
 
     def taskmanager_ids(self) -> list[str]:
