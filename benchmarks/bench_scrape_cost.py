@@ -7,7 +7,9 @@ and scrapes the map's task manager once a second in two windows (60-120 s and 18
 reporter or from its probe reporter. Prints the map's records/s per window and each scraped window against the
 quiet windows either side of it, interpolated in time (the map keeps speeding up for minutes, so a plain mean
 of the quiet windows would flatter the scraped ones). Prometheus scrapes every task manager every 5 s
-throughout, as in any run. Session 26 (one run each): full -7 % and -8 %, probe +3 % and -5 %.
+throughout, as in any run. Session 26, two runs each (the first two driven by hand the same way): full -6.7 % /
+-8.4 % and +3.0 % / -2.7 %, probe +3.0 % / -5.1 % and -4.6 % / -4.8 %: a window's noise (sd 1-4k of ~46k per 5-s
+point, the two runs' quiet windows apart by up to 7 %) is as large as the effect, so this does not resolve it.
 
     flock /tmp/bench-realstack.lock .venv/bin/python benchmarks/bench_scrape_cost.py --reporter full
     flock /tmp/bench-realstack.lock .venv/bin/python benchmarks/bench_scrape_cost.py --reporter probe

@@ -79,9 +79,8 @@ class Provenance(_Model):
                           "when the query was measured; None: not measured (profiles from before it was recorded)")
     probe_share: float | None = Field(
         None, description="the fraction of the recorder's task-manager scrapes read from the filtered probe reporter "
-                          "(local.probe_reporter) rather than the full one, whose scrape each second cost a 0.1-CPU "
-                          "task manager 7-8 % of its records; None: not recorded (profiles from before the probe: "
-                          "all full)")
+                          "(local.probe_reporter, a tenth of the full one's bytes) rather than the full one; None: not "
+                          "recorded (profiles from before the probe: all full)")
     duration_s: float = Field(description="wall time of this query's measurement")
     quick: bool = False
     notes: list[str] = Field(default_factory=list)

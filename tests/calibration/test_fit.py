@@ -793,8 +793,8 @@ def test_reporter_text_is_parsed_into_one_subtask_row() -> None:
 
 
 def test_recorder_reads_the_probe_reporter_and_falls_back_to_the_full_one(caplog: pytest.LogCaptureFixture) -> None:
-    """Over HTTP as on the stack: the recorder scrapes a task manager's probe reporter (a full scrape each second
-    costs a 0.1-CPU task manager 7-8 % of its records), and its full one only where the probe does not answer."""
+    """Over HTTP as on the stack: the recorder scrapes a task manager's probe reporter (a tenth of the full one's
+    bytes, each second), and its full one only where the probe does not answer."""
     import os
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

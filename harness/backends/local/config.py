@@ -134,9 +134,8 @@ class LocalConfig(BaseModel):
     probe_reporter: bool = Field(
         False, description="a second Prometheus reporter on every Flink process, filtered to the few metrics "
                            "`bench calibrate` reads each second (`harness.backends.local.flink.PROBE_METRICS`): "
-                           "a scrape of the full reporter costs a 0.1-CPU task manager 7-8 % of its records "
-                           "at one per second (measured), so the calibration reads this one and the task "
-                           "managers bear what Prometheus' own scrapes cost them in any run")
+                           "a tenth of the full reporter's bytes, so the calibration's task managers bear little "
+                           "more reading than Prometheus' own scrapes in any run")
     startup_timeout_s: float = Field(120.0, gt=0, description="how long `up` waits for a service to be healthy")
 
     def ports(self) -> Ports:

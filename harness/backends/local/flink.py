@@ -41,9 +41,10 @@ TM_PREFIX = "tm-"
 PROMETHEUS_REPORTER = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 # The probe reporter's filter (`metrics.reporter.<name>.filter.includes`, "<scope>:<names>"): only what the
 # calibration's recorder reads (`harness.calibration.recorder`): 11-16 series of a task manager's ~110, 5-8 kB a
-# scrape against 49 kB. Scraping the full reporter once a second took a 0.1-CPU map 7-8 % of its records (-6.7 %,
-# -8.4 %), this one no more than the run-to-run noise (+3.0 %, -5.1 %: benchmarks/bench_scrape_cost.py, session
-# 26); the runs pay one full scrape per Prometheus interval, and so does a calibration, whose recorder reads this.
+# scrape against 49 kB. What a scrape each second costs a 0.1-CPU task manager's records is within the A/B's noise
+# either way (full: -8.4 % to +3.0 %, probe: -5.1 % to +3.0 %, two runs each: benchmarks/bench_scrape_cost.py,
+# session 26), but the probe keeps the calibration's extra reading to a tenth of the bytes: a run's task managers
+# are read once per Prometheus interval, and a calibration's are that and this.
 PROBE_METRICS = (
     "*:busyTimeMsPerSecond,idleTimeMsPerSecond,backPressuredTimeMsPerSecond,isBackPressured,numRecordsIn,"
     "numRecordsOut,pendingRecords,recordLag,inPoolUsage",
