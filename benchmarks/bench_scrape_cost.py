@@ -32,6 +32,8 @@ import requests
 import yaml
 
 from harness.backends.local.config import LocalConfig
+from harness.backends.local.stack import LocalStack
+from harness.calibration.recorder import parse_reporter
 
 SCRAPED = ((60.0, 120.0), (180.0, 240.0))  # seconds after the job runs
 QUIET = ((20.0, 60.0), (120.0, 180.0), (240.0, 300.0))
@@ -51,47 +53,42 @@ def experiment(quota: float, probe: bool, duration_s: int) -> dict[str, Any]:
     }
 
 
-def wait_running(rest: str, stop: threading.Event) -> float | None:
+def wait_running(stack: LocalStack, stop: threading.Event) -> float | None:
     """Wall time at which the job manager first lists a running job (None when stopped first)."""
     while not stop.is_set():
-        try:
-            jobs = requests.get(f"{rest}/jobs/overview", timeout=2).json().get("jobs", [])
-            if any(j.get("state") == "RUNNING" for j in jobs):
-                return time.time()
-        except (requests.RequestException, ValueError):
-            pass
+        if any(j.get("state") == "RUNNING" for j in stack.rest.jobs()):
+            return time.time()
         stop.wait(0.5)
     return None
 
 
-def operator_port(cfg: LocalConfig, operator: str, probe: bool) -> int | None:
+def operator_port(stack: LocalStack, operator: str, probe: bool) -> int | None:
     """The reporter port of the task manager running `operator` (its full reporter names its task); with `probe`,
-    its probe reporter's, as the stack recorded it when it started the task manager (None: it has none)."""
-    for f in sorted((cfg.root / "flink" / "run").glob("tm-*.reporter")):
-        port = int(f.read_text())
+    its probe reporter's as the stack started it (None: it has none)."""
+    for tm in stack.taskmanager_ids():
+        port = stack.flink.reporter_port_of(tm)
+        if port is None:
+            continue
         try:
             text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         except requests.RequestException:
             continue
-        if f'task_name="{operator}"' in text:
-            if not probe:
-                return port
-            probe_file = f.with_suffix(".probe")
-            return int(probe_file.read_text()) if probe_file.exists() else None
+        if parse_reporter(text, None).get("operator") == operator:  # the recorder's reading of its task label
+            return stack.flink.probe_port_of(tm) if probe else port
     return None
 
 
-def scrape(cfg: LocalConfig, probe: bool, stop: threading.Event, log: list[tuple[float, float, int]]) -> None:
+def scrape(stack: LocalStack, probe: bool, stop: threading.Event, log: list[tuple[float, float, int]]) -> None:
     """Once a second inside the scraped windows: GET the map's reporter (seconds after the job ran, wall
     seconds the scrape took, bytes)."""
-    began = wait_running(f"http://127.0.0.1:{cfg.ports().flink_rest}", stop)
+    began = wait_running(stack, stop)
     if began is None:
         return
     port = None
     while not stop.is_set() and time.time() - began < SCRAPED[-1][1]:
         t = time.time() - began
         if any(a <= t < b for a, b in SCRAPED):
-            port = port or operator_port(cfg, OPERATOR, probe)
+            port = port or operator_port(stack, OPERATOR, probe)
             if port is not None:
                 t0 = time.time()
                 try:
@@ -146,10 +143,10 @@ def main() -> int:
     results.mkdir(parents=True, exist_ok=True)
     exp_file = results / "experiment.yaml"
     exp_file.write_text(yaml.safe_dump(experiment(args.quota, probe, duration), sort_keys=False))
-    cfg = LocalConfig()
+    stack = LocalStack(LocalConfig())  # the default stack `bench run` brings up: its ports and process files
     stop = threading.Event()
     log: list[tuple[float, float, int]] = []
-    th = threading.Thread(target=scrape, args=(cfg, probe, stop, log), daemon=True)
+    th = threading.Thread(target=scrape, args=(stack, probe, stop, log), daemon=True)
     th.start()
     bench = Path(sys.executable).parent / "bench"
     try:

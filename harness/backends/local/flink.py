@@ -349,14 +349,12 @@ class FlinkCluster:
 
     def stop_taskmanager(self, tm_id: str) -> None:
         self.sup.stop(tm_id)
-        (self.dir / "run" / f"{tm_id}.reporter").unlink(missing_ok=True)
-        (self.dir / "run" / f"{tm_id}.probe").unlink(missing_ok=True)
+        self._forget_reporter(tm_id)
         self.remove_scratch(tm_id)
 
     def stop_jobmanager(self) -> None:
         self.sup.stop(JOBMANAGER)
-        (self.dir / "run" / f"{JOBMANAGER}.reporter").unlink(missing_ok=True)
-        (self.dir / "run" / f"{JOBMANAGER}.probe").unlink(missing_ok=True)
+        self._forget_reporter(JOBMANAGER)
         self.remove_scratch(JOBMANAGER)
 
     def prune(self, keep_logs: int) -> None:
@@ -384,6 +382,11 @@ class FlinkCluster:
                      key=lambda d: int(d.name.removeprefix(TM_PREFIX)))
         for d in old[:max(0, len(old) - keep)]:
             shutil.rmtree(d, ignore_errors=True)
+
+    def _forget_reporter(self, name: str) -> None:
+        """A stopped process' reporter ports (the full one's and the probe's) are free again."""
+        for suffix in ("reporter", "probe"):
+            (self.dir / "run" / f"{name}.{suffix}").unlink(missing_ok=True)
 
     def forget_reporters(self) -> None:
         for f in [*(self.dir / "run").glob("*.reporter"), *(self.dir / "run").glob("*.probe")]:
