@@ -62,6 +62,7 @@ class ReportInput:
     cpu: tuple[list[str], list[list[str]]] | None = None  # both sides' CPU readings by load (cpu_readings.py)
     repeats: list[Tau] = field(default_factory=list)  # local repetitions ranked against each other (compare.py)
     saturation: tuple[list[str], list[list[str]]] | None = None  # rates at the limit vs the profile (saturation.py)
+    ages: tuple[list[str], list[list[str]]] | None = None  # the same, by time since the (re)start (saturation.py)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -236,6 +237,14 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
                  f"{READINGS_AFTER_RESTART_S:.0f} s of a (re)start or with a rate missing are left out; n/a: never "
                  "seen at its limit.")
         _table_section(md, h, "Rates at the limit: local vs the sim's capacity", intro, inp.saturation)
+    if inp.ages and inp.ages[1]:
+        intro = ("The same spans at the limit as a share of the capacity the sim runs the operator at in its input "
+                 "layout, by the time from the job's latest (re)start to the span's end: local / sim median share "
+                 "(their time at the limit). A task manager that keeps running keeps speeding up past the warm-up "
+                 "the profile measured (a rising local row); the sim's follow the measured warm-up only. The time "
+                 "since the (re)start is the youngest task manager's age at most: a rescale keeps the running ones. "
+                 "Spans of an unknown input layout are left out; n/a: not at its limit in that band.")
+        _table_section(md, h, "Rates at the limit by time since the (re)start", intro, inp.ages)
     md.append("\n## Cells\n")
     h.append("<h2>Cells</h2>")
     for c in inp.cells:

@@ -18,7 +18,11 @@ operator over all the cells' runs (the profile is the query's): the figure is th
 the quartiles. Spans are kept apart by how the operator took its input then (`InputLayout`): a subtask fed over
 several channels (by key or round-robin from 2+ upstream subtasks) runs at the fraction the calibration measured
 there (`calibrated_profile.FedScaledOut`), so each layout is set against the capacity the sim runs it at in that
-layout. It only reports: nothing here feeds the model (model, don't tune).
+layout. The same spans, as a share of that capacity, are also set out by the time since the job's latest
+(re)start (`age_rows`): a task manager that keeps running speeds up for minutes past the warm-up the profile
+measured (q1's map, session 26: 44-48k records/s 20-60 s in, 51-53k 240-300 s in), and the sim's task managers
+follow only the measured warm-up; the time since the (re)start is the youngest task manager's age at most (a
+rescale keeps the running ones). It only reports: nothing here feeds the model (model, don't tune).
 """
 
 from __future__ import annotations
@@ -76,10 +80,11 @@ class SaturationRow:
 def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str],
              keyed: bool | None = False, cpu_saturated: float = 1.0) -> pd.DataFrame:
     """One run's spans where `operator` was at its limit: columns rate (records per subtask, the span's mean),
-    seconds (the span) and layout (its `InputLayout` then; `keyed` None: not recorded). `cpu_saturated`: the
-    share of its quota its CPU reached saturated in the calibration."""
+    seconds (the span), layout (its `InputLayout` then; `keyed` None: not recorded) and since (seconds from the
+    job's latest (re)start to the span's end). `cpu_saturated`: the share of its quota its CPU reached saturated
+    in the calibration."""
     empty = pd.DataFrame({"rate": pd.Series(dtype=float), "seconds": pd.Series(dtype=float),
-                          "layout": pd.Series(dtype=str)})
+                          "layout": pd.Series(dtype=str), "since": pd.Series(dtype=float)})
     ts = rec.timeseries
     agg = ts[ts.subtask == -1]
 
@@ -111,9 +116,9 @@ def at_limit(rec: Any, operator: str, source: bool, upstream: Sequence[str],
     keep = ((cpu.to_numpy() >= SATURATED_CPU * cpu_saturated) & (sh == 1.0) & (since >= AFTER_RESTART_S) & (p >= 1)
             & (own < HELD_BACK) & queued & np.isfinite(took))  # own NaN: unknown, left out
     up_par = [in_force(series(Metric.PARALLELISM, up).dropna(), t, math.nan) for up in upstream]
-    rows = [(took[i] / p[i], span, str(_layout(source, keyed, int(p[i]), [u[i] for u in up_par])))
+    rows = [(took[i] / p[i], span, str(_layout(source, keyed, int(p[i]), [u[i] for u in up_par])), float(since[i]))
             for i in np.flatnonzero(keep)]
-    return pd.DataFrame(rows, columns=["rate", "seconds", "layout"]) if rows else empty
+    return pd.DataFrame(rows, columns=["rate", "seconds", "layout", "since"]) if rows else empty
 
 
 def _layout(source: bool, keyed: bool | None, parallelism: int, upstream: Sequence[float]) -> InputLayout:
@@ -128,11 +133,11 @@ def _layout(source: bool, keyed: bool | None, parallelism: int, upstream: Sequen
     return InputLayout.SEVERAL_CHANNELS if answers.pop() else InputLayout.ONE_CHANNEL
 
 
-def _spread(runs: Sequence[pd.DataFrame]) -> Spread:
+def _spread(runs: Sequence[pd.DataFrame], column: str = "rate") -> Spread:
     spans = pd.concat([r for r in runs if len(r)]) if any(len(r) for r in runs) else None
     if spans is None:
         return Spread(math.nan, math.nan, math.nan, 0.0, 0)
-    q25, med, q75 = np.percentile(spans.rate.to_numpy(), [25, 50, 75])
+    q25, med, q75 = np.percentile(spans[column].to_numpy(), [25, 50, 75])
     return Spread(float(med), float(q25), float(q75), float(spans.seconds.sum()), sum(1 for r in runs if len(r)))
 
 
@@ -142,12 +147,24 @@ def _keyed(sim: Any) -> dict[str, bool | None]:
     return {str(sp["name"]): (bool(sp["keyed"]) if "keyed" in sp else None) for sp in specs}
 
 
-def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[SaturationRow]:
-    """Per query, operator and input layout (pooled over its cells' local and sim records): both sides'
-    records per subtask at the limit against the capacity the sim runs the operator at in that layout. A layout
-    neither side was seen at its limit in has no row, nor an operator whose sim records hold no calibrated
-    capacity."""
-    pooled: dict[tuple[str, str], tuple[float, float, list[pd.DataFrame], list[pd.DataFrame]]] = {}
+@dataclass
+class _Pooled:
+    """One query's operator over all its cells: the calibrated capacity, the fed fraction, both sides' spans."""
+
+    capacity: float
+    fed_fraction: float
+    local: list[pd.DataFrame]
+    sim: list[pd.DataFrame]
+
+    def capacity_in(self, layout: InputLayout) -> float:
+        """The capacity the sim runs the operator at in `layout`."""
+        return self.capacity * self.fed_fraction if layout is InputLayout.SEVERAL_CHANNELS else self.capacity
+
+
+def _pooled(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> dict[tuple[str, str], _Pooled]:
+    """Per query and operator (pooled over its cells' local and sim records): each run's spans at the limit. An
+    operator whose sim records hold no calibrated capacity is left out."""
+    pooled: dict[tuple[str, str], _Pooled] = {}
     for local, sims in cells.values():
         if not local or not sims:
             continue
@@ -159,19 +176,76 @@ def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) ->
         for name, source, ups in operators(sims[0]):
             if name not in caps:
                 continue
-            _, _, loc, sim = pooled.setdefault((query, name), (caps[name], float(fed.get(name, 1.0)), [], []))
+            one = pooled.setdefault((query, name), _Pooled(caps[name], float(fed.get(name, 1.0)), [], []))
             args = (name, source, ups, keyed.get(name), float(saturated.get(name, 1.0)))
-            loc += [at_limit(r, *args) for r in local]
-            sim += [at_limit(r, *args) for r in sims]
+            one.local += [at_limit(r, *args) for r in local]
+            one.sim += [at_limit(r, *args) for r in sims]
+    return pooled
+
+
+def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[SaturationRow]:
+    """Per query, operator and input layout (pooled over its cells' local and sim records): both sides'
+    records per subtask at the limit against the capacity the sim runs the operator at in that layout. A layout
+    neither side was seen at its limit in has no row, nor an operator whose sim records hold no calibrated
+    capacity."""
     out = []
-    for (query, name), (cap, fed_fraction, loc, sim) in pooled.items():
+    for (query, name), one in _pooled(cells).items():
         for layout in InputLayout:
-            lo = _spread([r[r.layout == str(layout)] for r in loc])
-            si = _spread([r[r.layout == str(layout)] for r in sim])
+            lo = _spread([r[r.layout == str(layout)] for r in one.local])
+            si = _spread([r[r.layout == str(layout)] for r in one.sim])
             if lo.runs or si.runs:
-                at = cap * fed_fraction if layout is InputLayout.SEVERAL_CHANNELS else cap
-                out.append(SaturationRow(query, name, layout, cap, at, lo, si))
+                out.append(SaturationRow(query, name, layout, one.capacity, one.capacity_in(layout), lo, si))
     return out
+
+
+AGE_BANDS = (AFTER_RESTART_S, 60.0, 120.0, 240.0, math.inf)  # seconds since the job's latest (re)start
+
+
+@dataclass(frozen=True)
+class AgeRow:
+    """One operator's rate at its limit as a share of the sim's capacity in its input layout, per `AGE_BANDS`
+    band of the time since the job's latest (re)start (spans of an unknown layout left out)."""
+
+    query: str
+    operator: str
+    local: tuple[Spread, ...]
+    sim: tuple[Spread, ...]
+
+
+def age_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[AgeRow]:
+    """Per query and operator seen at its limit on either side: both sides' shares of the sim's capacity by the
+    time since the (re)start, so a speed-up with the task managers' age shows as a rising local row."""
+
+    def shares(runs: Sequence[pd.DataFrame], capacity_in: Any, lo: float, hi: float) -> list[pd.DataFrame]:
+        out = []
+        for r in runs:
+            r = r[(r.since >= lo) & (r.since < hi) & (r.layout != str(InputLayout.UNKNOWN))]
+            out.append(r.assign(share=r.rate / [capacity_in(InputLayout(x)) for x in r.layout]))
+        return out
+
+    out = []
+    for (query, name), one in _pooled(cells).items():
+        bands = list(zip(AGE_BANDS[:-1], AGE_BANDS[1:], strict=True))
+        lo = tuple(_spread(shares(one.local, one.capacity_in, a, b), "share") for a, b in bands)
+        si = tuple(_spread(shares(one.sim, one.capacity_in, a, b), "share") for a, b in bands)
+        if any(s.runs for s in lo + si):
+            out.append(AgeRow(query, name, lo, si))
+    return out
+
+
+def age_table(rows: Sequence[AgeRow]) -> tuple[list[str], list[list[str]]]:
+    """The report's table: per band, local / sim median share of the sim's capacity (their time at the limit);
+    n/a where a side was never at its limit in the band, never 0."""
+    def band(a: float, b: float) -> str:
+        return f"{a:.0f} s and later" if math.isinf(b) else f"{a:.0f}-{b:.0f} s"
+
+    def share(s: Spread) -> str:
+        return "n/a" if math.isnan(s.median) else f"{s.median:.2f}"
+
+    head = ["query", "operator"] + [band(a, b) for a, b in zip(AGE_BANDS[:-1], AGE_BANDS[1:], strict=True)]
+    body = [[r.query, r.operator] + [f"{share(lo)} / {share(si)} ({lo.seconds:.0f} s / {si.seconds:.0f} s)"
+                                     for lo, si in zip(r.local, r.sim, strict=True)] for r in rows]
+    return head, body
 
 
 def saturation_table(rows: Sequence[SaturationRow]) -> tuple[list[str], list[list[str]]]:

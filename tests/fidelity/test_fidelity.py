@@ -640,9 +640,12 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     from harness.calibrated_profile import HELD_BACK
     from harness.fidelity.readings import AFTER_RESTART_S
     from harness.fidelity.saturation import (
+        AGE_BANDS,
         SATURATED_CPU,
         WAITED_S,
         InputLayout,
+        age_rows,
+        age_table,
         at_limit,
         saturation_rows,
         saturation_table,
@@ -657,14 +660,14 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     spans_per_run = len([t for t in np.arange(15.0, end, 15.0) + 0.1  # the run's start and the rescale restart it
                          if t - (0.0 if t < rescale_at else rescale_at) >= AFTER_RESTART_S])
 
-    def record(name: str, took: float = 0.8, cpu: float = 0.98, upstream_bp: float = 600.0, own_bp: float = 0.0,
-               waited_s: float = 20.0, gap_at: float | None = None, as_sim: bool = False,
+    def record(name: str, took: float | np.ndarray = 0.8, cpu: float = 0.98, upstream_bp: float = 600.0,
+               own_bp: float = 0.0, waited_s: float = 20.0, gap_at: float | None = None, as_sim: bool = False,
                map_after: float = 2.0) -> RunRecord:
         """Map and source at 1 subtask until `rescale_at`, then 2 (the map `map_after`), each taking `took` x its
         capacity per subtask (5-s samples), the CPU read every 15 s; the source backpressured `upstream_bp`, the
         map `own_bp` ms/s."""
         t = np.arange(5.0, end, 5.0)
-        frac = np.full(len(t), took)
+        frac = np.broadcast_to(np.asarray(took, dtype=float), t.shape).copy()  # a share per 5-s sample, or one
         if gap_at is not None:
             frac[np.argmin(np.abs(t - gap_at))] = np.nan
         read = np.arange(15.0, end, 15.0) + 0.1
@@ -745,6 +748,28 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     old_sim = dataclasses.replace(record("sim-old", as_sim=True), meta=old_meta)
     layouts = {r.layout for r in saturation_rows({"a": ([full], [old_sim])}) if r.operator == "map"}
     assert layouts == {InputLayout.ONE_CHANNEL, InputLayout.UNKNOWN}  # 1 behind 1: one channel; 2 behind 2: unknown
+    # by the time since the (re)start: each span's end, its rate as a share of the sim's capacity in its layout.
+    # A map that takes 0.7 of its capacity until 120 s after each (re)start and 0.9 after it (the run's start and
+    # the rescale at 300 s): 0.7 in the bands before 120 s, 0.9 from it (one 0.7 span ends at 120.1 s)
+    t5 = np.arange(5.0, end, 5.0)
+    aging = record("aging", took=np.where(np.where(t5 < rescale_at, t5, t5 - rescale_at) > 120.0, 0.9, 0.7))
+    assert set(at_limit(aging, "map", False, ["bids_source"]).since.round(1)) == {
+        round(x - (0.0 if x < rescale_at else rescale_at), 1) for x in np.arange(15.0, end, 15.0) + 0.1
+        if x - (0.0 if x < rescale_at else rescale_at) >= AFTER_RESTART_S}
+    (age,) = [r for r in age_rows({"a": ([aging], [full_sim])}) if r.operator == "map"]
+    assert len(age.local) == len(age.sim) == len(AGE_BANDS) - 1
+    assert [s.median for s in age.local] == pytest.approx([0.7, 0.7, 0.9, 0.9])
+    assert [s.median for s in age.sim] == pytest.approx([1.0] * 4)  # the sim's record at its capacity throughout
+    assert sum(s.seconds for s in age.local) == pytest.approx(15.0 * spans_per_run)
+    head, (row,) = age_table([age])
+    assert dict(zip(head, row, strict=True))["120-240 s"].startswith("0.90 / 1.00 (")
+    # spans of an unknown layout have no capacity to share: left out; a side never at its limit reads n/a
+    (old,) = [r for r in age_rows({"a": ([full], [old_sim])}) if r.operator == "map"]
+    assert sum(s.seconds for s in old.local) == pytest.approx(15.0 * len([x for x in np.arange(15.0, rescale_at, 15.0)
+                                                                          if x + 0.1 >= AFTER_RESTART_S]))
+    (never,) = [r for r in age_rows({"a": ([record("c2", cpu=0.5)], [full_sim])}) if r.operator == "map"]
+    head, (row,) = age_table([never])
+    assert all(cell.startswith("n/a / ") for cell in row[2:])
 
 
 def test_an_archive_of_the_local_records_rebuilds_the_same_report_on_another_machine(tmp_path: Path) -> None:
