@@ -834,18 +834,33 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
     phases (`saturations`: the plateaus where it limited): at share 1.0, itself at one subtask, an upstream one at
     two or more, over `capacity`. Only where `capacity` also rests on a saturation fed by one subtask at share 1.0
     (else it is the fed capacity already: q1's map, whose source limited the overload phase). None for a source,
-    or where either is missing."""
+    or where either is missing.
+
+    For an operator that keeps state, a bottleneck phase counts only with no more state per subtask than the
+    largest of those fed by one subtask: beyond it the ratio mixes what the state costs with what the channels do.
+    Measured (session 27, q11's window at 0.1 CPU): its bottleneck phase behind 3 source subtasks, ten minutes
+    into the calibration at 7.1 MB of state and a 9-million-record backlog, took 9.9k records/s (0.48 of its
+    capacity), while fixed layouts on a fresh backlog in the same hour (`experiments/layout-q11.yaml`) had it take
+    16.2k behind 3, 14.4k behind 2 and 17.5k behind 1, and slow down the longer the overload went on."""
     if not spec.upstream or capacity <= 0:
         return None
 
     def feeding(pl: OpPlateau) -> int:
         return max(pl.phase.parallelism.get(u, 1) for u in spec.upstream)
 
+    def state(pl: OpPlateau) -> float:
+        return pl.phase.state_bytes / max(1, _subtasks(pl))
+
     at_one = [pl for pl in saturations if pl.p.share == 1.0 and _subtasks(pl) == 1 and math.isfinite(pl.p.rate_in)
               and pl.p.rate_in > 0]
     fed = [pl for pl in at_one if pl.phase.kind == "bottleneck" and pl.phase.operator == spec.name
            and feeding(pl) >= 2]
-    if not fed or not [pl for pl in at_one if feeding(pl) == 1]:
+    by_one = [pl for pl in at_one if feeding(pl) == 1]
+    if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
+        known = [state(pl) for pl in by_one if math.isfinite(state(pl))]
+        if known:  # a phase whose state is unknown cannot be told apart: kept
+            fed = [pl for pl in fed if not state(pl) > max(known)]
+    if not fed or not by_one:
         return None
     rate = float(np.mean([pl.p.rate_in for pl in fed]))
     return FedScaledOut(fraction=rate / capacity, rate=rate, upstream_subtasks=[feeding(pl) for pl in fed],
