@@ -182,8 +182,9 @@ class StateCost(_Model):
     max_state_bytes: float = Field(0.0, description="largest per-subtask state seen: the fit holds up to here")
     n: int = 0
     slope_p: float = Field(math.nan, description="two-sided p-value of the cost-versus-state slope (NaN: fewer than "
-                                                 "three points, or a profile from before it was kept); per_gb is 0 "
-                                                 "unless it is under harness.calibration.fit.STATE_SLOPE_P")
+                                                 "three points, no spread in state, or a profile from before it was "
+                                                 "kept); per_gb is 0 unless it is under "
+                                                 "harness.calibration.fit.STATE_SLOPE_P")
 
 
 class PendingModel(_Model):

@@ -636,7 +636,7 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
             scaled_out_subtasks=sorted({_subtasks(pl) for pl in scaled}) if wide is not None else [],
         )
         state = None
-        if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
+        if _keeps_state(spec):
             state = _state(m, spec.name, spec.state_ttl_s, mine, cpu)
         par_eff = {}
         for pl in mine:
@@ -837,7 +837,10 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
     or where either is missing.
 
     For an operator that keeps state, a bottleneck phase counts only with no more state per subtask than the
-    largest of those fed by one subtask: beyond it the ratio mixes what the state costs with what the channels do.
+    largest of the saturations fed by one subtask: beyond it the ratio mixes what the channels do with what came
+    with the larger state (its cost, or, as the state grows with it, how long the overload has run: the window
+    below slows down the longer it runs overloaded). A state unknown or 0 (not read) on either side compares
+    nothing: a bottleneck phase whose state is unknown is kept, and with no known state fed by one subtask, all are.
     Measured (session 27, q11's window at 0.1 CPU): its bottleneck phase behind 3 source subtasks, ten minutes
     into the calibration at 7.1 MB of state and a 9-million-record backlog, took 9.9k records/s (0.48 of its
     capacity), while fixed layouts on a fresh backlog in the same hour (`experiments/layout-q11.yaml`) had it take
@@ -848,23 +851,29 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
     def feeding(pl: OpPlateau) -> int:
         return max(pl.phase.parallelism.get(u, 1) for u in spec.upstream)
 
-    def state(pl: OpPlateau) -> float:
-        return pl.phase.state_bytes / max(1, _subtasks(pl))
+    def state(pl: OpPlateau) -> float:  # the job's checkpointed state over the operator's one subtask (at_one)
+        s = pl.phase.state_bytes
+        return s if math.isfinite(s) and s > 0 else math.nan
 
     at_one = [pl for pl in saturations if pl.p.share == 1.0 and _subtasks(pl) == 1 and math.isfinite(pl.p.rate_in)
               and pl.p.rate_in > 0]
     fed = [pl for pl in at_one if pl.phase.kind == "bottleneck" and pl.phase.operator == spec.name
            and feeding(pl) >= 2]
     by_one = [pl for pl in at_one if feeding(pl) == 1]
-    if spec.state_ttl_s is not None or spec.state_bytes_per_record > 0:
+    if _keeps_state(spec):
         known = [state(pl) for pl in by_one if math.isfinite(state(pl))]
-        if known:  # a phase whose state is unknown cannot be told apart: kept
-            fed = [pl for pl in fed if not state(pl) > max(known)]
+        if known:
+            fed = [pl for pl in fed if math.isnan(state(pl)) or state(pl) <= max(known)]
     if not fed or not by_one:
         return None
     rate = float(np.mean([pl.p.rate_in for pl in fed]))
     return FedScaledOut(fraction=rate / capacity, rate=rate, upstream_subtasks=[feeding(pl) for pl in fed],
                         phases=[pl.phase.name for pl in fed])
+
+
+def _keeps_state(spec: OperatorSpec) -> bool:
+    """The operator holds keyed state (a TTL or bytes per record in its topology)."""
+    return spec.state_ttl_s is not None or spec.state_bytes_per_record > 0
 
 
 def _coldstarts(m: Measurement) -> list[PhaseRecord]:

@@ -645,21 +645,21 @@ def state_cost(state_gb: Sequence[float], cost_per_record: Sequence[float], byte
                max_state_bytes: float) -> StateCost:
     """Per-record cost against the state a subtask holds: cost = c0 (1 + per_gb x GB), c0 the intercept.
 
-    A slope the points cannot tell from none (p >= `STATE_SLOPE_P`, or fewer than three points) is no growth:
-    q11's window at 0.1 CPU (session 27) read +5 % per MB over 0.6-3.4 MB of state at p = 0.15 (r2 0.32, eight
-    phases), which the sim would have run 30 % slower at the 7 MB a backlog can leave. `slope_p` keeps the
-    p-value either way."""
-    line = fit_line(state_gb, cost_per_record)
+    A slope the points cannot tell from none (p >= `STATE_SLOPE_P`, or fewer than three points, or no spread in
+    state) is no growth: q11's window at 0.1 CPU (session 27) read +5 % per MB over 0.6-3.4 MB of state at p = 0.15
+    (r2 0.32, eight phases), which the sim would have run about 27 % slower at the 7 MB a backlog can leave.
+    `slope_p` keeps the p-value either way. The phases' points are not independent draws (the state grows with the
+    time the calibration has run, and the slope mixes the two), so the p-value is a guard, not a test of a cause."""
     xa, ya = np.asarray(state_gb, dtype=float), np.asarray(cost_per_record, dtype=float)
     keep = np.isfinite(xa) & np.isfinite(ya)
-    p_value = math.nan
-    if keep.sum() >= 3 and np.ptp(xa[keep]) > 0.0:
-        p_value = float(stats.linregress(xa[keep], ya[keep]).pvalue)
-    per_gb = 0.0
-    if (math.isfinite(line.slope) and math.isfinite(line.intercept) and line.intercept > 0
-            and math.isfinite(p_value) and p_value < STATE_SLOPE_P):
-        per_gb = max(0.0, line.slope / line.intercept)
-    return StateCost(bytes_per_record=bytes_per_record, per_gb=per_gb, max_state_bytes=max_state_bytes, n=line.n,
+    xa, ya = xa[keep], ya[keep]
+    per_gb, p_value = 0.0, math.nan
+    if len(xa) >= 3 and np.ptp(xa) > 0.0:
+        line = stats.linregress(xa, ya)
+        p_value = float(line.pvalue)
+        if line.intercept > 0 and p_value < STATE_SLOPE_P:
+            per_gb = max(0.0, float(line.slope) / float(line.intercept))
+    return StateCost(bytes_per_record=bytes_per_record, per_gb=per_gb, max_state_bytes=max_state_bytes, n=len(xa),
                      slope_p=p_value)
 
 

@@ -240,8 +240,9 @@ def write_report(inp: ReportInput, out_dir: Path, stem: str) -> tuple[Path, Path
     if inp.ages and inp.ages[1]:
         intro = ("The same spans at the limit as a share of the capacity the sim runs the operator at in its input "
                  "layout, by the time from the job's latest (re)start to the span's end: local / sim median share "
-                 "(their time at the limit). A task manager that keeps running keeps speeding up past the warm-up "
-                 "the profile measured (a rising local row); the sim's follow the measured warm-up only. The time "
+                 "(their time at the limit). A task manager that keeps running may speed up past the warm-up the "
+                 "profile measured (q1's map, session 26: a rising local row) or slow down under a long overload "
+                 "(q11's window, session 27); the sim's follow the measured warm-up only. The time "
                  "since the (re)start is the youngest task manager's age at most: a rescale keeps the running ones. "
                  "Spans of an unknown input layout are left out; n/a: not at its limit in that band.")
         _table_section(md, h, "Rates at the limit by time since the (re)start", intro, inp.ages)

@@ -19,16 +19,17 @@ the quartiles. Spans are kept apart by how the operator took its input then (`In
 several channels (by key or round-robin from 2+ upstream subtasks) runs at the fraction the calibration measured
 there (`calibrated_profile.FedScaledOut`), so each layout is set against the capacity the sim runs it at in that
 layout. The same spans, as a share of that capacity, are also set out by the time since the job's latest
-(re)start (`age_rows`): a task manager that keeps running speeds up for minutes past the warm-up the profile
-measured (q1's map, session 26: 44-48k records/s 20-60 s in, 51-53k 240-300 s in), and the sim's task managers
-follow only the measured warm-up; the time since the (re)start is the youngest task manager's age at most (a
-rescale keeps the running ones). It only reports: nothing here feeds the model (model, don't tune).
+(re)start (`age_rows`): a task manager that keeps running may speed up for minutes past the warm-up the profile
+measured (q1's map, session 26: 44-48k records/s 20-60 s in, 51-52k 240-300 s in) or slow down under a long
+overload (q11's window, session 27), and the sim's task managers follow only the measured warm-up; the time since
+the (re)start is the youngest task manager's age at most (a rescale keeps the running ones). It only reports:
+nothing here feeds the model (model, don't tune).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -199,6 +200,7 @@ def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) ->
 
 
 AGE_BANDS = (AFTER_RESTART_S, 60.0, 120.0, 240.0, math.inf)  # seconds since the job's latest (re)start
+_BANDS = tuple(zip(AGE_BANDS[:-1], AGE_BANDS[1:], strict=True))  # each band's [from, to)
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,8 @@ def age_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[A
     """Per query and operator seen at its limit on either side: both sides' shares of the sim's capacity by the
     time since the (re)start, so a speed-up with the task managers' age shows as a rising local row."""
 
-    def shares(runs: Sequence[pd.DataFrame], capacity_in: Any, lo: float, hi: float) -> list[pd.DataFrame]:
+    def shares(runs: Sequence[pd.DataFrame], capacity_in: Callable[[InputLayout], float], lo: float,
+               hi: float) -> list[pd.DataFrame]:
         out = []
         for r in runs:
             r = r[(r.since >= lo) & (r.since < hi) & (r.layout != str(InputLayout.UNKNOWN))]
@@ -225,9 +228,8 @@ def age_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[A
 
     out = []
     for (query, name), one in _pooled(cells).items():
-        bands = list(zip(AGE_BANDS[:-1], AGE_BANDS[1:], strict=True))
-        lo = tuple(_spread(shares(one.local, one.capacity_in, a, b), "share") for a, b in bands)
-        si = tuple(_spread(shares(one.sim, one.capacity_in, a, b), "share") for a, b in bands)
+        lo = tuple(_spread(shares(one.local, one.capacity_in, a, b), "share") for a, b in _BANDS)
+        si = tuple(_spread(shares(one.sim, one.capacity_in, a, b), "share") for a, b in _BANDS)
         if any(s.runs for s in lo + si):
             out.append(AgeRow(query, name, lo, si))
     return out
@@ -242,7 +244,7 @@ def age_table(rows: Sequence[AgeRow]) -> tuple[list[str], list[list[str]]]:
     def share(s: Spread) -> str:
         return "n/a" if math.isnan(s.median) else f"{s.median:.2f}"
 
-    head = ["query", "operator"] + [band(a, b) for a, b in zip(AGE_BANDS[:-1], AGE_BANDS[1:], strict=True)]
+    head = ["query", "operator"] + [band(a, b) for a, b in _BANDS]
     body = [[r.query, r.operator] + [f"{share(lo)} / {share(si)} ({lo.seconds:.0f} s / {si.seconds:.0f} s)"
                                      for lo, si in zip(r.local, r.sim, strict=True)] for r in rows]
     return head, body

@@ -7,7 +7,6 @@ fit can be checked against the numbers it must recover; the primitives are pinne
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -324,27 +323,30 @@ def test_an_operator_fed_by_a_scaled_out_one_gets_the_capacity_its_own_bottlenec
     assert dearer.operators["sink"].fed_scaled_out is None
 
 
-
 def test_a_stateful_operators_fed_capacity_counts_only_a_bottleneck_phase_within_the_state_it_was_measured_at() -> None:
     """A fed fraction sets the bottleneck phase's rate against saturations fed by one subtask: for an operator that
-    keeps state, a phase holding more state per subtask than the largest of those mixes the state's cost into it
-    (q11's window, session 27: 0.48 at 7.1 MB ten minutes in, 0.79-0.93 behind 2-3 subtasks on a fresh backlog),
-    and is left out; one within it, or with its state unknown, counts."""
+    keeps state, a phase holding more state per subtask than the largest of those mixes what came with the larger
+    state into it (q11's window, session 27: 0.48 at 7.1 MB ten minutes in, where fixed layouts on a fresh backlog
+    gave 0.82-0.93 of the one-channel rate behind 2-3 source subtasks), and is left out; one within it, or with its
+    state unknown (NaN or 0: not read), counts."""
     topo = load_topology("q1")
-    keyed = dataclasses.replace(topo, operators=tuple(
-        dataclasses.replace(op, state_bytes_per_record=8.0) if op.name == "map" else op for op in topo.operators))
+    keyed = replace(topo, operators=tuple(
+        replace(op, state_bytes_per_record=8.0) if op.name == "map" else op for op in topo.operators))
 
-    def fed(bottleneck_state: float, others: float = 2e6, topology: Any = keyed) -> Any:
+    def fed(bottleneck_state: float, overload: float = 1e6, share: float = 3e6, topology: Any = keyed) -> Any:
+        """The map's one-channel saturations at share 1.0: the overload phase and the sink's share-0.5 phase."""
         m = synthetic_measurement(backlogged_busy=0.6, fed_cost=0.25, costs={"map": 3.0e-5})
         for ph in m.phases:
-            ph.state_bytes = bottleneck_state if ph.name == "bottleneck-map" else others
+            ph.state_bytes = (bottleneck_state if ph.name == "bottleneck-map" else
+                              overload if ph.kind == "overload" else share)
         return build_profile(m, topology, provenance()).operators["map"].fed_scaled_out
 
-    within = fed(1.5e6)
+    within = fed(2.5e6)  # above the overload's state, under the share phase's: the largest one counts
     assert within is not None and within.fraction == pytest.approx(1 / 1.25, rel=0.03)
-    assert fed(7e6) is None  # more state than any phase fed by one subtask: not the channels' cost alone
-    assert fed(7e6, others=math.nan) is not None  # nothing to compare it with: kept
-    assert fed(math.nan) is not None
+    assert fed(3e6) is not None  # as much as the largest: kept
+    assert fed(3.1e6) is None  # more state than any phase fed by one subtask: not the channels' cost alone
+    assert fed(7e6, overload=math.nan, share=0.0) is not None  # nothing known to compare it with: kept
+    assert fed(math.nan) is not None and fed(0.0) is not None  # its own state not read: kept
     assert fed(7e6, topology=topo) is not None  # an operator keeping no state: its job's state says nothing of it
 
 
@@ -1687,23 +1689,26 @@ def test_a_gauge_line_reads_no_less_than_nothing_at_no_load() -> None:
 def test_a_cost_growth_with_state_counts_only_where_the_points_tell_its_slope_from_none() -> None:
     """cost = c0 (1 + per_gb x GB): a clear slope is fitted (and kept with its p-value); one within the points'
     scatter, or from two points, is no growth (per_gb 0) rather than noise the sim would run as a slowdown."""
-    from harness.calibration.fit import STATE_SLOPE_P, state_cost
-
     rng = np.random.default_rng(7)
     gb = np.linspace(0.001, 0.1, 10)
     c0, growth = 4e-6, 20.0  # +2 % per MB: three times the cost at 100 MB
-    clear = state_cost(gb, c0 * (1 + growth * gb) * (1 + rng.normal(0, 0.01, gb.size)), 10.0, 1e8)
-    assert clear.slope_p < STATE_SLOPE_P and clear.per_gb == pytest.approx(growth, rel=0.15) and clear.n == 10
+    clear = fit.state_cost(gb, c0 * (1 + growth * gb) * (1 + rng.normal(0, 0.01, gb.size)), 10.0, 1e8)
+    assert clear.slope_p < fit.STATE_SLOPE_P and clear.per_gb == pytest.approx(growth, rel=0.15) and clear.n == 10
     # q11's window at 0.1 CPU (session 27): eight phases, 0.6-3.4 MB, cost per record 3.5-4.7 us, p = 0.15
     mb = np.array([1.27, 1.41, 2.9, 2.91, 3.45, 3.42, 0.56, 1.62])
     us = np.array([3.704, 3.846, 4.748, 4.093, 4.074, 3.932, 3.549, 4.233])
-    window = state_cost(mb / 1e3, us / 1e6, 14.2, 3.4e6)
+    window = fit.state_cost(mb / 1e3, us / 1e6, 14.2, 3.4e6)
     assert window.slope_p == pytest.approx(0.147, abs=0.01) and window.per_gb == 0.0
     # the same points with the slope made plain: counted
-    steep = state_cost(mb / 1e3, (3.5 + 0.4 * mb) / 1e6, 14.2, 3.4e6)
-    assert steep.slope_p < STATE_SLOPE_P and steep.per_gb > 0
+    steep = fit.state_cost(mb / 1e3, (3.5 + 0.4 * mb) / 1e6, 14.2, 3.4e6)
+    assert steep.slope_p < fit.STATE_SLOPE_P and steep.per_gb > 0
     # two points say nothing of their scatter; a falling cost is no growth either
-    assert state_cost([0.001, 0.002], [4e-6, 5e-6], 1.0, 2e6).per_gb == 0.0
-    assert math.isnan(state_cost([0.001, 0.002], [4e-6, 5e-6], 1.0, 2e6).slope_p)
-    falling = state_cost(gb, c0 * (1 - 5.0 * gb), 1.0, 1e8)
-    assert falling.slope_p < STATE_SLOPE_P and falling.per_gb == 0.0
+    assert fit.state_cost([0.001, 0.002], [4e-6, 5e-6], 1.0, 2e6).per_gb == 0.0
+    assert math.isnan(fit.state_cost([0.001, 0.002], [4e-6, 5e-6], 1.0, 2e6).slope_p)
+    falling = fit.state_cost(gb, c0 * (1 - 5.0 * gb), 1.0, 1e8)
+    assert falling.slope_p < fit.STATE_SLOPE_P and falling.per_gb == 0.0
+    # no spread in state, or unknown points: nothing to tell a slope from
+    flat = fit.state_cost([0.002] * 5, [4e-6, 5e-6, 4e-6, 5e-6, 4e-6], 1.0, 2e6)
+    assert flat.per_gb == 0.0 and math.isnan(flat.slope_p)
+    holes = fit.state_cost([0.001, math.nan, 0.002, 0.003], [4e-6, 9e-6, math.nan, 5e-6], 1.0, 3e6)
+    assert holes.n == 2 and holes.per_gb == 0.0 and math.isnan(holes.slope_p)

@@ -636,9 +636,11 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     """An operator counts at its limit over a CPU reading's span only with its CPU at SATURATED_CPU of the quota
     or more, itself not held back, and records waiting at its input (upstream backpressured; for a source, records
     WAITED_S in Kafka); its rate is its records per subtask over the span. Spans right after a (re)start, or with
-    a sample missing, are left out; both sides are pooled per query over the cells' runs; n/a, never 0."""
+    a sample missing, are left out; both sides are pooled per query over the cells' runs; n/a, never 0. The same
+    spans by the time since the (re)start, as shares of the sim's capacity in their layout, make their own table."""
     from harness.calibrated_profile import HELD_BACK
     from harness.fidelity.readings import AFTER_RESTART_S
+    from harness.fidelity.report import ReportInput, write_report
     from harness.fidelity.saturation import (
         AGE_BANDS,
         SATURATED_CPU,
@@ -763,6 +765,14 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert sum(s.seconds for s in age.local) == pytest.approx(15.0 * spans_per_run)
     head, (row,) = age_table([age])
     assert dict(zip(head, row, strict=True))["120-240 s"].startswith("0.90 / 1.00 (")
+    # each span as a share of the sim's capacity in its own layout: the map fed by one source subtask until the
+    # rescale (0.8 of its capacity), then by several at the sim's fed fraction 0.8 (0.8 / 0.8): half of each band
+    (fed_age,) = [r for r in age_rows({"a": ([record("rr2", map_after=3.0)], [fed_sim])}) if r.operator == "map"]
+    assert [s.median for s in fed_age.local] == pytest.approx([0.9] * 4)
+    assert [x for s in fed_age.local for x in (s.q25, s.q75)] == pytest.approx([0.8, 1.0] * 4)
+    # the report prints the section, with the table
+    md, _ = write_report(ReportInput("t", "f.yaml", [], [], [], {}, ages=age_table([age])), tmp_path, "ages")
+    assert "## Rates at the limit by time since the (re)start" in md.read_text() and row[2] in md.read_text()
     # spans of an unknown layout have no capacity to share: left out; a side never at its limit reads n/a
     (old,) = [r for r in age_rows({"a": ([full], [old_sim])}) if r.operator == "map"]
     assert sum(s.seconds for s in old.local) == pytest.approx(15.0 * len([x for x in np.arange(15.0, rescale_at, 15.0)
