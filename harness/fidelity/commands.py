@@ -176,13 +176,14 @@ def build(matrices: list[Any], source: str, runs: list[Any], out: Path, name: st
     machines = speed_lines(local, sims) + age_lines([(c["local"], c["sim"]) for c in by_cell.values()])
     from harness.fidelity.cpu_readings import cpu_rows, cpu_table
     from harness.fidelity.readings import readings_rows, readings_table
-    from harness.fidelity.saturation import age_rows, age_table, saturation_rows, saturation_table
+    from harness.fidelity.saturation import age_rows, age_table, pool, saturation_rows, saturation_table
 
     readings = readings_table(readings_rows(records))
+    at_limit = pool(records)
     return write_report(ReportInput(f"Fidelity: {name}", source, notes, cells, taus, records, machines, readings,
                                     cpu_table(cpu_rows(records)), repeats=repeat_agreement(cells),
-                                    saturation=saturation_table(saturation_rows(records)),
-                                    ages=age_table(age_rows(records))), out, name)
+                                    saturation=saturation_table(saturation_rows(at_limit)),
+                                    ages=age_table(age_rows(at_limit))), out, name)
 
 
 def _matrix_of(run: Any) -> str:

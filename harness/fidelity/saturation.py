@@ -149,8 +149,9 @@ def _keyed(sim: Any) -> dict[str, bool | None]:
 
 
 @dataclass
-class _Pooled:
-    """One query's operator over all its cells: the calibrated capacity, the fed fraction, both sides' spans."""
+class Pooled:
+    """One query's operator over all its cells: the calibrated capacity, the fed fraction, both sides' spans at
+    the limit (`at_limit`, one frame per run)."""
 
     capacity: float
     fed_fraction: float
@@ -162,10 +163,11 @@ class _Pooled:
         return self.capacity * self.fed_fraction if layout is InputLayout.SEVERAL_CHANNELS else self.capacity
 
 
-def _pooled(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> dict[tuple[str, str], _Pooled]:
-    """Per query and operator (pooled over its cells' local and sim records): each run's spans at the limit. An
-    operator whose sim records hold no calibrated capacity is left out."""
-    pooled: dict[tuple[str, str], _Pooled] = {}
+def pool(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> dict[tuple[str, str], Pooled]:
+    """Per query and operator (pooled over its cells' local and sim records): each run's spans at the limit, read
+    once for both tables (`saturation_rows`, `age_rows`). An operator whose sim records hold no calibrated capacity
+    is left out."""
+    pooled: dict[tuple[str, str], Pooled] = {}
     for local, sims in cells.values():
         if not local or not sims:
             continue
@@ -177,20 +179,19 @@ def _pooled(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> dict[tu
         for name, source, ups in operators(sims[0]):
             if name not in caps:
                 continue
-            one = pooled.setdefault((query, name), _Pooled(caps[name], float(fed.get(name, 1.0)), [], []))
+            one = pooled.setdefault((query, name), Pooled(caps[name], float(fed.get(name, 1.0)), [], []))
             args = (name, source, ups, keyed.get(name), float(saturated.get(name, 1.0)))
             one.local += [at_limit(r, *args) for r in local]
             one.sim += [at_limit(r, *args) for r in sims]
     return pooled
 
 
-def saturation_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[SaturationRow]:
-    """Per query, operator and input layout (pooled over its cells' local and sim records): both sides'
-    records per subtask at the limit against the capacity the sim runs the operator at in that layout. A layout
-    neither side was seen at its limit in has no row, nor an operator whose sim records hold no calibrated
-    capacity."""
+def saturation_rows(pooled: Mapping[tuple[str, str], Pooled]) -> list[SaturationRow]:
+    """Per query, operator and input layout (`pool`): both sides' records per subtask at the limit against the
+    capacity the sim runs the operator at in that layout. A layout neither side was seen at its limit in has no
+    row."""
     out = []
-    for (query, name), one in _pooled(cells).items():
+    for (query, name), one in pooled.items():
         for layout in InputLayout:
             lo = _spread([r[r.layout == str(layout)] for r in one.local])
             si = _spread([r[r.layout == str(layout)] for r in one.sim])
@@ -214,9 +215,9 @@ class AgeRow:
     sim: tuple[Spread, ...]
 
 
-def age_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[AgeRow]:
-    """Per query and operator seen at its limit on either side: both sides' shares of the sim's capacity by the
-    time since the (re)start, so a speed-up with the task managers' age shows as a rising local row."""
+def age_rows(pooled: Mapping[tuple[str, str], Pooled]) -> list[AgeRow]:
+    """Per query and operator (`pool`) seen at its limit on either side: both sides' shares of the sim's capacity
+    by the time since the (re)start, so a speed-up with the task managers' age shows as a rising local row."""
 
     def shares(runs: Sequence[pd.DataFrame], capacity_in: Callable[[InputLayout], float], lo: float,
                hi: float) -> list[pd.DataFrame]:
@@ -227,7 +228,7 @@ def age_rows(cells: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> list[A
         return out
 
     out = []
-    for (query, name), one in _pooled(cells).items():
+    for (query, name), one in pooled.items():
         lo = tuple(_spread(shares(one.local, one.capacity_in, a, b), "share") for a, b in _BANDS)
         si = tuple(_spread(shares(one.sim, one.capacity_in, a, b), "share") for a, b in _BANDS)
         if any(s.runs for s in lo + si):

@@ -649,6 +649,7 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
         age_rows,
         age_table,
         at_limit,
+        pool,
         saturation_rows,
         saturation_table,
     )
@@ -714,8 +715,8 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     # pooled per query over the cells: two cells' local runs; the sim's map never at its limit in one cell's run,
     # at its capacity in the other's
     cool_sim, full_sim = record("sim-cool", cpu=0.5, as_sim=True), record("sim-full", took=1.0, as_sim=True)
-    rows = {r.operator: r for r in saturation_rows({"a": ([full], [cool_sim]), "b": ([record("b", took=0.6)],
-                                                                                     [full_sim])})}
+    rows = {r.operator: r for r in saturation_rows(pool({"a": ([full], [cool_sim]), "b": ([record("b", took=0.6)],
+                                                                                     [full_sim])}))}
     mp = rows["map"]
     assert mp.query == "q1" and mp.capacity == pytest.approx(caps["map"]) and mp.local.runs == 2
     assert mp.local.seconds == pytest.approx(2 * 15.0 * spans_per_run)
@@ -727,7 +728,7 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert line["local / the sim's"] == f"{mp.local.median / caps['map']:.2f}"
     assert line["sim at its limit: median (time)"] == f"{caps['map']:,.0f} ({15.0 * spans_per_run:.0f} s)"
     # a side never at its limit reads n/a, never 0
-    (cool,) = [r for r in saturation_rows({"a": ([record("c", cpu=0.5)], [full_sim])}) if r.operator == "map"]
+    (cool,) = [r for r in saturation_rows(pool({"a": ([record("c", cpu=0.5)], [full_sim])})) if r.operator == "map"]
     head, (row,) = saturation_table([cool])
     cols = dict(zip(head, row, strict=True))
     assert cols["local at its limit: median (quartiles)"] == "n/a" and cols["local / the sim's"] == "n/a"
@@ -735,7 +736,7 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     # those fed by one and set against the capacity the sim runs at there: the fed fraction where calibrated
     fed_sim = dataclasses.replace(record("sim-fed", cpu=0.5, as_sim=True), meta={**sim.meta, "backend": {
         **sim.meta["backend"], "costs": {**sim.meta["backend"]["costs"], "fed_scaled_out": {"map": 0.8}}}})
-    split = {r.layout: r for r in saturation_rows({"a": ([record("rr", map_after=3.0)], [fed_sim])})
+    split = {r.layout: r for r in saturation_rows(pool({"a": ([record("rr", map_after=3.0)], [fed_sim])}))
              if r.operator == "map"}
     assert set(split) == {InputLayout.ONE_CHANNEL, InputLayout.SEVERAL_CHANNELS}
     one, several = split[InputLayout.ONE_CHANNEL], split[InputLayout.SEVERAL_CHANNELS]
@@ -748,7 +749,7 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     old_meta = {**sim.meta, "topology": {**sim.meta["topology"], "operators": [
         {k: v for k, v in sp.items() if k != "keyed"} for sp in sim.meta["topology"]["operators"]]}}
     old_sim = dataclasses.replace(record("sim-old", as_sim=True), meta=old_meta)
-    layouts = {r.layout for r in saturation_rows({"a": ([full], [old_sim])}) if r.operator == "map"}
+    layouts = {r.layout for r in saturation_rows(pool({"a": ([full], [old_sim])})) if r.operator == "map"}
     assert layouts == {InputLayout.ONE_CHANNEL, InputLayout.UNKNOWN}  # 1 behind 1: one channel; 2 behind 2: unknown
     # by the time since the (re)start: each span's end, its rate as a share of the sim's capacity in its layout.
     # A map that takes 0.7 of its capacity until 120 s after each (re)start and 0.9 after it (the run's start and
@@ -758,7 +759,7 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert set(at_limit(aging, "map", False, ["bids_source"]).since.round(1)) == {
         round(x - (0.0 if x < rescale_at else rescale_at), 1) for x in np.arange(15.0, end, 15.0) + 0.1
         if x - (0.0 if x < rescale_at else rescale_at) >= AFTER_RESTART_S}
-    (age,) = [r for r in age_rows({"a": ([aging], [full_sim])}) if r.operator == "map"]
+    (age,) = [r for r in age_rows(pool({"a": ([aging], [full_sim])})) if r.operator == "map"]
     assert len(age.local) == len(age.sim) == len(AGE_BANDS) - 1
     assert [s.median for s in age.local] == pytest.approx([0.7, 0.7, 0.9, 0.9])
     assert [s.median for s in age.sim] == pytest.approx([1.0] * 4)  # the sim's record at its capacity throughout
@@ -767,17 +768,17 @@ def test_the_report_sets_what_each_operator_took_at_its_limit_beside_its_calibra
     assert dict(zip(head, row, strict=True))["120-240 s"].startswith("0.90 / 1.00 (")
     # each span as a share of the sim's capacity in its own layout: the map fed by one source subtask until the
     # rescale (0.8 of its capacity), then by several at the sim's fed fraction 0.8 (0.8 / 0.8): half of each band
-    (fed_age,) = [r for r in age_rows({"a": ([record("rr2", map_after=3.0)], [fed_sim])}) if r.operator == "map"]
+    (fed_age,) = [r for r in age_rows(pool({"a": ([record("rr2", map_after=3.0)], [fed_sim])})) if r.operator == "map"]
     assert [s.median for s in fed_age.local] == pytest.approx([0.9] * 4)
     assert [x for s in fed_age.local for x in (s.q25, s.q75)] == pytest.approx([0.8, 1.0] * 4)
     # the report prints the section, with the table
     md, _ = write_report(ReportInput("t", "f.yaml", [], [], [], {}, ages=age_table([age])), tmp_path, "ages")
     assert "## Rates at the limit by time since the (re)start" in md.read_text() and row[2] in md.read_text()
     # spans of an unknown layout have no capacity to share: left out; a side never at its limit reads n/a
-    (old,) = [r for r in age_rows({"a": ([full], [old_sim])}) if r.operator == "map"]
+    (old,) = [r for r in age_rows(pool({"a": ([full], [old_sim])})) if r.operator == "map"]
     assert sum(s.seconds for s in old.local) == pytest.approx(15.0 * len([x for x in np.arange(15.0, rescale_at, 15.0)
                                                                           if x + 0.1 >= AFTER_RESTART_S]))
-    (never,) = [r for r in age_rows({"a": ([record("c2", cpu=0.5)], [full_sim])}) if r.operator == "map"]
+    (never,) = [r for r in age_rows(pool({"a": ([record("c2", cpu=0.5)], [full_sim])})) if r.operator == "map"]
     head, (row,) = age_table([never])
     assert all(cell.startswith("n/a / ") for cell in row[2:])
 
