@@ -95,6 +95,16 @@ class SharePoint(_Model):
     cpu_cores: float = Field(math.nan, description="CPU the task manager used meanwhile (/proc)")
     busy_ms: float = math.nan
     n: int = 0
+    fed_by_several: bool = Field(
+        False, description="measured where an operator feeding it ran at two or more subtasks (its bottleneck phase): "
+                           "a rate of that layout (`fed_scaled_out`), not of the capacity fed by one")
+
+
+class SaturationPool(StrEnum):
+    """How a share's repeated saturations were summed up into the one point the capacity line passes."""
+
+    FASTEST = "fastest"  # the fastest, lifted to any faster rate seen at the share (profiles fitted before session 28)
+    MEDIAN = "median"  # their median, with the plateaus that kept up faster on their whole CPU (`fit.envelope`)
 
 
 class CapacityFit(_Model):
@@ -105,6 +115,7 @@ class CapacityFit(_Model):
     overhead_cores: float = 0.0
     points: int = 0
     method: str = Field("", description="how the line was fitted (saturation points, CPU model)")
+    pool: SaturationPool = Field(SaturationPool.FASTEST, description="how a share's saturations were summed up")
 
     def capacity(self, cores: float) -> float:
         return max(0.0, cores - self.overhead_cores) / self.cores_per_record

@@ -453,10 +453,12 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
         cpu = fit.cpu_model([pl.p.rate_in for pl in unsat], [pl.p.cores for pl in unsat], q,
                             [pl.p.cores / pl.p.share for pl in sat])
         points = [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=True, cpu_cores=pl.p.cores,
-                             busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples)) for pl in sat]
+                             busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples),
+                             fed_by_several=_feeding(spec, pl) >= 2) for pl in sat]
         # plateaus where it was not the bottleneck: lower bounds of its capacity at that share, kept as data
         points += [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=False, cpu_cores=pl.p.cores,
-                              busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples))
+                              busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples),
+                              fed_by_several=_feeding(spec, pl) >= 2)
                    for pl in mine if pl.phase.kind != "parallelism" and not saturated(pl, q)
                    and math.isfinite(pl.p.rate_in)]
         cfit = fit.capacity_fit(points, cpu, q)
@@ -832,9 +834,10 @@ def pending(m: Measurement, topology: Topology, source: str, rate_s: float = 5.0
 def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacity: float) -> FedScaledOut | None:
     """The operator's capacity where an operator feeding it ran at several subtasks, from its own bottleneck
     phases (`saturations`: the plateaus where it limited): at share 1.0, itself at one subtask, an upstream one at
-    two or more, over `capacity`. Only where `capacity` also rests on a saturation fed by one subtask at share 1.0
-    (else it is the fed capacity already: q1's map, whose source limited the overload phase). None for a source,
-    or where either is missing.
+    two or more, over `capacity`, which is fed by one subtask (`SharePoint.fed_by_several` keeps the fed
+    plateaus out of it; where no saturation fed by one was measured at share 1.0 it is the line through the lower
+    shares read there: q1's sink, measured at its limit only behind 3 map subtasks). None for a source, or where
+    no such phase was measured.
 
     For an operator that keeps state, a bottleneck phase counts only with no more state per subtask than the
     largest of the saturations fed by one subtask: beyond it the ratio mixes what the channels do with what came
@@ -849,7 +852,7 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
         return None
 
     def feeding(pl: OpPlateau) -> int:
-        return max(pl.phase.parallelism.get(u, 1) for u in spec.upstream)
+        return _feeding(spec, pl)
 
     def state(pl: OpPlateau) -> float:  # the job's checkpointed state over the operator's one subtask (at_one)
         s = pl.phase.state_bytes
@@ -864,11 +867,16 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
         known = [state(pl) for pl in by_one if math.isfinite(state(pl))]
         if known:
             fed = [pl for pl in fed if math.isnan(state(pl)) or state(pl) <= max(known)]
-    if not fed or not by_one:
+    if not fed:
         return None
     rate = float(np.mean([pl.p.rate_in for pl in fed]))
     return FedScaledOut(fraction=rate / capacity, rate=rate, upstream_subtasks=[feeding(pl) for pl in fed],
                         phases=[pl.phase.name for pl in fed])
+
+
+def _feeding(spec: OperatorSpec, pl: OpPlateau) -> int:
+    """The most subtasks an operator feeding `spec` ran at in the plateau's phase (1 for a source)."""
+    return max((int(pl.phase.parallelism.get(u, 1)) for u in spec.upstream), default=1)
 
 
 def _keeps_state(spec: OperatorSpec) -> bool:

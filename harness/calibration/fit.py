@@ -44,6 +44,7 @@ from harness.calibrated_profile import (
     GaugeModel,
     NoiseBasis,
     PendingModel,
+    SaturationPool,
     SharePoint,
     StateCost,
     WarmUp,
@@ -204,28 +205,51 @@ def cpu_model(rates: Sequence[float], cores: Sequence[float], quota: float,
 
 
 def envelope(points: Sequence[SharePoint], quota: float = math.nan, tolerance: float = 0.1) -> list[SharePoint]:
-    """One saturated point per share: the fastest (the JVM keeps compiling and the host's load varies,
-    so slower saturations are the measurement's, not the operator's). Where the operator ran faster
-    unsaturated at that share, the saturation was not its limit: if that faster plateau used its whole CPU
-    there (`CPU_BOUND` of share x `quota`), it is the share's saturation (the phase kept up, so nothing
-    else marked it: measured, q11's window at 0.1 CPU did 18.2k/s on 0.099 cores in a ladder step beside
-    16.3k/s saturations); else the share is dropped (it was not the bottleneck after all). Only the fastest
-    plateau counts: one faster still with CPU to spare shows that the CPU was not the limit. CPU-bound is judged
-    from the cores used alone (a share point keeps no throttling count)."""
+    """One saturated point per share: the median of what the operator did at its limit there, which is what a
+    run gets from it. Repeated saturations at one share scatter (the JIT keeps compiling, the host's load
+    varies) and a run meets the same scatter: q11's window at 0.1 CPU saturated at 14.5-19.3k records/s in
+    one calibration (session 27) and took a median 17.9k per subtask at its limit in the cosine cells the same
+    hour, 0.87 of the fastest rate that calibration had seen. The fastest, kept before session 28, is the best
+    case a run does not hold.
+
+    The pool: the share's saturations, and every plateau at that share that kept up faster than their median on
+    its whole CPU (`CPU_BOUND` of share x `quota`): it was at its limit too, the phase only kept up (q11's window
+    at 0.1 CPU did 18.2k/s on 0.099 cores in a ladder step beside 16.3k/s saturations). Where the fastest plateau
+    more than `tolerance` above the median had CPU to spare, the CPU was not the limit there and the share is
+    dropped (it was not the bottleneck after all). Plateaus measured fed by several upstream subtasks
+    (`SharePoint.fed_by_several`) are another layout's (`fed_scaled_out`) and stay out. CPU-bound is judged from
+    the cores used alone (a share point keeps no throttling count)."""
     out = []
     for share in sorted({p.share for p in points}):
-        at = [p for p in points if p.share == share and math.isfinite(p.capacity) and p.capacity > 0]
+        at = [p for p in points if p.share == share and not p.fed_by_several
+              and math.isfinite(p.capacity) and p.capacity > 0]
         sat = [p for p in at if p.saturated]
         if not sat:
             continue
-        best = max(sat, key=lambda p: p.capacity)
-        faster = [p for p in at if not p.saturated and p.capacity > best.capacity * (1 + tolerance)]
-        fastest = max(faster, key=lambda p: p.capacity) if faster else None
-        if fastest is None:
-            out.append(best)
-        elif math.isfinite(fastest.cpu_cores) and fastest.cpu_cores >= CPU_BOUND * share * quota:
-            out.append(fastest.model_copy(update={"saturated": True}))
+        mid = float(np.median([p.capacity for p in sat]))
+        faster = [p for p in at if not p.saturated and p.capacity > mid]
+        beyond = [p for p in faster if p.capacity > mid * (1 + tolerance)]
+        if beyond and not _cpu_bound(max(beyond, key=lambda p: p.capacity), quota):
+            continue
+        out.append(_pooled(share, sat + [p for p in faster if _cpu_bound(p, quota)]))
     return out
+
+
+def _cpu_bound(p: SharePoint, quota: float) -> bool:
+    """Whether a plateau used its whole CPU share (an unknown CPU is not)."""
+    return math.isfinite(p.cpu_cores) and p.cpu_cores >= CPU_BOUND * p.share * quota
+
+
+def _pooled(share: float, pool: Sequence[SharePoint]) -> SharePoint:
+    """The median saturation of `pool` (capacity, cores used and busy reading each their own median)."""
+    def median(values: Sequence[float]) -> float:
+        known = [v for v in values if math.isfinite(v)]
+        return float(np.median(known)) if known else math.nan
+    if len(pool) == 1:
+        return pool[0].model_copy(update={"saturated": True})
+    return SharePoint(share=share, capacity=median([p.capacity for p in pool]), saturated=True,
+                      cpu_cores=median([p.cpu_cores for p in pool]), busy_ms=median([p.busy_ms for p in pool]),
+                      n=sum(p.n for p in pool))
 
 
 def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> CapacityFit:
@@ -235,8 +259,9 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     quota shows as fewer cores, not as a cheaper record); two or more points fit both parameters,
     one point takes the CPU model's idle CPU as the overhead (none if that would leave no capacity),
     none takes the CPU model's line where it leaves every share read a capacity, else the fastest rate seen
-    (a lower bound). Finally the line is lifted where the operator was seen to run faster unsaturated at some
-    share than the line says it could (`lower_bounds`).
+    (a lower bound). Finally the line is lifted where the operator was seen to run faster than the line says it
+    could at a share without a saturation kept, or where the line reads the top share's below its median
+    saturation (`lower_bounds`).
     """
     sat = envelope(points, quota)
     used = [(_cores_used(p, quota), p.capacity) for p in sat]
@@ -274,7 +299,8 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     if result is None and _cpu_model_extrapolates(cpu, points, quota):
         result = CapacityFit(cores_per_record=cpu.cores_per_record, overhead_cores=idle, points=0,
                              method="CPU model (never the bottleneck: capacity = spare CPU / CPU per record)")
-    seen = [p for p in points if not p.saturated and math.isfinite(p.capacity) and p.capacity > 0]
+    seen = [p for p in points if not p.saturated and not p.fed_by_several and math.isfinite(p.capacity)
+            and p.capacity > 0]
     if result is None and seen:  # no saturation kept and no CPU line to extend: only a lower bound is known
         best = max(seen, key=lambda p: p.capacity / p.share)
         result = CapacityFit(cores_per_record=best.share * quota / best.capacity, overhead_cores=0.0, points=0,
@@ -282,7 +308,7 @@ def capacity_fit(points: Sequence[SharePoint], cpu: CpuModel, quota: float) -> C
     if result is None:
         raise ValueError("no saturated share point, no CPU line that leaves every share read a capacity, and no "
                          "rate seen: the operator cannot be calibrated")
-    return lower_bounds(result, points, cpu, quota, anchors=sat)
+    return lower_bounds(result, points, cpu, quota, anchors=sat).model_copy(update={"pool": SaturationPool.MEDIAN})
 
 
 def _cpu_model_extrapolates(cpu: CpuModel, points: Sequence[SharePoint], quota: float) -> bool:
@@ -315,8 +341,10 @@ def _lowest_cores(anchors: Sequence[SharePoint], points: Sequence[SharePoint], c
 
 def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, quota: float,
                  anchors: Sequence[SharePoint] = ()) -> CapacityFit:
-    """An operator that processed r records/s unsaturated at share s, or saturated at the highest share, can
-    do at least r there: raise the line until it agrees with every such observation. Where a saturation was
+    """An operator that processed r records/s unsaturated at share s can do at least r there, and at the highest
+    share it does its median saturation where the line is read: raise the line until it agrees with every such
+    observation. At a share with a saturation kept (`anchors`, the envelope's) that median stands for every
+    plateau there: a single faster one is the scatter the median absorbs, not a bound. Where a saturation was
     measured at a lower share (`anchors`, at the cores they used), the line turns about the nearest one below,
     so it still passes that measurement (a small task manager's fixed overhead makes capacity grow faster than
     its CPU); else the CPU per record is lowered with the overhead kept.
@@ -334,14 +362,19 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
     lifted = False
     top = max((p.share for p in points), default=1.0)
     lowest = _lowest_cores(anchors, points, cpu, quota)
-    for p in sorted(points, key=lambda p: p.share):
-        # a saturation at the highest share is a lower bound too, where the line is read: at the CPU a saturated
-        # task manager gets (measured: q1's source saturated at 125k/s on 0.257 cores of a 0.25 quota)
-        if (p.saturated and p.share < top) or not math.isfinite(p.capacity) or p.capacity <= 0:
+    anchored = {a.share for a in anchors}
+    # the top share's median saturation is a lower bound too, where the line is read: at the CPU a saturated task
+    # manager gets (measured: q1's source saturated at 125k/s on 0.257 cores of a 0.25 quota)
+    bounds = [a for a in anchors if a.share == top] + [
+        p for p in points if p.share not in anchored and not p.fed_by_several and not (p.saturated and p.share < top)]
+    to_median = False  # a lift to the top share's median saturation, as against to a rate seen elsewhere
+    for p in sorted(bounds, key=lambda p: p.share):
+        if not math.isfinite(p.capacity) or p.capacity <= 0:
             continue
         cores = p.share * quota * sat_f
         if (cores - overhead) / k >= p.capacity:  # the line already allows it
             continue
+        to_median = to_median or any(p is a for a in anchors)
         below = [(c, a.capacity) for a, c in ((a, _cores_used(a, quota)) for a in anchors)
                  if a.share < p.share and c < cores and a.capacity < p.capacity]
         turned = False
@@ -357,8 +390,8 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
             k, lifted = (cores - overhead) / p.capacity, True
     if not lifted:
         return f
-    return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points,
-                       method=f.method + ", lifted to the fastest rate seen")
+    how = "lifted to its median saturation where read" if to_median else "lifted to the fastest rate seen"
+    return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points, method=f"{f.method}, {how}")
 
 
 # ---------------------------------------------------------------- readings
