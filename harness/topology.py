@@ -32,6 +32,9 @@ class OperatorSpec:
     state_bytes_per_record: float = 0.0  # state growth per processed record
     state_ttl_s: float | None = None  # state older than this is dropped (windows, joins)
     max_parallelism: int = 128  # Flink key groups
+    # an event-time window: it emits a window's result once the watermark (the slowest source partition's event
+    # time) passes the window's end, so a result's event time is about the watermark's (q5, q8, q11)
+    fires_on_watermark: bool = False
 
     @property
     def is_source(self) -> bool:
@@ -153,6 +156,7 @@ def _parse(data: dict, where: str) -> Topology:
                 state_bytes_per_record=float(o.get("state_bytes_per_record", 0.0)),
                 state_ttl_s=(float(o["state_ttl_s"]) if o.get("state_ttl_s") is not None else None),
                 max_parallelism=int(o.get("max_parallelism", 128)),
+                fires_on_watermark=_flag(o, "fires_on_watermark"),
             )
             for o in data["operators"]
         )
@@ -164,6 +168,14 @@ def _parse(data: dict, where: str) -> Topology:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: invalid topology: {exc}") from exc
+
+
+def _flag(op: dict, key: str) -> bool:
+    """A yes/no field of an operator (absent: no); anything but a YAML boolean is an error, not a guess."""
+    value = op.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"operator {op.get('name')!r}: {key} must be true or false, got {value!r}")
+    return value
 
 
 def topology_path(query: str, directory: Path | None = None) -> Path:

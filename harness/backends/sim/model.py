@@ -57,11 +57,20 @@ Latency, two quantities at step resolution (METRICS.md):
   step-wise pipelining adds is not latency (a record passes an idle operator
   well within a step), so each hop moves the carried step forward by one.
   Ages go into the sink histogram of `harness.metrics.latency` (the buckets
-  the real sink exports). Outputs of windows and joins carry the event time
-  of the inputs that produced them (the real window result carries the
-  window's end: the watermark delay of about the out-of-orderness bound is
-  below this model's resolution and not added). Records that retention
-  deleted never reach a sink: they are lost load, not latency.
+  the real sink exports). Outputs of joins carry the event time of the
+  inputs that produced them. An event-time window (`fires_on_watermark`)
+  emits a result once the watermark passes the window's end, and the result
+  carries that end: so its outputs carry the watermark's event time where it
+  is older, the last record taken by the slowest partition group of any
+  source feeding it. Behind a backlog the groups drift apart: a source
+  subtask held back by its downstream takes as much as the others whatever
+  its partitions, so those with more partitions each fall behind (session
+  28, q11 at 0.1 CPU: source subtasks at 3, 3 and 2 partitions, event-time
+  lags 82, 85 and 41 s, the window's watermark 98-100 s behind, its results'
+  end-to-end latency above the mean time in Kafka by 15-50 s). The
+  out-of-orderness bound (1 s) is below this model's resolution and not
+  added. Records that retention deleted never reach a sink: they are lost
+  load, not latency.
 
 With fog nodes (`sim.network`), the backend sets each operator's ND_max and the
 capacity it costs (Gesscale eq. 1, in subtasks' worth); a subtask's capacity is
@@ -291,7 +300,23 @@ class SimModel:
         self._alloc_rows(max(64, longest + 1))
         self._order = tuple(reversed(range(self.n)))
         self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
+        # event-time windows: (source, hops from it) per source whose partitions hold their watermark back
+        self.wm_from: list[tuple[tuple[int, int], ...]] = [
+            tuple((index[a], _hops(topology, a, o.name)) for a in sorted(topology.ancestors(o.name))
+                  if topology.op(a).is_source) if o.fires_on_watermark else ()
+            for o in ops]
         self._state_dependent = self.costs.state_dependent
+
+    def _watermark(self, i: int) -> float | None:
+        """The event-time step operator i's watermark stands at, in the steps its input carries (one per hop): the
+        slowest partition group's last record over every source feeding it, as Flink's watermark is the minimum
+        over its input channels and each source subtask's the minimum over its partitions. None where it is no
+        event-time window, or before every group has emitted (no watermark yet: a window's records keep their
+        own event time). The out-of-orderness bound (1 s) is below the model's resolution and not added."""
+        marks = [q.last_step + hops for src, hops in self.wm_from[i] for q in self.lanes[src]]
+        if not marks or min(marks) < 0.0:
+            return None
+        return min(marks)
 
     def _alloc_rows(self, capacity: int) -> None:
         """Room for `capacity` steps, keeping the rows recorded so far (earlier views keep the old buffers)."""
@@ -544,6 +569,7 @@ class SimModel:
         bpr, rings, ring_pos, state = self.bpr, self.ring, self.ring_pos, self.state
         inbox = self.inbox
         is_sink = self.is_sink
+        wm_from = self.wm_from
         e2e_hist: list[tuple[int, float]] = []  # (bucket, records) of the records the sinks took
         e2e_count = e2e_sum = 0.0
         e2e_max = -1.0
@@ -601,6 +627,10 @@ class SimModel:
             blocked[i] = want[i] - xi
             if si > 0.0 and xi > 0.0:
                 out = si * xi
+                if wm_from[i]:  # an event-time window emits once the watermark passes: at about its event time
+                    mark = self._watermark(i)
+                    if mark is not None:
+                        pieces = [(o if o < mark else mark, c) for o, c in pieces]
                 for j in down[i]:
                     buf[j] += out
                     q_j = inbox[j]
@@ -727,3 +757,14 @@ class SimModel:
 
     def op_col(self, i: int, col: int) -> int:
         return JOB_COLS + i * OP_COLS + col
+
+
+def _hops(topology: Topology, source: str, name: str) -> int:
+    """Edges on the shortest path from `source` down to `name` (the steps a record's carried event time gains)."""
+    frontier, hops = {source}, 0
+    while name not in frontier:
+        frontier = {d for f in frontier for d in topology.downstream(f)}
+        hops += 1
+        if not frontier:
+            raise ValueError(f"{name} is not downstream of {source}")
+    return hops
