@@ -96,8 +96,9 @@ class SharePoint(_Model):
     busy_ms: float = math.nan
     n: int = 0
     fed_by_several: bool = Field(
-        False, description="measured where an operator feeding it ran at two or more subtasks (its bottleneck phase): "
-                           "a rate of that layout (`fed_scaled_out`), not of the capacity fed by one")
+        False, description="measured with each subtask fed over several channels (`topology.fed_by_several_channels`: "
+                           "a bottleneck or spread phase): a rate of that layout (`fed_scaled_out`), not of the "
+                           "capacity fed by one")
 
 
 class SaturationPool(StrEnum):
@@ -115,7 +116,8 @@ class CapacityFit(_Model):
     overhead_cores: float = 0.0
     points: int = 0
     method: str = Field("", description="how the line was fitted (saturation points, CPU model)")
-    pool: SaturationPool = Field(SaturationPool.FASTEST, description="how a share's saturations were summed up")
+    pool: SaturationPool = Field(SaturationPool.FASTEST, description="the rule in force when the line was fitted "
+                                                                     "(also where no saturation was pooled)")
 
     def capacity(self, cores: float) -> float:
         return max(0.0, cores - self.overhead_cores) / self.cores_per_record
@@ -276,10 +278,12 @@ class FedScaledOut(_Model):
     """One subtask's records/s at share 1.0 where an operator feeding it ran at several subtasks, as a fraction of
     `capacity`: the calibration's bottleneck phase of the operator, the layout of a run once its sources scale out.
 
-    The capacity fit's saturations are measured with one subtask upstream (the ladder, the overload and the share
-    phases). Whether more upstream subtasks cost the operator more is a property of the operator, measured here,
-    not assumed: q11's session window at 0.1 CPU took 15.8k/s fed by 2 source subtasks against 17.0-18.7k fed by
-    one (sessions of a bidder merged from several channels), and q1's map 41.1k against 35.7k (no cost). The
+    The capacity fit's saturations are measured with one subtask upstream (the overload, probe and share phases).
+    Whether more upstream subtasks cost the operator more is a property of the operator, measured here, not
+    assumed: q11's session window at 0.1 CPU (session 18) took 15.8k/s fed by 2 source subtasks against 17.0-18.7k
+    fed by one (sessions of a bidder merged from several channels). The fraction is one phase's rate against the
+    median of the one-channel saturations, so their scatter reaches it: it can exceed 1 where the channels cost
+    nothing (q1's map at 0.1 CPU, session 26: 43.0k fed by 3 against 37.6k and 43.8k fed by one, 1.06). The
     simulator runs the operator at this fraction wherever an operator feeding it runs at two or more subtasks."""
 
     fraction: float = Field(gt=0.0, description="records/s per subtask fed by several upstream subtasks / `capacity`")

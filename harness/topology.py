@@ -128,6 +128,16 @@ class Topology:
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted({op.topic for op in self.sources if op.topic}))
 
+    def hops(self, source: str, name: str) -> int:
+        """Edges on the shortest path from `source` down to `name` (a ValueError where `name` is not below it)."""
+        frontier, hops = {source}, 0
+        while name not in frontier:
+            frontier = {d for f in frontier for d in self.downstream(f)}
+            hops += 1
+            if not frontier:
+                raise ValueError(f"{name} is not downstream of {source}")
+        return hops
+
     def paths(self) -> list[tuple[str, ...]]:
         """Every source-to-sink path (MEAD evaluates response time per path)."""
         out: list[tuple[str, ...]] = []

@@ -38,7 +38,7 @@ from harness.calibrated_profile import (
 )
 from harness.calibration import fit, truth
 from harness.calibration.measure import Measurement, PhaseRecord
-from harness.topology import OperatorSpec, Topology
+from harness.topology import OperatorSpec, Topology, fed_by_several_channels
 
 SATURATED_CPU = fit.CPU_BOUND  # fraction of its quota a task manager uses when its subtask is the bottleneck
 SATURATED_BUSY = 0.9  # fallback when the host did not grant the quota: busy time near a full second
@@ -454,11 +454,11 @@ def build_profile(m: Measurement, topology: Topology, provenance: Provenance,
                             [pl.p.cores / pl.p.share for pl in sat])
         points = [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=True, cpu_cores=pl.p.cores,
                              busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples),
-                             fed_by_several=_feeding(spec, pl) >= 2) for pl in sat]
+                             fed_by_several=_fed_by_several(spec, pl)) for pl in sat]
         # plateaus where it was not the bottleneck: lower bounds of its capacity at that share, kept as data
         points += [SharePoint(share=pl.p.share, capacity=pl.p.rate_in, saturated=False, cpu_cores=pl.p.cores,
                               busy_ms=pl.p.busy_mean * 1000.0, n=len(pl.samples),
-                              fed_by_several=_feeding(spec, pl) >= 2)
+                              fed_by_several=_fed_by_several(spec, pl))
                    for pl in mine if pl.phase.kind != "parallelism" and not saturated(pl, q)
                    and math.isfinite(pl.p.rate_in)]
         cfit = fit.capacity_fit(points, cpu, q)
@@ -836,8 +836,9 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
     phases (`saturations`: the plateaus where it limited): at share 1.0, itself at one subtask, an upstream one at
     two or more, over `capacity`, which is fed by one subtask (`SharePoint.fed_by_several` keeps the fed
     plateaus out of it; where no saturation fed by one was measured at share 1.0 it is the line through the lower
-    shares read there: q1's sink, measured at its limit only behind 3 map subtasks). None for a source, or where
-    no such phase was measured.
+    shares read there: q1's sink, measured at its limit only behind 3 map subtasks). None for a source, where no
+    such phase was measured, and for an operator that keeps state with no saturation fed by one subtask at share
+    1.0 to compare the phase's state with (below).
 
     For an operator that keeps state, a bottleneck phase counts only with no more state per subtask than the
     largest of the saturations fed by one subtask: beyond it the ratio mixes what the channels do with what came
@@ -851,9 +852,6 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
     if not spec.upstream or capacity <= 0:
         return None
 
-    def feeding(pl: OpPlateau) -> int:
-        return _feeding(spec, pl)
-
     def state(pl: OpPlateau) -> float:  # the job's checkpointed state over the operator's one subtask (at_one)
         s = pl.phase.state_bytes
         return s if math.isfinite(s) and s > 0 else math.nan
@@ -861,22 +859,30 @@ def fed_scaled_out(spec: OperatorSpec, saturations: Sequence[OpPlateau], capacit
     at_one = [pl for pl in saturations if pl.p.share == 1.0 and _subtasks(pl) == 1 and math.isfinite(pl.p.rate_in)
               and pl.p.rate_in > 0]
     fed = [pl for pl in at_one if pl.phase.kind == "bottleneck" and pl.phase.operator == spec.name
-           and feeding(pl) >= 2]
-    by_one = [pl for pl in at_one if feeding(pl) == 1]
+           and _feeding(spec, pl) >= 2]
+    by_one = [pl for pl in at_one if _feeding(spec, pl) == 1]
     if _keeps_state(spec):
+        if not by_one:  # nothing to tell the channels' cost from what came with the state
+            return None
         known = [state(pl) for pl in by_one if math.isfinite(state(pl))]
         if known:
             fed = [pl for pl in fed if math.isnan(state(pl)) or state(pl) <= max(known)]
     if not fed:
         return None
     rate = float(np.mean([pl.p.rate_in for pl in fed]))
-    return FedScaledOut(fraction=rate / capacity, rate=rate, upstream_subtasks=[feeding(pl) for pl in fed],
+    return FedScaledOut(fraction=rate / capacity, rate=rate, upstream_subtasks=[_feeding(spec, pl) for pl in fed],
                         phases=[pl.phase.name for pl in fed])
 
 
 def _feeding(spec: OperatorSpec, pl: OpPlateau) -> int:
     """The most subtasks an operator feeding `spec` ran at in the plateau's phase (1 for a source)."""
     return max((int(pl.phase.parallelism.get(u, 1)) for u in spec.upstream), default=1)
+
+
+def _fed_by_several(spec: OperatorSpec, pl: OpPlateau) -> bool:
+    """Each of its subtasks took records over several channels in the plateau's phase, by the sim's rule."""
+    ups = [int(pl.phase.parallelism.get(u, 1)) for u in spec.upstream]
+    return bool(ups) and fed_by_several_channels(spec.keyed, _subtasks(pl), ups)
 
 
 def _keeps_state(spec: OperatorSpec) -> bool:

@@ -207,15 +207,16 @@ def cpu_model(rates: Sequence[float], cores: Sequence[float], quota: float,
 def envelope(points: Sequence[SharePoint], quota: float = math.nan, tolerance: float = 0.1) -> list[SharePoint]:
     """One saturated point per share: the median of what the operator did at its limit there, which is what a
     run gets from it. Repeated saturations at one share scatter (the JIT keeps compiling, the host's load
-    varies) and a run meets the same scatter: q11's window at 0.1 CPU saturated at 14.5-19.3k records/s in
-    one calibration (session 27) and took a median 17.9k per subtask at its limit in the cosine cells the same
-    hour, 0.87 of the fastest rate that calibration had seen. The fastest, kept before session 28, is the best
-    case a run does not hold.
+    varies) and a run meets the same scatter: q11's window at 0.1 CPU (session 27) saturated at 14.5-19.3k
+    records/s fed by one source subtask in its calibration, and in fixed layouts the same hour took 17.5k fed by
+    one after its first 45 s (19.1k at first, 15.8k at 180 s; `experiments/layout-q11.yaml`). The fastest, kept
+    before session 28, is a best case a run does not hold.
 
     The pool: the share's saturations, and every plateau at that share that kept up faster than their median on
     its whole CPU (`CPU_BOUND` of share x `quota`): it was at its limit too, the phase only kept up (q11's window
-    at 0.1 CPU did 18.2k/s on 0.099 cores in a ladder step beside 16.3k/s saturations). Where the fastest plateau
-    more than `tolerance` above the median had CPU to spare, the CPU was not the limit there and the share is
+    at 0.1 CPU did 18.2k/s on 0.099 cores in a ladder step beside 16.3k/s saturations). One that kept up slower
+    is a lower bound below what the saturations show, and adds nothing. Where the fastest plateau more than
+    `tolerance` above the fastest saturation had CPU to spare, the CPU was not the limit there and the share is
     dropped (it was not the bottleneck after all). Plateaus measured fed by several upstream subtasks
     (`SharePoint.fed_by_several`) are another layout's (`fed_scaled_out`) and stay out. CPU-bound is judged from
     the cores used alone (a share point keeps no throttling count)."""
@@ -228,7 +229,7 @@ def envelope(points: Sequence[SharePoint], quota: float = math.nan, tolerance: f
             continue
         mid = float(np.median([p.capacity for p in sat]))
         faster = [p for p in at if not p.saturated and p.capacity > mid]
-        beyond = [p for p in faster if p.capacity > mid * (1 + tolerance)]
+        beyond = [p for p in faster if p.capacity > max(p.capacity for p in sat) * (1 + tolerance)]
         if beyond and not _cpu_bound(max(beyond, key=lambda p: p.capacity), quota):
             continue
         out.append(_pooled(share, sat + [p for p in faster if _cpu_bound(p, quota)]))
@@ -344,7 +345,8 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
     """An operator that processed r records/s unsaturated at share s can do at least r there, and at the highest
     share it does its median saturation where the line is read: raise the line until it agrees with every such
     observation. At a share with a saturation kept (`anchors`, the envelope's) that median stands for every
-    plateau there: a single faster one is the scatter the median absorbs, not a bound. Where a saturation was
+    plateau there: a single faster one, even with CPU to spare, is the scatter the median absorbs, not a bound
+    (so the line can pass below a rate once sustained there). Where a saturation was
     measured at a lower share (`anchors`, at the cores they used), the line turns about the nearest one below,
     so it still passes that measurement (a small task manager's fixed overhead makes capacity grow faster than
     its CPU); else the CPU per record is lowered with the overhead kept.
@@ -367,14 +369,14 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
     # manager gets (measured: q1's source saturated at 125k/s on 0.257 cores of a 0.25 quota)
     bounds = [a for a in anchors if a.share == top] + [
         p for p in points if p.share not in anchored and not p.fed_by_several and not (p.saturated and p.share < top)]
-    to_median = False  # a lift to the top share's median saturation, as against to a rate seen elsewhere
+    reasons: list[str] = []  # what each lift went to, in order
     for p in sorted(bounds, key=lambda p: p.share):
         if not math.isfinite(p.capacity) or p.capacity <= 0:
             continue
         cores = p.share * quota * sat_f
         if (cores - overhead) / k >= p.capacity:  # the line already allows it
             continue
-        to_median = to_median or any(p is a for a in anchors)
+        before = (k, overhead)
         below = [(c, a.capacity) for a, c in ((a, _cores_used(a, quota)) for a in anchors)
                  if a.share < p.share and c < cores and a.capacity < p.capacity]
         turned = False
@@ -382,16 +384,19 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
             k_turned = (cores - c1) / (p.capacity - cap1)
             overhead_turned = c1 - cap1 * k_turned
             if 0.0 <= overhead_turned < lowest:
-                k, overhead, lifted, turned = k_turned, overhead_turned, True, True
+                k, overhead, turned = k_turned, overhead_turned, True
                 break
-        if turned:
-            continue
-        if cores - overhead > 0:
-            k, lifted = (cores - overhead) / p.capacity, True
+        if not turned and cores - overhead > 0:
+            k = (cores - overhead) / p.capacity
+        if (k, overhead) != before:
+            lifted = True
+            reason = "its median saturation where read" if p.share in anchored else "the fastest rate seen"
+            if reason not in reasons:
+                reasons.append(reason)
     if not lifted:
         return f
-    how = "lifted to its median saturation where read" if to_median else "lifted to the fastest rate seen"
-    return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points, method=f"{f.method}, {how}")
+    return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points,
+                       method=f"{f.method}, lifted to {' and '.join(reasons)}")
 
 
 # ---------------------------------------------------------------- readings

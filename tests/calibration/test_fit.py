@@ -322,6 +322,11 @@ def test_an_operator_fed_by_a_scaled_out_one_gets_the_capacity_its_own_bottlenec
     cheap = (QUOTA - OVERHEAD) / K["map"]  # the synthetic map's own cost
     assert limited.capacity == pytest.approx(cheap, rel=0.05)  # the one-channel line, not the fed rate
     assert limited.fed_scaled_out is not None and limited.fed_scaled_out.fraction == pytest.approx(1 / 1.25, rel=0.03)
+    # the same for a map that keeps state: no saturation fed by one subtask to tell the channels' cost from the state's
+    keyed = replace(topo, operators=tuple(
+        replace(op, state_bytes_per_record=8.0) if op.name == "map" else op for op in topo.operators))
+    stateful = build_profile(synthetic_measurement(backlogged_busy=0.6, fed_cost=0.25), keyed, provenance())
+    assert stateful.operators["map"].fed_scaled_out is None
     assert dearer.operators["bids_source"].fed_scaled_out is None
     # the sink, fed by the map at one subtask in the map's phase, is not measured by it
     assert dearer.operators["sink"].fed_scaled_out is None
@@ -1672,8 +1677,8 @@ def test_a_turn_that_would_leave_a_measured_share_no_capacity_lowers_the_slope_i
 def test_a_turn_goes_about_a_lower_share_where_the_nearest_would_leave_none() -> None:
     """q3's join at 0.25 CPU (the committed profile's share points): 1.6k / 11.2k / 47.4k records/s saturated on
     0.067 / 0.125 / 0.254 cores, not on one line. Turning about share 0.5 left share 0.25 no capacity (0.086 cores
-    of overhead); about share 0.25 the line passes that saturation and the fastest rate, and every share keeps
-    some."""
+    of overhead); about share 0.25 the line passes that saturation and the median of the two at share 1.0, and
+    every share keeps some."""
     q = 0.25
     cpu = CpuModel(idle_cores=0.031, cores_per_record=math.nan, saturated_fraction=0.99986)
     pts = [SharePoint(share=0.25, capacity=1_604.55, saturated=True, cpu_cores=0.0666066),

@@ -143,7 +143,9 @@ def test_an_event_time_windows_results_wait_for_the_slowest_partition_group() ->
         b = start(windowed(fires), constant(12_000, 300), {"src": 3, "win": 1, "sink": 1})
         b.advance_to(300)
         runs[fires] = b.timeseries().to_pandas()
-    late = lambda s: s[s.index >= 200]  # noqa: E731 - a backlog of 3k records/s for 200 s by then
+    def late(series: pd.Series) -> pd.Series:  # a backlog of 3k records/s for 200 s by then
+        return series[series.index >= 200]
+
     kafka = late(job_series(runs[True], Metric.LATENCY_KAFKA))
     held = late(job_series(runs[True], Metric.LATENCY_E2E_MEAN))
     own = late(job_series(runs[False], Metric.LATENCY_E2E_MEAN))
@@ -155,3 +157,18 @@ def test_an_event_time_windows_results_wait_for_the_slowest_partition_group() ->
     # is their subtasks' mean, 2/3 of the slow groups' age; the watermark is that age itself: 1.5 times the gauge
     assert ((held - kafka) > 5.0).all()
     assert (held / kafka).median() == pytest.approx(1.5, abs=0.06)
+
+
+def test_a_source_group_without_partitions_does_not_hold_the_watermark() -> None:
+    """Scaled out past its partitions, a source has subtasks that read nothing: Flink's readers there go idle and
+    stop counting for the watermark. Left in, the group a rescale made would pin it at the step of the rescale and
+    every later result would age by a second per second."""
+    topo = windowed(True)
+    b = start(topo, constant(6_000, 200), {"src": 3, "win": 1, "sink": 1})  # keeps up: no backlog
+    b.advance_to(60)
+    b.rescale({"src": 10}, None)  # 8 partitions: 8 subtasks with one, 2 with none
+    b.advance_to(200)
+    m = b.model
+    assert m is not None and 0.0 in m.lane_w[0]
+    e2e = job_series(b.timeseries().to_pandas(), Metric.LATENCY_E2E_MAX)
+    assert e2e[e2e.index >= 120].max() < 3.0

@@ -64,13 +64,10 @@ Latency, two quantities at step resolution (METRICS.md):
   is older, the last record taken by the slowest partition group of any
   source feeding it. Behind a backlog the groups drift apart: a source
   subtask held back by its downstream takes as much as the others whatever
-  its partitions, so those with more partitions each fall behind (session
-  28, q11 at 0.1 CPU: source subtasks at 3, 3 and 2 partitions, event-time
-  lags 82, 85 and 41 s, the window's watermark 98-100 s behind, its results'
-  end-to-end latency above the mean time in Kafka by 15-50 s). The
-  out-of-orderness bound (1 s) is below this model's resolution and not
-  added. Records that retention deleted never reach a sink: they are lost
-  load, not latency.
+  its partitions, so those with more partitions each fall behind
+  (docs/calibration-status.md, session 28). The job's out-of-orderness bound
+  (1 s by default) is not added. Records that retention deleted never reach a
+  sink: they are lost load, not latency.
 
 With fog nodes (`sim.network`), the backend sets each operator's ND_max and the
 capacity it costs (Gesscale eq. 1, in subtasks' worth); a subtask's capacity is
@@ -302,7 +299,7 @@ class SimModel:
         self.src_index = tuple(i for i in range(self.n) if self.is_src[i])
         # event-time windows: (source, hops from it) per source whose partitions hold their watermark back
         self.wm_from: list[tuple[tuple[int, int], ...]] = [
-            tuple((index[a], _hops(topology, a, o.name)) for a in sorted(topology.ancestors(o.name))
+            tuple((index[a], topology.hops(a, o.name)) for a in sorted(topology.ancestors(o.name))
                   if topology.op(a).is_source) if o.fires_on_watermark else ()
             for o in ops]
         self._state_dependent = self.costs.state_dependent
@@ -310,10 +307,12 @@ class SimModel:
     def _watermark(self, i: int) -> float | None:
         """The event-time step operator i's watermark stands at, in the steps its input carries (one per hop): the
         slowest partition group's last record over every source feeding it, as Flink's watermark is the minimum
-        over its input channels and each source subtask's the minimum over its partitions. None where it is no
-        event-time window, or before every group has emitted (no watermark yet: a window's records keep their
-        own event time). The out-of-orderness bound (1 s) is below the model's resolution and not added."""
-        marks = [q.last_step + hops for src, hops in self.wm_from[i] for q in self.lanes[src]]
+        over its input channels and each source subtask's the minimum over its partitions. A group without
+        partitions (more source subtasks than partitions) counts no more than Flink's idle readers do. None where it
+        is no event-time window, or before every group has emitted (no watermark yet: a window's records keep their
+        own event time). The job's out-of-orderness bound (1 s by default) is not added."""
+        marks = [q.last_step + hops for src, hops in self.wm_from[i]
+                 for q, w in zip(self.lanes[src], self.lane_w[src], strict=True) if w > 0.0]
         if not marks or min(marks) < 0.0:
             return None
         return min(marks)
@@ -758,13 +757,3 @@ class SimModel:
     def op_col(self, i: int, col: int) -> int:
         return JOB_COLS + i * OP_COLS + col
 
-
-def _hops(topology: Topology, source: str, name: str) -> int:
-    """Edges on the shortest path from `source` down to `name` (the steps a record's carried event time gains)."""
-    frontier, hops = {source}, 0
-    while name not in frontier:
-        frontier = {d for f in frontier for d in topology.downstream(f)}
-        hops += 1
-        if not frontier:
-            raise ValueError(f"{name} is not downstream of {source}")
-    return hops
