@@ -65,6 +65,11 @@ class ReportInput:
     ages: tuple[list[str], list[list[str]]] | None = None  # the same, by time since the (re)start (saturation.py)
 
 
+def _count_digits(v: float) -> int:
+    """A count shown whole, a mean of counts over several local runs with its half (4.5 is not 4)."""
+    return 0 if math.isfinite(v) and float(v).is_integer() else 1
+
+
 def _fmt(v: float, digits: int = 2) -> str:
     if not math.isfinite(v):
         return "n/a"
@@ -97,7 +102,8 @@ def _summary_rows(cells: Sequence[CellComparison]) -> list[list[str]]:
             f"{_fmt(c.local['latency_p95'].mean)} / {_ci(c.sim['latency_p95'])} ({_pct(c.rel['latency_p95'])}) "
             f"{_check(c.checks['latency_p95'])}",
             f"{_fmt(c.local['e2e_p95'].mean)} / {_ci(c.sim['e2e_p95'])} {_check(c.checks['e2e_p95'])}",
-            f"{_fmt(c.local['scale_count'].mean, 0)} / {_ci(c.sim['scale_count'])} {_check(c.checks['scale_count'])}",
+            f"{_fmt(c.local['scale_count'].mean, _count_digits(c.local['scale_count'].mean))} / {_ci(c.sim['scale_count'])} "
+            f"{_check(c.checks['scale_count'])}",
         ])
     return rows
 
