@@ -95,6 +95,7 @@ def _check(v: bool | None) -> str:
 def _summary_rows(cells: Sequence[CellComparison]) -> list[list[str]]:
     rows = []
     for c in cells:
+        scale = c.local['scale_count'].mean
         rows.append([
             c.cell_id,
             f"{_fmt(c.local['tm_minutes'].mean, 1)} / {_ci(c.sim['tm_minutes'])} ({_pct(c.rel['tm_minutes'])}) "
@@ -102,8 +103,7 @@ def _summary_rows(cells: Sequence[CellComparison]) -> list[list[str]]:
             f"{_fmt(c.local['latency_p95'].mean)} / {_ci(c.sim['latency_p95'])} ({_pct(c.rel['latency_p95'])}) "
             f"{_check(c.checks['latency_p95'])}",
             f"{_fmt(c.local['e2e_p95'].mean)} / {_ci(c.sim['e2e_p95'])} {_check(c.checks['e2e_p95'])}",
-            f"{_fmt(c.local['scale_count'].mean, _count_digits(c.local['scale_count'].mean))} / {_ci(c.sim['scale_count'])} "
-            f"{_check(c.checks['scale_count'])}",
+            f"{_fmt(scale, _count_digits(scale))} / {_ci(c.sim['scale_count'])} {_check(c.checks['scale_count'])}",
         ])
     return rows
 
