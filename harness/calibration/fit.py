@@ -229,7 +229,8 @@ def envelope(points: Sequence[SharePoint], quota: float = math.nan, tolerance: f
             continue
         mid = float(np.median([p.capacity for p in sat]))
         faster = [p for p in at if not p.saturated and p.capacity > mid]
-        beyond = [p for p in faster if p.capacity > max(p.capacity for p in sat) * (1 + tolerance)]
+        fastest_saturation = max(p.capacity for p in sat)
+        beyond = [p for p in faster if p.capacity > fastest_saturation * (1 + tolerance)]
         if beyond and not _cpu_bound(max(beyond, key=lambda p: p.capacity), quota):
             continue
         out.append(_pooled(share, sat + [p for p in faster if _cpu_bound(p, quota)]))
@@ -361,7 +362,6 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
     cores of overhead on a 0.25 quota, leaving its 0.0625 and 0.125 shares no capacity)."""
     sat_f = cpu.saturated_fraction if math.isfinite(cpu.saturated_fraction) else 1.0
     k, overhead = f.cores_per_record, f.overhead_cores
-    lifted = False
     top = max((p.share for p in points), default=1.0)
     lowest = _lowest_cores(anchors, points, cpu, quota)
     anchored = {a.share for a in anchors}
@@ -389,11 +389,10 @@ def lower_bounds(f: CapacityFit, points: Sequence[SharePoint], cpu: CpuModel, qu
         if not turned and cores - overhead > 0:
             k = (cores - overhead) / p.capacity
         if (k, overhead) != before:
-            lifted = True
             reason = "its median saturation where read" if p.share in anchored else "the fastest rate seen"
             if reason not in reasons:
                 reasons.append(reason)
-    if not lifted:
+    if not reasons:
         return f
     return CapacityFit(cores_per_record=k, overhead_cores=overhead, points=f.points,
                        method=f"{f.method}, lifted to {' and '.join(reasons)}")
